@@ -1,0 +1,41 @@
+# ragmesh — `make up` starts the whole mesh, `make test` runs the tests. Both install into .venv first.
+PYTHON ?= python3.11
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip
+# torch is installed on its own first, pinned, so nothing later pulls a CUDA build.
+TORCH  ?= torch==2.13.0
+PKGS   := -e libs/api -e libs/common -e libs/store -e services/converter -e services/embedder \
+          -e services/indexer -e services/search -e gateway
+STAMP  := $(VENV)/.installed
+
+.PHONY: install up test lint protos bench clean
+
+install: $(STAMP)
+
+$(STAMP): Makefile constraints.txt requirements-dev.txt libs/*/pyproject.toml services/*/pyproject.toml gateway/pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (or make PYTHON=/path/to/python3.11)"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet $(TORCH)
+	$(PIP) install --quiet -c constraints.txt $(PKGS) -r requirements-dev.txt
+	touch $(STAMP)
+
+up: install
+	$(BIN)/ragmesh up
+
+test: install
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/buf lint
+	$(BIN)/ruff check .
+
+protos: install
+	$(BIN)/python scripts/gen_protos.py
+
+bench: install
+	$(BIN)/python -m bench.run
+
+clean:
+	rm -rf $(VENV) .ragmesh .pytest_cache

@@ -1,0 +1,1 @@
+"""Code every ragmesh process shares: settings, errors, gRPC server and client plumbing, logging, the CLI."""

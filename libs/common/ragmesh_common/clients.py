@@ -1,0 +1,126 @@
+"""One gRPC channel per backend, created once, with deadlines on every call and retries only where
+AIP-194 allows them (UNAVAILABLE, idempotent methods).
+
+    embedder = ServiceClient("embedder", settings.embedder_addr, EmbedderServiceStub,
+                             timeout=30, idempotent=("Embed", "GetModelInfo"))
+    response = await embedder.call("Embed", request)
+
+A failed call raises `RagmeshError` (see `errors.from_rpc_error`). A call made while serving another call
+never outlives that call's deadline (`server.current_deadline`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from collections.abc import AsyncIterator, Iterable
+
+import grpc
+
+from .errors import RagmeshError, from_rpc_error
+from .server import current_deadline
+
+# Below this much time left there is no point in starting a downstream call.
+_MIN_TIMEOUT = 0.05
+
+
+def _service_config(full_service: str, idempotent: Iterable[str]) -> str:
+    methods = [{"service": full_service, "method": m} for m in idempotent]
+    if not methods:
+        return json.dumps({})
+    return json.dumps(
+        {
+            "methodConfig": [
+                {
+                    "name": methods,
+                    "retryPolicy": {
+                        "maxAttempts": 4,
+                        "initialBackoff": "0.1s",
+                        "maxBackoff": "2s",
+                        "backoffMultiplier": 2,
+                        "retryableStatusCodes": ["UNAVAILABLE"],
+                    },
+                }
+            ]
+        }
+    )
+
+
+def _full_service_name(stub_cls: type) -> str:
+    # FooServiceStub lives in ragmesh.<svc>.v1.<file>_pb2_grpc; its package holds the descriptor.
+    pb2 = importlib.import_module(stub_cls.__module__.removesuffix("_grpc"))
+    name = stub_cls.__name__.removesuffix("Stub")
+    return pb2.DESCRIPTOR.services_by_name[name].full_name
+
+
+class ServiceClient:
+    """A long-lived client for one backend service."""
+
+    def __init__(
+        self,
+        service: str,
+        target: str,
+        stub_cls: type,
+        *,
+        timeout: float,
+        idempotent: Iterable[str] = (),
+        max_message_bytes: int = 64 * 1024 * 1024,
+        interceptors: Iterable[grpc.aio.ClientInterceptor] = (),
+    ) -> None:
+        self.service = service
+        self.target = target
+        self.timeout = timeout
+        self.full_name = _full_service_name(stub_cls)
+        options = [
+            ("grpc.service_config", _service_config(self.full_name, idempotent)),
+            ("grpc.enable_retries", 1),
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.max_send_message_length", max_message_bytes),
+            ("grpc.keepalive_time_ms", 30_000),
+        ]
+        self.channel = grpc.aio.insecure_channel(target, options=options, interceptors=list(interceptors) or None)
+        self.stub = stub_cls(self.channel)
+
+    def deadline(self, timeout: float | None = None) -> float:
+        """Seconds this call may take: its own timeout, capped by what is left of the call being served."""
+        budget = self.timeout if timeout is None else timeout
+        inherited = current_deadline.get()
+        if inherited is not None:
+            budget = min(budget, inherited - time.monotonic())
+        if budget < _MIN_TIMEOUT:
+            raise RagmeshError(
+                grpc.StatusCode.DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED",
+                f"no time left to call {self.service}", "ragmesh", {"service": self.service},
+            )
+        return budget
+
+    async def call(self, method: str, request, *, timeout: float | None = None):
+        """A unary or client-streaming call; raises RagmeshError on failure."""
+        try:
+            return await getattr(self.stub, method)(request, timeout=self.deadline(timeout))
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, service=self.service, target=self.target) from None
+
+    async def stream(self, method: str, request, *, timeout: float | None = None) -> AsyncIterator:
+        """A server-streaming call; yields responses, raises RagmeshError on failure."""
+        call = getattr(self.stub, method)(request, timeout=self.deadline(timeout))
+        try:
+            async for response in call:
+                yield response
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, service=self.service, target=self.target) from None
+
+    async def check_health(self, timeout: float = 2.0) -> bool:
+        """True when the backend's grpc.health.v1 reports SERVING for its service."""
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+        stub = health_pb2_grpc.HealthStub(self.channel)
+        try:
+            reply = await stub.Check(health_pb2.HealthCheckRequest(service=self.full_name), timeout=timeout)
+        except grpc.RpcError:
+            return False
+        return reply.status == health_pb2.HealthCheckResponse.SERVING
+
+    async def close(self) -> None:
+        await self.channel.close()

@@ -1,0 +1,63 @@
+"""Settings shared by every process. Each service has one pydantic-settings class of its own (environment
+only, validated at start-up); they build on `ServiceSettings` here.
+
+Environment variables:
+  RAGMESH_<SERVICE>_HOST / _PORT   where a service's gRPC server listens
+  RAGMESH_<SERVICE>_ADDR           where clients reach it (host:port)
+  RAGMESH_SHUTDOWN_GRACE_SECONDS   how long in-flight calls may drain on SIGTERM
+  RAGMESH_LOG_LEVEL                DEBUG, INFO, WARNING, ERROR
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# The default port of each gRPC service; the gateway's HTTP port is RAGMESH_HTTP_PORT (8000).
+DEFAULT_PORTS = {"converter": 50051, "embedder": 50052, "indexer": 50053, "search": 50054}
+SERVICES = tuple(DEFAULT_PORTS)
+
+
+def default_addr(service: str) -> str:
+    return f"127.0.0.1:{DEFAULT_PORTS[service]}"
+
+
+class ServiceSettings(BaseSettings):
+    """What every gRPC service reads. Subclasses set `env_prefix="RAGMESH_<SERVICE>_"`."""
+
+    model_config = SettingsConfigDict(env_prefix="RAGMESH_", extra="ignore", frozen=True)
+
+    host: str = Field("127.0.0.1", description="Address to bind the gRPC server to (0.0.0.0 in containers).")
+    port: int = Field(0, ge=0, le=65535, description="gRPC port; 0 picks a free one (tests).")
+    shutdown_grace_seconds: float = Field(
+        5.0, ge=0, le=300, validation_alias="RAGMESH_SHUTDOWN_GRACE_SECONDS",
+        description="On SIGTERM, how long in-flight calls may finish (keep below terminationGracePeriodSeconds).",
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", validation_alias="RAGMESH_LOG_LEVEL")
+    max_message_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024, validation_alias="RAGMESH_GRPC_MAX_MESSAGE_BYTES",
+        description="Largest gRPC message accepted or sent.",
+    )
+
+
+class ConfigError(SystemExit):
+    """Raised at start-up when the environment does not make valid settings; the message says which."""
+
+
+def load(settings_cls: type[BaseSettings], **overrides):
+    """Build a settings object from the environment, failing fast with a message that names the variable."""
+    try:
+        return settings_cls(**overrides)
+    except ValidationError as exc:
+        prefix = settings_cls.model_config.get("env_prefix", "")
+        lines = []
+        for err in exc.errors():
+            name = ".".join(str(p) for p in err["loc"])
+            field = settings_cls.model_fields.get(name)
+            env = (field.validation_alias if field and isinstance(field.validation_alias, str) else None) or (
+                f"{prefix}{name}".upper()
+            )
+            lines.append(f"  {env}: {err['msg']} (got {err.get('input')!r})")
+        raise ConfigError("invalid configuration:\n" + "\n".join(lines)) from None

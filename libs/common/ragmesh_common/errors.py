@@ -1,0 +1,152 @@
+"""Domain errors and their one mapping to and from rich gRPC status (google.rpc.Status + ErrorInfo).
+
+Domain code raises `RagmeshError`; the server interceptor (`ragmesh_common.server`) turns it into a
+google.rpc.Status with exactly one ErrorInfo (and BadRequest field violations for validation errors).
+Clients turn a failed call back into a `RagmeshError` with `from_rpc_error`, so a reason given by a
+downstream service (say the converter's UNSUPPORTED_MEDIA_TYPE) reaches the gateway unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import error_details_pb2, status_pb2
+
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
+
+
+@dataclass(frozen=True)
+class FieldViolation:
+    """One invalid request field (google.rpc.BadRequest.FieldViolation)."""
+
+    field: str
+    description: str
+
+
+@dataclass
+class RagmeshError(Exception):
+    """An error with a canonical gRPC code, an UPPER_SNAKE_CASE reason and a message for people."""
+
+    code: grpc.StatusCode
+    reason: str
+    message: str
+    domain: str = ""
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    field_violations: Sequence[FieldViolation] = ()
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
+        self.metadata = {str(k): str(v) for k, v in self.metadata.items()}
+
+    def __str__(self) -> str:
+        return f"{self.code.name} {self.reason}: {self.message}"
+
+    def with_domain(self, domain: str) -> RagmeshError:
+        """Set the domain if it is not set yet (the service that raised it)."""
+        if not self.domain:
+            self.domain = domain
+        return self
+
+    # --- to the wire -------------------------------------------------------------------------------
+    def to_status_proto(self) -> status_pb2.Status:
+        info = error_details_pb2.ErrorInfo(
+            reason=self.reason, domain=self.domain or "ragmesh", metadata=dict(self.metadata)
+        )
+        details = [_pack(info)]
+        if self.field_violations:
+            bad = error_details_pb2.BadRequest(
+                field_violations=[
+                    error_details_pb2.BadRequest.FieldViolation(field=v.field, description=v.description)
+                    for v in self.field_violations
+                ]
+            )
+            details.append(_pack(bad))
+        return status_pb2.Status(code=self.code.value[0], message=self.message, details=details)
+
+    def trailing_metadata(self) -> tuple[tuple[str, bytes], ...]:
+        return ((STATUS_DETAILS_KEY, self.to_status_proto().SerializeToString()),)
+
+
+def _pack(message) -> any_pb2.Any:
+    packed = any_pb2.Any()
+    packed.Pack(message)
+    return packed
+
+
+_CODES_BY_VALUE = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def invalid_argument(reason: str, message: str, *, field: str | None = None, **metadata: object) -> RagmeshError:
+    """A validation error, with a BadRequest field violation when `field` is given."""
+    violations = (FieldViolation(field, message),) if field else ()
+    return RagmeshError(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        reason,
+        message,
+        metadata={k: str(v) for k, v in metadata.items()},
+        field_violations=violations,
+    )
+
+
+def not_found(reason: str, message: str, **metadata: object) -> RagmeshError:
+    return RagmeshError(grpc.StatusCode.NOT_FOUND, reason, message, metadata={k: str(v) for k, v in metadata.items()})
+
+
+def failed_precondition(reason: str, message: str, **metadata: object) -> RagmeshError:
+    return RagmeshError(
+        grpc.StatusCode.FAILED_PRECONDITION, reason, message, metadata={k: str(v) for k, v in metadata.items()}
+    )
+
+
+def unavailable(reason: str, message: str, **metadata: object) -> RagmeshError:
+    return RagmeshError(grpc.StatusCode.UNAVAILABLE, reason, message, metadata={k: str(v) for k, v in metadata.items()})
+
+
+# --- from the wire -----------------------------------------------------------------------------------
+def from_rpc_error(error: grpc.RpcError, *, service: str = "", target: str = "") -> RagmeshError:
+    """Turn a failed call into a RagmeshError, keeping the callee's reason, domain and field violations.
+
+    A failure without rich details (the peer is down, a deadline passed, a proxy answered) gets a reason
+    that names the service, so the caller's user learns *which* hop failed.
+    """
+    code = error.code() if callable(getattr(error, "code", None)) else grpc.StatusCode.UNKNOWN
+    details = error.details() if callable(getattr(error, "details", None)) else str(error)
+    trailing = error.trailing_metadata() if callable(getattr(error, "trailing_metadata", None)) else None
+    for key, value in trailing or ():
+        if key == STATUS_DETAILS_KEY:
+            status = status_pb2.Status.FromString(value)
+            return _from_status(status)
+    meta = {"service": service} if service else {}
+    if target:
+        meta["target"] = target
+    who = service or "a backend service"
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return RagmeshError(code, "SERVICE_UNAVAILABLE", f"{who} is unavailable ({details})", "ragmesh", meta)
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return RagmeshError(code, "DEADLINE_EXCEEDED", f"{who} did not answer in time", "ragmesh", meta)
+    if code == grpc.StatusCode.CANCELLED:
+        return RagmeshError(code, "CANCELLED", f"the call to {who} was cancelled", "ragmesh", meta)
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return RagmeshError(code, "RESOURCE_EXHAUSTED", f"{who}: {details}", "ragmesh", meta)
+    return RagmeshError(code, code.name, f"{who} failed: {details}", "ragmesh", meta)
+
+
+def _from_status(status: status_pb2.Status) -> RagmeshError:
+    code = _CODES_BY_VALUE.get(status.code, grpc.StatusCode.UNKNOWN)
+    reason, domain, metadata = code.name, "", {}
+    violations: list[FieldViolation] = []
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            reason, domain, metadata = info.reason, info.domain, dict(info.metadata)
+        elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad = error_details_pb2.BadRequest()
+            detail.Unpack(bad)
+            violations.extend(FieldViolation(v.field, v.description) for v in bad.field_violations)
+    return RagmeshError(code, reason, status.message, domain, metadata, tuple(violations))
+
+

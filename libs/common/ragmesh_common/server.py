@@ -1,0 +1,189 @@
+"""gRPC aio server plumbing every service uses: the error interceptor, health, reflection, deadlines,
+graceful shutdown.
+
+A service's `create_server(settings)` calls `new_server(...)`, registers its servicer and returns
+`(server, port)`; `serve_forever` runs it until SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import signal
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from .config import ServiceSettings
+from .errors import RagmeshError
+
+log = logging.getLogger(__name__)
+
+# The absolute (time.monotonic) deadline of the call being served, so that calls made on its behalf
+# inherit what is left of it (see ragmesh_common.clients).
+current_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("current_deadline", default=None)
+
+
+class ErrorInterceptor(grpc.aio.ServerInterceptor):
+    """Maps domain errors to rich status once for all servicers, and records the call's deadline."""
+
+    def __init__(self, domain: str) -> None:
+        self.domain = domain
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        method = handler_call_details.method
+        if handler.unary_unary:
+            return grpc.unary_unary_rpc_method_handler(
+                self._wrap_unary(handler.unary_unary, method),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.stream_unary:
+            return grpc.stream_unary_rpc_method_handler(
+                self._wrap_unary(handler.stream_unary, method),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream:
+            return grpc.unary_stream_rpc_method_handler(
+                self._wrap_stream(handler.unary_stream, method),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return grpc.stream_stream_rpc_method_handler(
+            self._wrap_stream(handler.stream_stream, method),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+    def _wrap_unary(self, behavior, method: str):
+        async def wrapper(request, context):
+            _set_deadline(context)
+            try:
+                return await behavior(request, context)
+            except Exception as exc:  # noqa: BLE001 - mapped below, never leaks as UNKNOWN
+                await self._abort(context, exc, method)
+
+        return wrapper
+
+    def _wrap_stream(self, behavior, method: str):
+        async def wrapper(request, context):
+            _set_deadline(context)
+            try:
+                async for response in behavior(request, context):
+                    yield response
+            except Exception as exc:  # noqa: BLE001
+                await self._abort(context, exc, method)
+
+        return wrapper
+
+    async def _abort(self, context, exc: Exception, method: str):
+        if isinstance(exc, asyncio.CancelledError):
+            raise exc
+        if isinstance(exc, RagmeshError):
+            err = exc.with_domain(self.domain)
+            log.info("%s -> %s %s: %s", method, err.code.name, err.reason, err.message)
+        elif _is_abort(exc):
+            raise exc
+        else:
+            log.exception("%s failed unexpectedly", method)
+            err = RagmeshError(
+                grpc.StatusCode.INTERNAL, "INTERNAL_ERROR", f"internal error in {method}: {type(exc).__name__}",
+                self.domain,
+            )
+        await context.abort(err.code, err.message, err.trailing_metadata())
+
+
+def _is_abort(exc: Exception) -> bool:
+    # context.abort() raises a private exception type; let it through untouched.
+    return type(exc).__name__ == "AbortError" or isinstance(exc, grpc.RpcError)
+
+
+def _set_deadline(context) -> None:
+    remaining = context.time_remaining()
+    current_deadline.set(time.monotonic() + remaining if remaining is not None else None)
+
+
+@dataclass
+class Service:
+    """A running gRPC server with its health servicer, so shutdown can report NOT_SERVING first."""
+
+    name: str
+    server: grpc.aio.Server
+    port: int
+    health: health.aio.HealthServicer
+    service_names: tuple[str, ...]
+    grace: float
+    # Called after the server stopped (close channels, models, the store); sync or async.
+    closers: list[Callable[[], object]] = field(default_factory=list)
+
+    async def start(self) -> None:
+        await self.server.start()
+        for name in (*self.service_names, ""):
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Report NOT_SERVING, then let in-flight calls drain for up to `grace` seconds."""
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(self.grace if grace is None else grace)
+        for close in self.closers:
+            result = close()
+            if asyncio.iscoroutine(result):
+                await result
+
+
+def new_server(
+    name: str,
+    settings: ServiceSettings,
+    register: Callable[[grpc.aio.Server], None],
+    service_names: Iterable[str],
+    *,
+    domain: str,
+) -> Service:
+    """Build (not start) a gRPC aio server with the error interceptor, health and reflection, bound on
+    settings.host:settings.port (0 = a free port)."""
+    options = [
+        ("grpc.max_receive_message_length", settings.max_message_bytes),
+        ("grpc.max_send_message_length", settings.max_message_bytes),
+        ("grpc.so_reuseport", 0),
+    ]
+    server = grpc.aio.server(interceptors=[ErrorInterceptor(domain)], options=options)
+    register(server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = tuple(service_names)
+    reflection.enable_server_reflection((*names, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    port = server.add_insecure_port(f"{_bind_host(settings.host)}:{settings.port}")
+    if port == 0:
+        raise RuntimeError(f"{name}: could not bind {settings.host}:{settings.port}")
+    return Service(name, server, port, health_servicer, names, settings.shutdown_grace_seconds)
+
+
+def _bind_host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+async def serve_forever(services: list[Service], on_shutdown: Iterable[Callable[[], object]] = ()) -> None:
+    """Start the services and run until SIGTERM/SIGINT, then shut down gracefully."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    for service in services:
+        await service.start()
+        log.info("%s serving gRPC on port %d", service.name, service.port)
+    await stop.wait()
+    log.info("shutting down: draining in-flight calls")
+    await asyncio.gather(*(s.stop() for s in services))
+    for hook in on_shutdown:
+        result = hook()
+        if asyncio.iscoroutine(result):
+            await result

@@ -1,0 +1,122 @@
+"""The one small storage interface over Qdrant. Two adapters implement it: `EdgeStore` (embedded
+qdrant-edge-py, the default) and `QdrantClientStore` (qdrant-client against QDRANT_URL). One contract
+test suite (libs/store/tests/test_contract.py) runs against both.
+
+Every method is synchronous and thread-safe; async services call them through `asyncio.to_thread`.
+A collection holds chunk points with a named dense vector "dense" (cosine) and a named sparse vector
+"bm25" (IDF modifier), and keyword/integer payload indexes on the fields filters use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+DENSE = "dense"
+SPARSE = "bm25"
+# Payload fields every chunk carries; the keyword-like ones get a payload index.
+KEYWORD_FIELDS = ("doc_id", "source", "filename", "mime_type", "url", "title", "content_hash")
+INTEGER_FIELDS = ("chunk_index",)
+METADATA_PREFIX = "metadata."  # user metadata lives under payload["metadata"]
+
+Mode = Literal["dense", "sparse", "hybrid"]
+FilterValue = str | int | float | bool | Sequence[str | int | float | bool]
+
+
+@dataclass(frozen=True)
+class Sparse:
+    indices: Sequence[int]
+    values: Sequence[float]
+
+
+@dataclass(frozen=True)
+class ChunkPoint:
+    """One chunk to store. `id` is a UUID string (UUIDv5 of doc_id + chunk_index)."""
+
+    id: str
+    dense: Sequence[float]
+    sparse: Sparse
+    payload: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Hit:
+    id: str
+    score: float
+    payload: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Query:
+    """A search. `filters` are exact matches: payload field (or `metadata.<key>`) -> value or list of values
+    (any of them). Hybrid prefetches `prefetch_limit` candidates per vector and fuses them with RRF."""
+
+    mode: Mode
+    limit: int
+    dense: Sequence[float] | None = None
+    sparse: Sparse | None = None
+    filters: Mapping[str, FilterValue] = field(default_factory=dict)
+    prefetch_limit: int = 50
+    rrf_k: int = 60
+    score_threshold: float | None = None
+
+
+@dataclass(frozen=True)
+class CollectionStats:
+    name: str
+    documents: int
+    chunks: int
+
+
+class StoreError(Exception):
+    """A storage failure (the store itself, not the caller's input)."""
+
+
+class StoreBusyError(StoreError):
+    """The embedded store's data directory is owned by another process."""
+
+
+class CollectionNotFound(StoreError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"collection {name!r} does not exist")
+        self.name = name
+
+
+class Store(Protocol):
+    dimension: int
+
+    def ensure_collection(self, name: str) -> bool:
+        """Create the collection if missing; True if it was created now."""
+
+    def collection_exists(self, name: str) -> bool: ...
+
+    def list_collections(self) -> list[str]:
+        """Names, sorted."""
+
+    def delete_collection(self, name: str) -> int:
+        """Delete it; return how many chunks it had. CollectionNotFound if missing."""
+
+    def upsert(self, name: str, points: Sequence[ChunkPoint]) -> None:
+        """Insert or replace points (by id). CollectionNotFound if missing."""
+
+    def delete_points(self, name: str, ids: Sequence[str]) -> None: ...
+
+    def delete_document(self, name: str, doc_id: str) -> int:
+        """Delete every chunk of the document; return how many. CollectionNotFound if missing."""
+
+    def document_chunks(self, name: str, doc_id: str) -> list[Hit]:
+        """Every chunk of the document ordered by chunk_index (score 0). Empty if unknown."""
+
+    def document_chunk_ids(self, name: str, doc_id: str) -> list[str]:
+        """The point ids of the document's chunks (no payloads)."""
+
+    def document_hash(self, name: str, doc_id: str) -> str | None:
+        """The stored content_hash of the document, or None if it is not stored."""
+
+    def query(self, name: str, query: Query) -> list[Hit]:
+        """Best first; equal scores ordered by (doc_id, chunk_index) so results are stable."""
+
+    def stats(self, name: str) -> CollectionStats: ...
+
+    def close(self) -> None: ...
