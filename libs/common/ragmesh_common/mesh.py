@@ -1,0 +1,170 @@
+"""Start ragmesh services in this process: `ragmesh up` (all of them) and `ragmesh serve NAME...`.
+
+Each gRPC service is still a real gRPC server on its own port; services reach each other over gRPC, even in
+one process. With the embedded store, the indexer and search must share one process (one owner of the
+shard), so when both run here they share one store object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import os
+from collections.abc import Sequence
+
+from .config import SERVICES, ConfigError, load
+from .server import Service
+
+log = logging.getLogger(__name__)
+
+GRPC_SERVICES = SERVICES  # converter, embedder, indexer, search (start-up order)
+ALL = (*GRPC_SERVICES, "gateway")
+_SETTINGS = {
+    "converter": ("ragmesh_converter.config", "ConverterSettings"),
+    "embedder": ("ragmesh_embedder.config", "EmbedderSettings"),
+    "indexer": ("ragmesh_indexer.config", "IndexerSettings"),
+    "search": ("ragmesh_search.config", "SearchSettings"),
+    "gateway": ("ragmesh_gateway.config", "GatewaySettings"),
+}
+
+
+def settings_class(name: str) -> type:
+    module, cls = _SETTINGS[name]
+    try:
+        return getattr(importlib.import_module(module), cls)
+    except ModuleNotFoundError as exc:
+        raise ConfigError(
+            f"service {name!r} is not installed in this environment ({exc.name} missing); "
+            f"install the ragmesh-{name} package"
+        ) from None
+
+
+def validate_names(names: Sequence[str]) -> list[str]:
+    unknown = [n for n in names if n not in ALL]
+    if unknown:
+        raise ConfigError(f"unknown service(s): {', '.join(unknown)}; choose from {', '.join(ALL)}")
+    if not names:
+        raise ConfigError(f"name at least one service: {', '.join(ALL)}")
+    return [n for n in ALL if n in names]  # start-up order, no duplicates
+
+
+async def _model_dimension(embedder_addr: str) -> int:
+    from ragmesh.embedder.v1 import embedder_service_pb2 as pb
+    from ragmesh.embedder.v1 import embedder_service_pb2_grpc as pb_grpc
+
+    from .clients import ServiceClient
+
+    client = ServiceClient("embedder", embedder_addr, pb_grpc.EmbedderServiceStub, timeout=10,
+                           idempotent=("GetModelInfo",))
+    try:
+        for attempt in range(60):
+            try:
+                info = await client.call("GetModelInfo", pb.GetModelInfoRequest())
+                return info.dimension
+            except Exception:  # noqa: BLE001 - the embedder may still be loading its model
+                if attempt == 59:
+                    raise
+                await asyncio.sleep(1)
+    finally:
+        await client.close()
+    raise AssertionError("unreachable")
+
+
+async def run(names: Sequence[str], *, local: bool) -> None:
+    """Run the named services until SIGTERM/SIGINT. `local=True` (ragmesh up) wires them to each other
+    over loopback using the ports they actually bound."""
+    names = validate_names(names)
+    # Validate every settings class before anything starts, so a typo fails fast with the variable's name.
+    for name in names:
+        load(settings_class(name))
+    started: list[Service] = []
+    closers = []
+    try:
+        store = None
+        for name in [n for n in names if n in GRPC_SERVICES]:
+            settings = load(settings_class(name))
+            module = importlib.import_module(f"ragmesh_{name}.server")
+            if name in ("indexer", "search") and {"indexer", "search"} <= set(names):
+                if store is None:
+                    store = await _open_shared_store(settings)
+                    closers.append(store.close)
+                service = await _maybe_await(module.create_server(settings, store=store))
+            else:
+                service = await _maybe_await(module.create_server(settings))
+            await service.start()
+            started.append(service)
+            log.info("%s listening on %s:%d", name, settings.host, service.port)
+            if local:
+                os.environ[f"RAGMESH_{name.upper()}_ADDR"] = f"127.0.0.1:{service.port}"
+        gateway = None
+        if "gateway" in names:
+            gateway = _gateway_server(load(settings_class("gateway")))
+            gateway_task = asyncio.create_task(gateway.serve())
+            while not gateway.started and not gateway_task.done():
+                await asyncio.sleep(0.05)
+            if gateway_task.done():  # could not bind, or start-up failed
+                await gateway_task
+                raise ConfigError("the gateway could not start (see the log above)")
+            started_gateway = gateway_task
+        else:
+            started_gateway = None
+        log.info("ragmesh ready: %s", ", ".join(names))
+        await _wait_for_signal(started_gateway)
+        if gateway is not None:
+            gateway.should_exit = True
+            await started_gateway
+    finally:
+        await asyncio.gather(*(s.stop() for s in reversed(started)), return_exceptions=True)
+        for close in closers:
+            close()
+
+
+async def _open_shared_store(settings):
+    from ragmesh_store import StoreSettings, open_store
+
+    dimension = await _model_dimension(os.environ.get("RAGMESH_EMBEDDER_ADDR") or settings.embedder_addr)
+    return open_store(load(StoreSettings), dimension)
+
+
+async def _maybe_await(value):
+    if asyncio.iscoroutine(value):
+        return await value
+    return value
+
+
+def _gateway_server(settings):
+    """A uvicorn server for the gateway that leaves signal handling to us (one handler for all services)."""
+    import contextlib
+
+    import uvicorn
+    from ragmesh_gateway.app import create_app
+
+    class EmbeddedServer(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self):
+            yield
+
+    config = uvicorn.Config(
+        create_app(settings), host=settings.http_host, port=settings.http_port, log_config=None,
+        access_log=False, lifespan="on", timeout_graceful_shutdown=5,
+    )
+    return EmbeddedServer(config)
+
+
+async def _wait_for_signal(gateway_task: asyncio.Task | None) -> None:
+    """Wait for SIGTERM/SIGINT (or the gateway stopping on its own, which is re-raised)."""
+    import signal
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    waiters = [asyncio.create_task(stop.wait())]
+    if gateway_task is not None:
+        waiters.append(gateway_task)
+    done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    if gateway_task is not None and gateway_task in done:
+        gateway_task.result()
+        raise ConfigError("the gateway stopped unexpectedly")
+    log.info("shutting down: draining in-flight calls")

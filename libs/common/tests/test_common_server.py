@@ -1,0 +1,146 @@
+"""The shared server plumbing over real gRPC: rich errors both ways, deadlines, health, reflection."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
+from ragmesh_common.clients import ServiceClient
+from ragmesh_common.config import ServiceSettings
+from ragmesh_common.errors import RagmeshError, from_rpc_error, invalid_argument
+from ragmesh_common.server import current_deadline, new_server
+
+SERVICE = "test.Echo"
+seen_deadlines: list[float | None] = []
+
+
+async def _unary(request: bytes, context) -> bytes:
+    seen_deadlines.append(current_deadline.get())
+    if request == b"bad":
+        raise invalid_argument("SOMETHING_INVALID", "something is invalid", field="thing", value="bad")
+    if request == b"crash":
+        raise ValueError("boom")
+    return request.upper()
+
+
+async def _stream(request: bytes, context):
+    yield b"one"
+    raise invalid_argument("STREAM_BROKE", "the stream broke")
+
+
+def _register(server: grpc.aio.Server) -> None:
+    identity = (lambda b: b)  # noqa: E731
+    handlers = {
+        "Unary": grpc.unary_unary_rpc_method_handler(_unary, identity, identity),
+        "Stream": grpc.unary_stream_rpc_method_handler(_stream, identity, identity),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+
+
+@pytest.fixture
+async def echo():
+    service = new_server("echo", ServiceSettings(port=0), _register, [SERVICE], domain="echo.ragmesh")
+    await service.start()
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{service.port}")
+    yield service, channel
+    await channel.close()
+    await service.stop(0)
+
+
+async def _call(channel, method: str, payload: bytes, timeout: float = 5):
+    return await channel.unary_unary(f"/{SERVICE}/{method}")(payload, timeout=timeout)
+
+
+async def test_domain_error_arrives_as_rich_status(echo):
+    _, channel = echo
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await _call(channel, "Unary", b"bad")
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    err = from_rpc_error(info.value)
+    assert (err.reason, err.domain, err.message) == ("SOMETHING_INVALID", "echo.ragmesh", "something is invalid")
+    assert err.metadata == {"value": "bad"}
+    assert [(v.field, v.description) for v in err.field_violations] == [("thing", "something is invalid")]
+
+
+async def test_unexpected_exception_is_internal_not_unknown(echo):
+    _, channel = echo
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await _call(channel, "Unary", b"crash")
+    err = from_rpc_error(info.value)
+    assert err.code == grpc.StatusCode.INTERNAL and err.reason == "INTERNAL_ERROR"
+    assert "boom" not in err.message  # internals are logged, not sent
+
+
+async def test_streaming_error_after_first_message(echo):
+    _, channel = echo
+    call = channel.unary_stream(f"/{SERVICE}/Stream")(b"x", timeout=5)
+    got = []
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        async for item in call:
+            got.append(item)
+    assert got == [b"one"]
+    assert from_rpc_error(info.value).reason == "STREAM_BROKE"
+
+
+async def test_handler_sees_the_callers_deadline(echo):
+    _, channel = echo
+    seen_deadlines.clear()
+    assert await _call(channel, "Unary", b"hi", timeout=3) == b"HI"
+    # The deadline is absolute (monotonic), so calls made on the caller's behalf inherit what is left.
+    assert seen_deadlines[0] is not None
+    assert 0 < seen_deadlines[0] - time.monotonic() <= 3
+
+
+async def test_client_refuses_a_call_when_the_inherited_deadline_has_passed():
+    from grpc_health.v1.health_pb2_grpc import HealthStub
+
+    client = ServiceClient("health", "127.0.0.1:1", HealthStub, timeout=5)
+    token = current_deadline.set(time.monotonic() - 1)
+    try:
+        with pytest.raises(RagmeshError) as info:
+            await client.call("Check", health_pb2.HealthCheckRequest())
+        assert info.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+    finally:
+        current_deadline.reset(token)
+        await client.close()
+
+
+async def test_a_down_service_is_named_in_the_error():
+    from grpc_health.v1.health_pb2_grpc import HealthStub
+
+    client = ServiceClient("embedder", "127.0.0.1:1", HealthStub, timeout=2)
+    try:
+        with pytest.raises(RagmeshError) as info:
+            await client.call("Check", health_pb2.HealthCheckRequest())
+    finally:
+        await client.close()
+    err = info.value
+    assert err.code == grpc.StatusCode.UNAVAILABLE and err.reason == "SERVICE_UNAVAILABLE"
+    assert err.metadata["service"] == "embedder" and "embedder" in err.message
+
+
+async def test_health_serving_then_not_serving_on_shutdown(echo):
+    service, channel = echo
+    stub = health_pb2_grpc.HealthStub(channel)
+    for name in ("", SERVICE):
+        reply = await stub.Check(health_pb2.HealthCheckRequest(service=name), timeout=2)
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+    await service.health.enter_graceful_shutdown()
+    reply = await stub.Check(health_pb2.HealthCheckRequest(service=SERVICE), timeout=2)
+    assert reply.status == health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+async def test_reflection_lists_the_services(echo):
+    service, _ = echo
+
+    def list_services() -> set[str]:
+        # The reflection client is synchronous, as grpcurl is: run it beside the server's event loop.
+        with grpc.insecure_channel(f"127.0.0.1:{service.port}") as channel:
+            return set(ProtoReflectionDescriptorDatabase(channel).get_services())
+
+    names = await asyncio.to_thread(list_services)
+    assert {SERVICE, "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"} <= names

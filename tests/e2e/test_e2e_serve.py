@@ -1,0 +1,50 @@
+"""`ragmesh serve` as on Kubernetes: services in separate processes, talking gRPC over loopback."""
+
+from __future__ import annotations
+
+import httpx
+
+from .mesh_process import Mesh, Proc, wait_ready
+
+
+def test_services_in_separate_processes_serve_the_api(tmp_path):
+    # The hash embedder keeps this test fast; the real model runs in test_e2e_up.
+    mesh = Mesh(tmp_path / "data", extra_env={"RAGMESH_EMBEDDER_BACKEND": "hash"})
+    env = mesh.env()
+    groups = [["converter"], ["embedder"], ["indexer", "search"], ["gateway"]]
+    procs = [Proc(["serve", *g], env, tmp_path / f"{'-'.join(g)}.log").start() for g in groups]
+    try:
+        wait_ready(mesh.url, procs, timeout=120)
+        with httpx.Client(base_url=mesh.url, timeout=60) as http:
+            ingested = http.post("/api/v1/ingest", json={"text": "Separate processes still share one contract.",
+                                                         "doc_id": "sep"})
+            assert ingested.status_code == 200, ingested.text
+            results = http.post("/api/v1/search", json={"query": "separate processes"}).json()["results"]
+            assert results[0]["doc_id"] == "sep"
+
+            # Stop the embedder: search fails with 503 naming it, and the gateway reports not ready.
+            assert procs[1].stop() == 0
+            down = http.post("/api/v1/search", json={"query": "separate processes", "mode": "dense"})
+            assert down.status_code == 503, down.text
+            assert down.json()["error"]["details"]["service"] == "embedder"
+            assert http.get("/ready").status_code == 503
+    finally:
+        codes = [p.stop() for p in procs]
+    assert all(code == 0 for code in codes), [(p.args, c, p.log()[-1500:]) for p, c in zip(procs, codes)]
+
+
+def test_embedded_store_refuses_a_second_owner_process(tmp_path):
+    mesh = Mesh(tmp_path / "data", extra_env={"RAGMESH_EMBEDDER_BACKEND": "hash"})
+    env = mesh.env()
+    embedder = Proc(["serve", "embedder"], env, tmp_path / "embedder.log").start()
+    indexer = Proc(["serve", "indexer"], env, tmp_path / "indexer.log").start()
+    try:
+        search = Proc(["serve", "search"], env, tmp_path / "search.log").start()
+        code = search.popen.wait(120)
+        assert code != 0
+        log = search.log()
+        assert "another process" in log and "QDRANT_URL" in log, log[-2000:]
+        assert indexer.popen.poll() is None, indexer.log()[-2000:]  # the first owner keeps running
+    finally:
+        indexer.stop()
+        embedder.stop()
