@@ -30,7 +30,8 @@ class EmbedderServiceStub:
     OpenAI-compatible API) and sparse BM25 vectors. Requests from many callers are batched together.
 
     Errors are google.rpc.Status values with one google.rpc.ErrorInfo in the domain "embedder.ragmesh":
-    TEXTS_EMPTY, TOO_MANY_TEXTS, TEXT_TOO_LONG, EMBEDDING_BACKEND_FAILED, QUEUE_FULL.
+    TEXTS_EMPTY, TEXT_EMPTY, TOO_MANY_TEXTS, TEXT_TOO_LONG, VECTOR_KIND_INVALID, INPUT_TYPE_INVALID,
+    EMBEDDING_BACKEND_FAILED, QUEUE_FULL (RESOURCE_EXHAUSTED), EMBEDDER_STOPPING (UNAVAILABLE).
     """
 
     def __init__(self, channel):
@@ -61,7 +62,8 @@ class EmbedderServiceServicer:
     OpenAI-compatible API) and sparse BM25 vectors. Requests from many callers are batched together.
 
     Errors are google.rpc.Status values with one google.rpc.ErrorInfo in the domain "embedder.ragmesh":
-    TEXTS_EMPTY, TOO_MANY_TEXTS, TEXT_TOO_LONG, EMBEDDING_BACKEND_FAILED, QUEUE_FULL.
+    TEXTS_EMPTY, TEXT_EMPTY, TOO_MANY_TEXTS, TEXT_TOO_LONG, VECTOR_KIND_INVALID, INPUT_TYPE_INVALID,
+    EMBEDDING_BACKEND_FAILED, QUEUE_FULL (RESOURCE_EXHAUSTED), EMBEDDER_STOPPING (UNAVAILABLE).
     """
 
     def Embed(self, request, context):
@@ -116,7 +118,8 @@ class EmbedderService:
     OpenAI-compatible API) and sparse BM25 vectors. Requests from many callers are batched together.
 
     Errors are google.rpc.Status values with one google.rpc.ErrorInfo in the domain "embedder.ragmesh":
-    TEXTS_EMPTY, TOO_MANY_TEXTS, TEXT_TOO_LONG, EMBEDDING_BACKEND_FAILED, QUEUE_FULL.
+    TEXTS_EMPTY, TEXT_EMPTY, TOO_MANY_TEXTS, TEXT_TOO_LONG, VECTOR_KIND_INVALID, INPUT_TYPE_INVALID,
+    EMBEDDING_BACKEND_FAILED, QUEUE_FULL (RESOURCE_EXHAUSTED), EMBEDDER_STOPPING (UNAVAILABLE).
     """
 
     @staticmethod

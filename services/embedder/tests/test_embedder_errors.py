@@ -1,0 +1,91 @@
+"""Every reject path, as a client sees it: the gRPC code, one ErrorInfo (reason, domain embedder.ragmesh)
+and, for bad fields, a BadRequest field violation."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+from ragmesh.embedder.v1 import embedder_service_pb2 as pb2
+from ragmesh_common.config import ConfigError, load
+from ragmesh_embedder.config import EmbedderSettings
+from ragmesh_embedder.service import Embedder
+
+DOMAIN = "embedder.ragmesh"
+
+
+@pytest.mark.parametrize(
+    ("texts", "reason", "field"),
+    [
+        ([], "TEXTS_EMPTY", "texts"),
+        (["ok", "   \n"], "TEXT_EMPTY", "texts[1]"),
+        (["a", "b", "c", "d", "e"], "TOO_MANY_TEXTS", "texts"),
+        (["ok", "x" * 51], "TEXT_TOO_LONG", "texts[1]"),
+    ],
+)
+async def test_bad_texts_are_rejected(hashed, rpc_error, texts, reason, field):
+    error = await rpc_error(hashed.stub.Embed(pb2.EmbedRequest(texts=texts)))
+    assert (error.code, error.reason, error.domain) == (grpc.StatusCode.INVALID_ARGUMENT, reason, DOMAIN)
+    assert [violation.field for violation in error.field_violations] == [field]
+
+
+async def test_a_blank_text_names_its_index(hashed, rpc_error):
+    error = await rpc_error(hashed.stub.Embed(pb2.EmbedRequest(texts=["ok", "fine", ""])))
+    assert error.reason == "TEXT_EMPTY" and error.metadata["index"] == "2"
+
+
+@pytest.mark.parametrize("kinds", [[pb2.VECTOR_KIND_UNSPECIFIED], [pb2.VECTOR_KIND_DENSE, 9]])
+async def test_an_invalid_vector_kind_is_rejected(hashed, rpc_error, kinds):
+    error = await rpc_error(hashed.stub.Embed(pb2.EmbedRequest(texts=["ok"], kinds=kinds)))
+    assert (error.code, error.reason, error.domain) == (
+        grpc.StatusCode.INVALID_ARGUMENT, "VECTOR_KIND_INVALID", DOMAIN,
+    )
+    assert [violation.field for violation in error.field_violations] == [f"kinds[{len(kinds) - 1}]"]
+
+
+async def test_an_unknown_input_type_is_rejected(hashed, rpc_error):
+    error = await rpc_error(hashed.stub.Embed(pb2.EmbedRequest(texts=["ok"], input_type=7)))
+    assert (error.code, error.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "INPUT_TYPE_INVALID")
+
+
+async def test_a_bad_request_ends_the_stream_with_its_error(hashed, rpc_error):
+    async def requests():
+        yield pb2.EmbedStreamRequest(request_id="good", texts=["fine"])
+        yield pb2.EmbedStreamRequest(request_id="bad", texts=["fine", " "])
+
+    async def drain():
+        return [reply async for reply in hashed.stub.EmbedStream(requests())]
+
+    error = await rpc_error(drain())
+    assert (error.code, error.reason, error.domain) == (grpc.StatusCode.INVALID_ARGUMENT, "TEXT_EMPTY", DOMAIN)
+
+
+async def test_a_full_queue_answers_resource_exhausted_then_recovers(serve, rpc_error, until, gated):
+    settings = EmbedderSettings(port=0, backend="hash", max_texts_per_request=4, max_queue_texts=4)
+    async with serve(settings, Embedder(gated, settings)) as running:
+        first = asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(texts=["a", "b", "c", "d"])))
+        await until(gated.entered.is_set, "the worker took the first request")
+        error = await rpc_error(running.stub.Embed(pb2.EmbedRequest(texts=["one more"])))
+        assert (error.code, error.reason, error.domain) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "QUEUE_FULL", DOMAIN)
+        assert error.metadata["max_queue_texts"] == "4"
+        gated.gate.set()
+        assert len((await first).embeddings) == 4
+        assert len((await running.stub.Embed(pb2.EmbedRequest(texts=["one more"]))).embeddings) == 1
+
+
+def test_a_queue_smaller_than_one_request_is_a_configuration_error():
+    with pytest.raises(ConfigError, match="max_queue_texts"):
+        load(EmbedderSettings, max_texts_per_request=100, max_queue_texts=10)
+
+
+def test_settings_come_from_prefixed_environment_variables(monkeypatch):
+    monkeypatch.setenv("RAGMESH_EMBEDDER_BACKEND", "hash")
+    monkeypatch.setenv("RAGMESH_EMBEDDER_BATCH_SIZE", "8")
+    monkeypatch.setenv("RAGMESH_EMBEDDER_OPENAI_API_KEY", "sk-secret")
+    settings = load(EmbedderSettings)
+    assert (settings.backend, settings.batch_size, settings.port) == ("hash", 8, 50052)
+    assert "sk-secret" not in repr(settings)
+    monkeypatch.setenv("RAGMESH_EMBEDDER_BACKEND", "tfidf")
+    with pytest.raises(ConfigError, match="RAGMESH_EMBEDDER_BACKEND"):
+        load(EmbedderSettings)

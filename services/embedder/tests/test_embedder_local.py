@@ -1,0 +1,120 @@
+"""The embedder with the real all-MiniLM-L6-v2 model, over real gRPC."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+from ragmesh.embedder.v1 import embedder_service_pb2 as pb2
+from ragmesh_embedder.config import EmbedderSettings
+from sentence_transformers import SentenceTransformer
+
+DENSE, SPARSE = pb2.VECTOR_KIND_DENSE, pb2.VECTOR_KIND_SPARSE
+QUERY, DOCUMENT = pb2.INPUT_TYPE_QUERY, pb2.INPUT_TYPE_DOCUMENT
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """sentence-transformers' own encode() on the same packaged model, to compare against."""
+    return SentenceTransformer(EmbedderSettings().model_path, device="cpu", local_files_only=True)
+
+
+async def test_dense_vectors_are_384_dimensional_unit_vectors(local, vectors):
+    reply = await local.stub.Embed(pb2.EmbedRequest(texts=["How do vaccines work?", "Paris is in France."]))
+    assert reply.model_id == "sentence-transformers/all-MiniLM-L6-v2"
+    assert reply.dimension == 384
+    matrix = vectors(reply.embeddings)
+    assert matrix.shape == (2, 384)
+    np.testing.assert_allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-5)
+
+
+async def test_vectors_equal_sentence_transformers_encode(local, vectors, reference):
+    texts = ["short", "a somewhat longer sentence about the mercury thermometer and its inventor", "x y z"]
+    reply = await local.stub.Embed(pb2.EmbedRequest(texts=texts, kinds=[DENSE]))
+    np.testing.assert_allclose(vectors(reply.embeddings), reference.encode(texts), atol=1e-5)
+
+
+async def test_a_paraphrase_scores_higher_than_an_unrelated_text(local, vectors):
+    texts = [
+        "How do I reset my password?",
+        "What are the steps to change a forgotten password?",
+        "The Amazon river flows into the Atlantic Ocean.",
+    ]
+    query, paraphrase, unrelated = vectors((await local.stub.Embed(pb2.EmbedRequest(texts=texts))).embeddings)
+    assert query @ paraphrase > query @ unrelated + 0.3
+
+
+async def test_queries_and_documents_both_embed_with_their_own_bm25_weights(local):
+    text = "solar solar panels on the roof"
+    as_query = (await local.stub.Embed(pb2.EmbedRequest(texts=[text], input_type=QUERY))).embeddings[0]
+    as_document = (await local.stub.Embed(pb2.EmbedRequest(texts=[text], input_type=DOCUMENT))).embeddings[0]
+    assert len(as_query.dense) == len(as_document.dense) == 384
+    # A query term counts once; in a document the repeated "solar" weighs more than "roof".
+    assert set(as_query.sparse.values) == {1.0}
+    weights = dict(zip(as_document.sparse.indices, as_document.sparse.values, strict=True))
+    assert max(weights.values()) > min(weights.values())
+    assert set(as_query.sparse.indices) == set(weights)
+
+
+async def test_sparse_vectors_are_non_empty_with_ascending_indices(local):
+    reply = await local.stub.Embed(
+        pb2.EmbedRequest(texts=["The quick brown fox jumps over the lazy dog near the river bank"])
+    )
+    sparse = reply.embeddings[0].sparse
+    assert len(sparse.indices) >= 5
+    assert len(sparse.values) == len(sparse.indices)
+    assert list(sparse.indices) == sorted(set(sparse.indices))
+    assert all(value > 0 for value in sparse.values)
+
+
+async def test_kinds_select_dense_or_sparse_only(local):
+    dense_only = (await local.stub.Embed(pb2.EmbedRequest(texts=["hello world"], kinds=[DENSE]))).embeddings[0]
+    sparse_only = (await local.stub.Embed(pb2.EmbedRequest(texts=["hello world"], kinds=[SPARSE]))).embeddings[0]
+    assert len(dense_only.dense) == 384 and not dense_only.sparse.indices
+    assert not sparse_only.dense and len(sparse_only.sparse.indices) == 2
+    assert dense_only.token_count == sparse_only.token_count == 4  # [CLS] hello world [SEP]
+
+
+async def test_a_long_text_reports_truncation_and_its_true_token_count(local, vectors, reference):
+    long_text = " ".join(f"word{i % 50}" for i in range(2000))
+    reply = await local.stub.Embed(pb2.EmbedRequest(texts=[long_text, "a short text"], kinds=[DENSE]))
+    long, short = reply.embeddings
+    assert long.truncated and long.token_count > 256
+    assert not short.truncated and short.token_count == 5
+    # Only the first 256 tokens are embedded, exactly as sentence-transformers truncates.
+    np.testing.assert_allclose(vectors([long]), reference.encode([long_text]), atol=1e-5)
+
+
+async def test_get_model_info_describes_the_local_model(local):
+    info = await local.stub.GetModelInfo(pb2.GetModelInfoRequest())
+    assert (info.model_id, info.dimension, info.max_sequence_length) == (
+        "sentence-transformers/all-MiniLM-L6-v2", 384, 256,
+    )
+    assert (info.backend, info.sparse_model_id, info.max_batch_size) == ("local", "qdrant/bm25", 512)
+
+
+async def test_concurrent_requests_come_back_in_order_and_equal_to_one_by_one(local, vectors):
+    requests = [[f"passage number {i} about topic {i % 3}", f"{'long ' * (i % 7)}text {i}"] for i in range(20)]
+    alone = [vectors((await local.stub.Embed(pb2.EmbedRequest(texts=texts))).embeddings) for texts in requests]
+    batches_before = local.embedder.batcher.batches_run
+    together = await asyncio.gather(*(local.stub.Embed(pb2.EmbedRequest(texts=texts)) for texts in requests))
+    for expected, reply in zip(alone, together, strict=True):
+        np.testing.assert_allclose(vectors(reply.embeddings), expected, atol=1e-5)
+    # 40 texts arrived at once: they shared micro-batches instead of running one request at a time.
+    assert local.embedder.batcher.batches_run - batches_before < 20
+
+
+async def test_embed_stream_answers_every_request_by_id(local, vectors):
+    batches = {f"req-{i}": [f"stream text {i}", f"another stream text {i * 7}"] for i in range(6)}
+
+    async def requests():
+        for request_id, texts in batches.items():
+            yield pb2.EmbedStreamRequest(request_id=request_id, texts=texts, kinds=[DENSE])
+
+    answers = {reply.request_id: reply async for reply in local.stub.EmbedStream(requests())}
+    assert set(answers) == set(batches)
+    for request_id, texts in batches.items():
+        unary = await local.stub.Embed(pb2.EmbedRequest(texts=texts, kinds=[DENSE]))
+        assert answers[request_id].dimension == 384
+        np.testing.assert_allclose(vectors(answers[request_id].embeddings), vectors(unary.embeddings), atol=1e-5)
