@@ -124,3 +124,18 @@ class ServiceClient:
 
     async def close(self) -> None:
         await self.channel.close()
+
+
+async def model_dimension(embedder: ServiceClient, wait_seconds: float) -> int:
+    """The embedder's dense dimension, retried while it is starting (loading its model)."""
+    from ragmesh.embedder.v1 import embedder_service_pb2 as embedder_pb
+    from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
+
+    async for attempt in AsyncRetrying(
+        stop=stop_after_delay(wait_seconds), wait=wait_exponential(multiplier=0.2, max=2),
+        retry=retry_if_exception_type(RagmeshError), reraise=True,
+    ):
+        with attempt:
+            info = await embedder.call("GetModelInfo", embedder_pb.GetModelInfoRequest(), timeout=5)
+            return info.dimension
+    raise AssertionError("unreachable")

@@ -49,28 +49,6 @@ def validate_names(names: Sequence[str]) -> list[str]:
     return [n for n in ALL if n in names]  # start-up order, no duplicates
 
 
-async def _model_dimension(embedder_addr: str) -> int:
-    from ragmesh.embedder.v1 import embedder_service_pb2 as pb
-    from ragmesh.embedder.v1 import embedder_service_pb2_grpc as pb_grpc
-
-    from .clients import ServiceClient
-
-    client = ServiceClient("embedder", embedder_addr, pb_grpc.EmbedderServiceStub, timeout=10,
-                           idempotent=("GetModelInfo",))
-    try:
-        for attempt in range(60):
-            try:
-                info = await client.call("GetModelInfo", pb.GetModelInfoRequest())
-                return info.dimension
-            except Exception:  # noqa: BLE001 - the embedder may still be loading its model
-                if attempt == 59:
-                    raise
-                await asyncio.sleep(1)
-    finally:
-        await client.close()
-    raise AssertionError("unreachable")
-
-
 async def run(names: Sequence[str], *, local: bool) -> None:
     """Run the named services until SIGTERM/SIGINT. `local=True` (ragmesh up) wires them to each other
     over loopback using the ports they actually bound."""
@@ -121,10 +99,18 @@ async def run(names: Sequence[str], *, local: bool) -> None:
 
 
 async def _open_shared_store(settings):
-    from ragmesh_store import StoreSettings, open_store
+    """One embedded (or server) store for the indexer and search of this process."""
+    from ragmesh.embedder.v1 import embedder_service_pb2_grpc as embedder_grpc
+    from ragmesh_store.aio import open_store_for
 
-    dimension = await _model_dimension(os.environ.get("RAGMESH_EMBEDDER_ADDR") or settings.embedder_addr)
-    return open_store(load(StoreSettings), dimension)
+    from .clients import ServiceClient
+
+    embedder = ServiceClient("embedder", settings.embedder_addr, embedder_grpc.EmbedderServiceStub, timeout=10,
+                             idempotent=("GetModelInfo",))
+    try:
+        return await open_store_for("indexer+search", embedder, settings.embedder_wait_seconds)
+    finally:
+        await embedder.close()
 
 
 async def _maybe_await(value):

@@ -1,0 +1,174 @@
+"""Fixtures shared by every test folder.
+
+`mesh_factory` starts the four gRPC services in this process, each a real gRPC server on its own loopback
+port (port 0), wired to each other over real gRPC: converter, embedder (backend "hash" by default: fast and
+deterministic), and indexer + search sharing one embedded store (EdgeStore) in a fresh temporary directory.
+
+    async def test_something(mesh_factory):
+        mesh = await mesh_factory()                                  # or embedder_backend="local"
+        mesh = await mesh_factory(indexer={"chunk_tokens": 64})      # settings overrides by field name
+        mesh.addrs["search"]                                         # "127.0.0.1:<port>"
+        mesh.settings["indexer"], mesh.store, mesh.data_dir
+        indexer = mesh.stub("indexer")                               # generated stub, channel owned by mesh
+        err = await rpc_error(indexer.DeleteDocument(request))       # the failed call as a RagmeshError
+
+The fixture is module-scoped so a module can share one mesh through a fixture of its own; every mesh a
+factory started is stopped when the module's tests are done (or earlier with `await mesh.stop()`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+SERVICE_NAMES = ("converter", "embedder", "indexer", "search")
+
+
+@dataclass
+class Mesh:
+    """The running services (by name), their settings, the shared store and its data directory."""
+
+    services: dict[str, Any]  # name -> ragmesh_common.server.Service
+    settings: dict[str, Any]  # name -> the service's settings object
+    store: Any  # ragmesh_store.EdgeStore, shared by indexer and search
+    data_dir: Path
+    addrs: dict[str, str] = field(default_factory=dict)  # name -> "127.0.0.1:<port>"
+    _channels: dict[str, Any] = field(default_factory=dict)
+    _stopped: bool = False
+
+    def stub(self, name: str) -> Any:
+        """The generated client stub of service `name` (e.g. IndexerServiceStub), on one channel per service."""
+        import grpc
+
+        stubs = {
+            "converter": "ragmesh.converter.v1.converter_service_pb2_grpc.ConverterServiceStub",
+            "embedder": "ragmesh.embedder.v1.embedder_service_pb2_grpc.EmbedderServiceStub",
+            "indexer": "ragmesh.indexer.v1.indexer_service_pb2_grpc.IndexerServiceStub",
+            "search": "ragmesh.search.v1.search_service_pb2_grpc.SearchServiceStub",
+        }
+        module, cls = stubs[name].rsplit(".", 1)
+        if name not in self._channels:
+            self._channels[name] = grpc.aio.insecure_channel(self.addrs[name])
+        return getattr(importlib.import_module(module), cls)(self._channels[name])
+
+    async def stop(self) -> None:
+        """Stop every service (search and indexer first) and close the store; idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        for channel in self._channels.values():
+            await channel.close()
+        for name in reversed(list(self.services)):
+            await self.services[name].stop(0)
+        self.store.close()
+
+
+async def rpc_error(call: Awaitable[Any]) -> Any:
+    """Await a gRPC call that must fail; return its error as a `RagmeshError` (code, reason, domain, ...)."""
+    import grpc
+    from ragmesh_common.errors import from_rpc_error
+
+    try:
+        reply = await call
+    except grpc.aio.AioRpcError as exc:
+        return from_rpc_error(exc)
+    raise AssertionError(f"the call succeeded: {reply}")
+
+
+async def _built(value):
+    return await value if asyncio.iscoroutine(value) else value
+
+
+async def start_mesh(
+    data_dir: Path,
+    *,
+    embedder_backend: str = "hash",
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Mesh:
+    """Start converter, embedder, indexer and search on loopback port 0 (see the module docstring)."""
+    from ragmesh.embedder.v1 import embedder_service_pb2 as embedder_pb
+    from ragmesh.embedder.v1 import embedder_service_pb2_grpc as embedder_grpc
+    from ragmesh_common.clients import ServiceClient
+    from ragmesh_converter.config import ConverterSettings
+    from ragmesh_converter.server import create_server as create_converter
+    from ragmesh_embedder.config import EmbedderSettings
+    from ragmesh_embedder.server import create_server as create_embedder
+    from ragmesh_indexer.config import IndexerSettings
+    from ragmesh_indexer.server import create_server as create_indexer
+    from ragmesh_search.config import SearchSettings
+    from ragmesh_search.server import create_server as create_search
+    from ragmesh_store import EdgeStore
+
+    overrides = overrides or {}
+    local = {"host": "127.0.0.1", "port": 0}
+    services: dict[str, Any] = {}
+    settings: dict[str, Any] = {}
+    addrs: dict[str, str] = {}
+    store = None
+    try:
+        settings["converter"] = ConverterSettings(**{**local, **overrides.get("converter", {})})
+        settings["embedder"] = EmbedderSettings(
+            **{**local, "backend": embedder_backend, **overrides.get("embedder", {})}
+        )
+        for name, create in (("converter", create_converter), ("embedder", create_embedder)):
+            services[name] = await _built(create(settings[name]))
+            await services[name].start()
+            addrs[name] = f"127.0.0.1:{services[name].port}"
+
+        probe = ServiceClient("embedder", addrs["embedder"], embedder_grpc.EmbedderServiceStub, timeout=30)
+        try:
+            info = await probe.call("GetModelInfo", embedder_pb.GetModelInfoRequest())
+        finally:
+            await probe.close()
+        store = EdgeStore(data_dir, info.dimension)
+
+        wiring = {"converter_addr": addrs["converter"], "embedder_addr": addrs["embedder"]}
+        settings["indexer"] = IndexerSettings(**{**local, **wiring, **overrides.get("indexer", {})})
+        settings["search"] = SearchSettings(
+            **{**local, "embedder_addr": addrs["embedder"], **overrides.get("search", {})}
+        )
+        for name, create in (("indexer", create_indexer), ("search", create_search)):
+            services[name] = await _built(create(settings[name], store=store))
+            await services[name].start()
+            addrs[name] = f"127.0.0.1:{services[name].port}"
+    except BaseException:
+        for service in reversed(list(services.values())):
+            await service.stop(0)
+        if store is not None:
+            store.close()
+        raise
+    return Mesh(services, settings, store, data_dir, addrs)
+
+
+@pytest.fixture(name="rpc_error")
+def rpc_error_fixture() -> Callable[[Awaitable[Any]], Awaitable[Any]]:
+    """`await rpc_error(stub.Method(request))` -> the RagmeshError the call failed with (fails if it did not)."""
+    return rpc_error
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def mesh_factory(tmp_path_factory) -> AsyncIterator[Callable[..., Awaitable[Mesh]]]:
+    """A factory: `await mesh_factory(embedder_backend="hash", converter={...}, embedder={...},
+    indexer={...}, search={...})` -> a started `Mesh` in a fresh data directory; the dicts override settings
+    fields of each service. All meshes are stopped at the end of the module."""
+    meshes: list[Mesh] = []
+
+    async def factory(*, embedder_backend: str = "hash", **overrides: Mapping[str, Any]) -> Mesh:
+        unknown = set(overrides) - set(SERVICE_NAMES)
+        if unknown:
+            raise TypeError(f"unknown service(s) {sorted(unknown)}; overrides go by {SERVICE_NAMES}")
+        mesh = await start_mesh(tmp_path_factory.mktemp("mesh"), embedder_backend=embedder_backend,
+                                overrides=overrides)
+        meshes.append(mesh)
+        return mesh
+
+    yield factory
+    for mesh in reversed(meshes):
+        await mesh.stop()

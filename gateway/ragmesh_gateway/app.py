@@ -1,0 +1,118 @@
+"""The gateway application: `create_app` builds it, `serve_gateway` runs it under uvicorn until SIGTERM, and
+`run_gateway` runs it in the background of the current event loop (tests, `ragmesh up`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+from collections.abc import AsyncIterator, Iterator
+
+import uvicorn
+from fastapi import Depends, FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+
+from .auth import require_api_key
+from .clients import MeshClients
+from .config import GatewaySettings
+from .context import REQUEST_ID_HEADER
+from .errors import install_error_handlers
+from .middleware import BodyLimitMiddleware, RequestContextMiddleware
+from .routes import API_ROUTERS, health
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: GatewaySettings, clients: MeshClients | None = None) -> FastAPI:
+    """Build the REST app. Without `clients`, the lifespan creates the gRPC clients at start-up and closes
+    them at shutdown; given `clients`, the caller owns (and closes) them."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if clients is not None:
+            yield
+            return
+        app.state.clients = MeshClients(settings)
+        try:
+            yield
+        finally:
+            await app.state.clients.close()
+
+    app = FastAPI(
+        title="ragmesh",
+        summary="Retrieval (RAG) over a gRPC mesh: ingest, convert, search and fetch documents.",
+        version="1.0.0",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    if clients is not None:
+        app.state.clients = clients
+    install_error_handlers(app)
+    for router in API_ROUTERS:
+        app.include_router(router, dependencies=[Depends(require_api_key)])
+    app.include_router(health.router)
+    # Added innermost first: CORS wraps the request context, which wraps the body cap.
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_upload_bytes)
+    app.add_middleware(RequestContextMiddleware)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["*"],
+            allow_headers=["Authorization", "Content-Type", REQUEST_ID_HEADER], expose_headers=[REQUEST_ID_HEADER],
+        )
+    return app
+
+
+class _EmbeddedServer(uvicorn.Server):
+    """A uvicorn server that leaves signal handling to its host (serve_gateway, `ragmesh up`)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@contextlib.asynccontextmanager
+async def run_gateway(settings: GatewaySettings, clients: MeshClients | None = None) -> AsyncIterator[str]:
+    """Serve the gateway in the background of the running event loop and yield its base URL
+    ("http://host:port"; RAGMESH_HTTP_PORT=0 picks a free port). On exit, in-flight requests drain for up to
+    RAGMESH_SHUTDOWN_GRACE_SECONDS and the lifespan closes the clients."""
+    family = socket.AF_INET6 if ":" in settings.http_host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((settings.http_host, settings.http_port))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        create_app(settings, clients), log_config=None, lifespan="on", access_log=False,
+        timeout_graceful_shutdown=settings.shutdown_grace_seconds,
+    )
+    server = _EmbeddedServer(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            if task.done():  # start-up failed (the lifespan raised): surface why
+                await task
+                raise RuntimeError("the gateway stopped during start-up")
+            await asyncio.sleep(0.01)
+        host = f"[{settings.http_host}]" if family == socket.AF_INET6 else settings.http_host
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
+
+
+async def serve_gateway(settings: GatewaySettings, clients: MeshClients | None = None) -> None:
+    """Serve the gateway until SIGTERM/SIGINT, then shut down gracefully (in-flight requests drain)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        async with run_gateway(settings, clients) as url:
+            log.info("gateway serving REST on %s", url)
+            await stop.wait()
+            log.info("gateway shutting down: draining in-flight requests")
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)

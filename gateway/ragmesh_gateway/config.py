@@ -1,0 +1,96 @@
+"""The gateway's settings: one pydantic-settings class, environment only, validated at start-up.
+
+Environment variables:
+  RAGMESH_HTTP_HOST / RAGMESH_HTTP_PORT     where the REST (and later MCP) server listens
+  RAGMESH_API_KEYS                          comma-separated bearer keys; empty means no auth
+  RAGMESH_ALLOW_UNAUTHENTICATED             without keys, allow binding a non-loopback address
+  RAGMESH_<SERVICE>_ADDR                    where the four gRPC services are (host:port)
+  RAGMESH_GATEWAY_TIMEOUT_SECONDS           deadline of one backend call
+  RAGMESH_GATEWAY_INGEST_TIMEOUT_SECONDS    deadline of an ingestion (convert + chunk + embed + store)
+  RAGMESH_GATEWAY_READY_TIMEOUT_SECONDS     how long /ready waits for each service's health answer
+  RAGMESH_MAX_UPLOAD_BYTES                  the largest request body accepted (413 above it)
+  RAGMESH_CORS_ORIGINS                      comma-separated origins allowed by CORS; empty means none
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from ragmesh_common.config import default_addr
+
+
+def _split_commas(value: object) -> object:
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    return value
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses only this machine can reach (127.0.0.0/8, ::1, localhost)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class GatewaySettings(BaseSettings):
+    """Everything the gateway reads from the environment (HTTP server, auth, backends, limits)."""
+
+    model_config = SettingsConfigDict(env_prefix="RAGMESH_", extra="ignore", frozen=True)
+
+    http_host: str = Field("127.0.0.1", description="Address the HTTP server binds to.")
+    http_port: int = Field(8000, ge=0, le=65535, description="HTTP port; 0 picks a free one (tests).")
+    api_keys: Annotated[tuple[SecretStr, ...], NoDecode] = Field(
+        (), description="Bearer keys accepted on /api/v1 (and /mcp); empty disables auth."
+    )
+    allow_unauthenticated: bool = Field(
+        False, validate_default=True,
+        description="Without API keys, allow binding an address other than loopback.",
+    )
+    converter_addr: str = Field(default_addr("converter"), min_length=1)
+    embedder_addr: str = Field(default_addr("embedder"), min_length=1)
+    indexer_addr: str = Field(default_addr("indexer"), min_length=1)
+    search_addr: str = Field(default_addr("search"), min_length=1)
+    gateway_timeout_seconds: float = Field(30.0, gt=0, le=3600, description="Deadline of one backend call.")
+    gateway_ingest_timeout_seconds: float = Field(
+        300.0, gt=0, le=24 * 3600, description="Deadline of one ingestion call (files, URLs, batches)."
+    )
+    gateway_ready_timeout_seconds: float = Field(
+        2.0, gt=0, le=60, description="How long /ready waits for each service's health check."
+    )
+    max_upload_bytes: int = Field(
+        50 * 1024 * 1024, ge=1, description="The largest request body accepted; larger ones get 413."
+    )
+    cors_origins: Annotated[tuple[str, ...], NoDecode] = Field((), description="Origins allowed by CORS.")
+    shutdown_grace_seconds: float = Field(5.0, ge=0, le=300, description="How long in-flight requests may drain.")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    grpc_max_message_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="Largest gRPC message sent.")
+
+    _split = field_validator("api_keys", "cors_origins", mode="before")(_split_commas)
+
+    @field_validator("allow_unauthenticated")
+    @classmethod
+    def _refuse_open_non_loopback(cls, allowed: bool, info: ValidationInfo) -> bool:
+        # Runs after http_host and api_keys (declared above), so the error names this variable.
+        host, keys = info.data.get("http_host", ""), info.data.get("api_keys")
+        if not keys and not allowed and not is_loopback(host):
+            raise ValueError(
+                f"refusing to serve {host} without authentication: set RAGMESH_API_KEYS, "
+                "bind RAGMESH_HTTP_HOST to a loopback address, or set RAGMESH_ALLOW_UNAUTHENTICATED=true"
+            )
+        return allowed
+
+    @property
+    def addresses(self) -> dict[str, str]:
+        """Backend service name -> host:port."""
+        return {
+            "converter": self.converter_addr,
+            "embedder": self.embedder_addr,
+            "indexer": self.indexer_addr,
+            "search": self.search_addr,
+        }

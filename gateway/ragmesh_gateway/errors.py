@@ -1,0 +1,197 @@
+"""The one mapping from errors to HTTP: RagmeshError -> (status, JSON body), for every route.
+
+Body everywhere::
+
+    {"error": {"code": "INVALID_ARGUMENT", "reason": "COLLECTION_NAME_INVALID", "message": "...",
+               "details": {<ErrorInfo metadata>, "domain": "...", "field_violations": [...]},
+               "request_id": "...", "trace_id": "..."}}
+
+Framework errors (request validation, unknown routes, wrong methods) and unexpected exceptions are turned
+into RagmeshErrors first, so they take the same path. MCP tools (later) reuse `error_object`.
+"""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+from typing import Any
+
+import grpc
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from ragmesh_common.errors import FieldViolation, RagmeshError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .context import current_trace_id, request_id_var
+
+log = logging.getLogger(__name__)
+
+DOMAIN = "gateway.ragmesh"
+
+# HTTP status by gRPC code. CANCELLED -> 503: the gateway only sees CANCELLED from a backend (when the
+# HTTP client itself goes away there is nobody left to answer), so the server side gave up on the call --
+# for the client that is "temporarily unavailable, try again", which is what 503 says. 499 is an nginx
+# log convention that clients and proxies do not understand.
+_STATUS_BY_CODE: dict[grpc.StatusCode, int] = {
+    grpc.StatusCode.OK: 200,
+    grpc.StatusCode.INVALID_ARGUMENT: 400,
+    grpc.StatusCode.OUT_OF_RANGE: 400,
+    grpc.StatusCode.FAILED_PRECONDITION: 400,
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.ALREADY_EXISTS: 409,
+    grpc.StatusCode.ABORTED: 409,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+    grpc.StatusCode.UNIMPLEMENTED: 501,
+    grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.CANCELLED: 503,
+    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+    grpc.StatusCode.INTERNAL: 500,
+    grpc.StatusCode.UNKNOWN: 500,
+    grpc.StatusCode.DATA_LOSS: 500,
+}
+
+# Reasons that say more than their code.
+_STATUS_BY_REASON: dict[str, int] = {
+    "PAYLOAD_TOO_LARGE": 413,
+    "UNSUPPORTED_MEDIA_TYPE": 415,
+    "DOCUMENT_CONVERSION_FAILED": 422,
+    "DOCUMENT_ENCRYPTED": 422,
+    "EMPTY_DOCUMENT": 422,
+    "METHOD_NOT_ALLOWED": 405,
+}
+
+# Framework HTTP errors (routing, body parsing) -> (code, reason).
+_CODE_BY_HTTP_STATUS: dict[int, tuple[grpc.StatusCode, str]] = {
+    400: (grpc.StatusCode.INVALID_ARGUMENT, "REQUEST_INVALID"),
+    401: (grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED"),
+    403: (grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED"),
+    404: (grpc.StatusCode.NOT_FOUND, "ROUTE_NOT_FOUND"),
+    405: (grpc.StatusCode.UNIMPLEMENTED, "METHOD_NOT_ALLOWED"),
+    413: (grpc.StatusCode.INVALID_ARGUMENT, "PAYLOAD_TOO_LARGE"),
+    415: (grpc.StatusCode.INVALID_ARGUMENT, "UNSUPPORTED_MEDIA_TYPE"),
+}
+
+
+class ErrorObject(BaseModel):
+    """What went wrong, in the same shape on every route (and in failed batch slots)."""
+
+    code: str = Field(description="Canonical gRPC status code name, e.g. INVALID_ARGUMENT.")
+    reason: str = Field(description="Machine-readable reason, UPPER_SNAKE_CASE, e.g. COLLECTION_NAME_INVALID.")
+    message: str = Field(description="A message for people.")
+    details: dict[str, Any] = Field(
+        description="The ErrorInfo metadata plus `domain` and `field_violations` ([{field, description}])."
+    )
+    request_id: str = Field(description="The request's id (also in the X-Request-ID response header).")
+    trace_id: str = Field(description="The OpenTelemetry trace id, or empty when tracing is off.")
+
+
+class ErrorResponse(BaseModel):
+    """The body of every error response."""
+
+    error: ErrorObject
+
+
+# For `responses=` on routers, so OpenAPI documents the error shape.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse, "description": HTTPStatus(status).phrase}
+    for status in (400, 401, 404, 503, 504)
+}
+UPLOAD_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **ERROR_RESPONSES,
+    **{status: {"model": ErrorResponse, "description": HTTPStatus(status).phrase} for status in (413, 415, 422)},
+}
+
+
+def http_status(error: RagmeshError) -> int:
+    """The HTTP status for an error: by reason where it says more than the code, else by code."""
+    return _STATUS_BY_REASON.get(error.reason) or _STATUS_BY_CODE.get(error.code, 500)
+
+
+def error_object(error: RagmeshError) -> dict[str, Any]:
+    """The inner error object: {"code", "reason", "message", "details", "request_id", "trace_id"}."""
+    details: dict[str, Any] = dict(error.metadata)
+    details["domain"] = error.domain or DOMAIN
+    details["field_violations"] = [{"field": v.field, "description": v.description} for v in error.field_violations]
+    return {
+        "code": error.code.name,
+        "reason": error.reason,
+        "message": error.message,
+        "details": details,
+        "request_id": request_id_var.get(),
+        "trace_id": current_trace_id(),
+    }
+
+
+def error_response(error: RagmeshError, headers: dict[str, str] | None = None) -> JSONResponse:
+    """The HTTP response for an error (401s carry `WWW-Authenticate: Bearer`)."""
+    status = http_status(error)
+    headers = dict(headers or {})
+    if error.code == grpc.StatusCode.UNAUTHENTICATED:
+        headers.setdefault("WWW-Authenticate", "Bearer")
+    if status >= 500:
+        log.warning(
+            "%s %s: %s", error.code.name, error.reason, error.message, extra={"request_id": request_id_var.get()}
+        )
+    return JSONResponse({"error": error_object(error)}, status_code=status, headers=headers)
+
+
+def internal_error() -> RagmeshError:
+    """What an unexpected exception becomes (the exception itself is logged, never shown)."""
+    return RagmeshError(grpc.StatusCode.INTERNAL, "INTERNAL_ERROR", "internal error in the gateway", DOMAIN)
+
+
+def payload_too_large(limit: int) -> RagmeshError:
+    return RagmeshError(
+        grpc.StatusCode.INVALID_ARGUMENT, "PAYLOAD_TOO_LARGE",
+        f"the request body is larger than the limit of {limit} bytes", DOMAIN, {"limit_bytes": str(limit)},
+    )
+
+
+def validation_error(errors: list[Any] | tuple[Any, ...]) -> RagmeshError:
+    """A request that does not match its schema -> INVALID_ARGUMENT REQUEST_INVALID with field violations."""
+    violations = tuple(FieldViolation(_field_path(e.get("loc", ())), str(e.get("msg", ""))) for e in errors)
+    summary = "; ".join(f"{v.field}: {v.description}" for v in violations[:5])
+    return RagmeshError(
+        grpc.StatusCode.INVALID_ARGUMENT, "REQUEST_INVALID", f"the request is invalid: {summary}", DOMAIN,
+        field_violations=violations,
+    )
+
+
+def _field_path(loc: tuple[Any, ...] | list[Any]) -> str:
+    parts = list(loc)
+    if parts and parts[0] in ("body", "query", "path", "header", "cookie", "form"):
+        parts = parts[1:]
+    return ".".join(str(p) for p in parts) or "body"
+
+
+def _from_http_exception(exc: StarletteHTTPException) -> RagmeshError:
+    code, reason = _CODE_BY_HTTP_STATUS.get(exc.status_code, (grpc.StatusCode.UNKNOWN, f"HTTP_{exc.status_code}"))
+    message = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
+    if exc.status_code == 404:
+        message = "no such route; see /docs for the API"
+    return RagmeshError(code, reason, message, DOMAIN)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Route RagmeshError, request validation and framework HTTP errors through the one mapping.
+    (Unexpected exceptions are caught by `middleware.RequestContextMiddleware`.)"""
+
+    async def on_ragmesh_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RagmeshError)
+        return error_response(exc)
+
+    async def on_validation_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return error_response(validation_error(exc.errors()))
+
+    async def on_http_exception(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        return error_response(_from_http_exception(exc), headers=exc.headers)
+
+    app.add_exception_handler(RagmeshError, on_ragmesh_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(StarletteHTTPException, on_http_exception)

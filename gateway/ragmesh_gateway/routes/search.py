@@ -1,0 +1,24 @@
+"""Search over one or more collections."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from ..deps import Clients
+from ..errors import ERROR_RESPONSES
+from ..models import SearchRequest, SearchResponse
+
+router = APIRouter(prefix="/api/v1", tags=["search"], responses=ERROR_RESPONSES)
+
+
+@router.post("/search", response_model=SearchResponse)
+async def search(body: SearchRequest, clients: Clients) -> SearchResponse:
+    """Find the chunks that best match a query.
+
+    `mode` is `hybrid` (dense + BM25 fused by rank, the default), `dense` or `sparse`. Several
+    `collections` are searched in parallel and merged. `filters` match payload fields or metadata keys
+    exactly (a list matches any of its values)."""
+    return await clients.search(
+        body.query, collections=body.collection_names(), top_k=body.top_k, mode=body.mode, filters=body.filters,
+        group_by_document=body.group_by_document, score_threshold=body.score_threshold,
+    )

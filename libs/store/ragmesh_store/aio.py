@@ -1,0 +1,41 @@
+"""The store as the async services use it: calls off the event loop with store failures mapped to the
+error contract, and opening the store with the embedder's dimension."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TypeVar
+
+from ragmesh_common.clients import ServiceClient, model_dimension
+from ragmesh_common.config import ConfigError, load
+from ragmesh_common.errors import not_found, unavailable
+
+from . import open_store
+from .base import CollectionNotFound, Store, StoreBusyError, StoreError
+from .config import StoreSettings
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+async def store_call(fn: Callable[..., T], *args: object) -> T:
+    """Run a blocking store call off the event loop, mapping store failures to RagmeshError."""
+    try:
+        return await asyncio.to_thread(fn, *args)
+    except CollectionNotFound as exc:
+        raise not_found("COLLECTION_NOT_FOUND", f"collection {exc.name!r} does not exist",
+                        collection=exc.name) from None
+    except StoreError as exc:
+        log.warning("store call %s failed: %s", getattr(fn, "__name__", fn), exc)
+        raise unavailable("STORE_UNAVAILABLE", f"the vector store failed: {exc}") from None
+
+
+async def open_store_for(service: str, embedder: ServiceClient, wait_seconds: float) -> Store:
+    """Open the configured store with the embedder's dense dimension (waiting for the embedder to load its
+    model); a store owned by another process stops start-up with a message that says what to do."""
+    try:
+        return open_store(load(StoreSettings), await model_dimension(embedder, wait_seconds))
+    except StoreBusyError as exc:
+        raise ConfigError(f"{service}: cannot open the store: {exc}") from None

@@ -1,0 +1,169 @@
+"""Chunking: Markdown sections, then recursive splitting measured in the embedding model's tokens.
+
+Every chunk is an exact, whitespace-trimmed slice of the document (`text == document[start:start+len(text)]`)
+and holds at most `max_tokens` model tokens, special tokens included, so the model never truncates one.
+`separator` is the document's text between the previous chunk's end and this chunk's start ("" when the
+chunks overlap), so a reader can rebuild the document exactly from the chunks alone:
+
+    document = chunks[0].text, then for each next chunk: separator + text  (or, when it overlaps the
+    previous one, only the part of its text past the previous chunk's end)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from langchain_text_splitters import Language, MarkdownHeaderTextSplitter, RecursiveCharacterTextSplitter
+from tokenizers import Tokenizer
+
+# Bump when chunk boundaries change for the same input, so stored documents get re-chunked on re-ingest.
+CHUNKER_VERSION = 1
+_HEADERS = [("#", "h1"), ("##", "h2"), ("###", "h3")]
+# Source files are split along their language's syntax instead of Markdown headings.
+_CODE_LANGUAGES = {
+    ".py": Language.PYTHON, ".js": Language.JS, ".mjs": Language.JS, ".jsx": Language.JS, ".ts": Language.TS,
+    ".tsx": Language.TS, ".go": Language.GO, ".java": Language.JAVA, ".kt": Language.KOTLIN,
+    ".rs": Language.RUST, ".rb": Language.RUBY, ".c": Language.C, ".h": Language.C, ".cc": Language.CPP,
+    ".cpp": Language.CPP, ".hpp": Language.CPP, ".cs": Language.CSHARP, ".php": Language.PHP,
+    ".scala": Language.SCALA, ".swift": Language.SWIFT, ".proto": Language.PROTO, ".lua": Language.LUA,
+    ".pl": Language.PERL, ".hs": Language.HASKELL, ".ex": Language.ELIXIR, ".ps1": Language.POWERSHELL,
+    ".sol": Language.SOL, ".tex": Language.LATEX, ".rst": Language.RST,
+}
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One piece of a document."""
+
+    text: str
+    start: int
+    separator: str
+    tokens: int
+
+
+def code_language(filename: str) -> Language | None:
+    """The programming language a file name suggests, if it is a source file the splitter knows."""
+    return _CODE_LANGUAGES.get(PurePosixPath(filename.lower()).suffix) if filename else None
+
+
+def _separators(language: Language | None) -> list[str]:
+    """Split points, best first. Markdown: headings already bound the sections, and a heading pattern would
+    also match "# comment" lines inside code blocks, so it is left out."""
+    separators = RecursiveCharacterTextSplitter.get_separators_for_language(language or Language.MARKDOWN)
+    return separators if language else [s for s in separators if not s.startswith("\n#")]
+
+
+def _normalize_line(line: str) -> str:
+    # What MarkdownHeaderTextSplitter does to every line before emitting it.
+    return "".join(filter(str.isprintable, line.strip()))
+
+
+class Chunker:
+    """Splits documents into chunks that fit the embedding model. Thread-safe; create once."""
+
+    def __init__(self, tokenizer_path: Path, chunk_tokens: int, overlap_tokens: int) -> None:
+        tokenizer_file = tokenizer_path / "tokenizer.json"
+        self._tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        # Count every token: the packaged tokenizer.json truncates and pads to 128 by default.
+        self._tokenizer.no_truncation()
+        self._tokenizer.no_padding()
+        self._special_tokens = len(self._tokenizer.encode("", add_special_tokens=True).ids)
+        self._tokenizer_id = hashlib.sha256(tokenizer_file.read_bytes()).hexdigest()[:16]
+        self.chunk_tokens = chunk_tokens
+        self.overlap_tokens = overlap_tokens
+
+    def count_tokens(self, text: str) -> int:
+        """Model tokens of `text` as the embedder sees it, special tokens included."""
+        return len(self._tokenizer.encode(text, add_special_tokens=True).ids)
+
+    def _content_tokens(self, text: str) -> int:
+        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def limits(self, max_sequence_length: int) -> tuple[int, int]:
+        """(chunk size, overlap) in tokens for a model that embeds `max_sequence_length` tokens whole."""
+        size = min(self.chunk_tokens, max_sequence_length) if max_sequence_length > 0 else self.chunk_tokens
+        return size, min(self.overlap_tokens, size // 2 - 1)
+
+    def fingerprint(self, max_sequence_length: int, filename: str = "") -> dict[str, object]:
+        """Everything that decides chunk boundaries, for the document's content hash."""
+        size, overlap = self.limits(max_sequence_length)
+        language = code_language(filename)
+        return {
+            "version": CHUNKER_VERSION, "tokens": size, "overlap": overlap, "tokenizer": self._tokenizer_id,
+            "splitter": language.value if language else "markdown",
+        }
+
+    def split(self, text: str, *, max_sequence_length: int, filename: str = "") -> list[Chunk]:
+        """Chunk a document; empty when it has no visible text."""
+        size, overlap = self.limits(max_sequence_length)
+        language = code_language(filename)
+        # Chunk budget without the special tokens the model adds once per chunk; the length function then
+        # adds up (almost) exactly over the pieces the splitter merges.
+        budget = size - self._special_tokens
+        splitter = RecursiveCharacterTextSplitter(
+            separators=_separators(language),
+            is_separator_regex=True,
+            chunk_size=budget,
+            chunk_overlap=overlap,
+            length_function=self._content_tokens,
+            keep_separator=True,
+            strip_whitespace=True,
+        )
+        spans = [(0, len(text))] if language else self._sections(text)
+        pieces: list[tuple[int, str]] = []
+        for begin, end in spans:
+            section = text[begin:end]
+            cursor = 0
+            for piece in splitter.split_text(section):
+                found = section.find(piece, cursor)
+                local = found if found >= 0 else section.find(piece)
+                cursor = local + 1
+                pieces.extend(self._fit(begin + local, piece, budget))
+        chunks: list[Chunk] = []
+        previous_end = None
+        for start, piece in pieces:
+            gap = "" if previous_end is None or start < previous_end else text[previous_end:start]
+            chunks.append(Chunk(piece, start, gap, self.count_tokens(piece)))
+            previous_end = max(previous_end or 0, start + len(piece))
+        return chunks
+
+    def _sections(self, text: str) -> list[tuple[int, int]]:
+        """(begin, end) offsets of the document's Markdown sections (a heading and what follows it)."""
+        documents = MarkdownHeaderTextSplitter(_HEADERS, strip_headers=False).split_text(text)
+        lines = text.split("\n")
+        line_starts, offset = [], 0
+        for line in lines:
+            line_starts.append(offset)
+            offset += len(line) + 1
+        bounds, line_no = [0], 0
+        # The splitter rewrites whitespace, so find each section's first line among the original lines.
+        for document in documents[1:]:
+            first = document.page_content.split("\n", 1)[0].rstrip()
+            for j in range(line_no + 1, len(lines)):
+                if _normalize_line(lines[j]) == first:
+                    bounds.append(line_starts[j])
+                    line_no = j
+                    break
+        bounds.append(len(text))
+        return [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if text[a:b].strip()]
+
+    def _fit(self, start: int, piece: str, budget: int) -> list[tuple[int, str]]:
+        """The piece, cut at token boundaries when it is over budget (a single huge "word", say)."""
+        if self._content_tokens(piece) <= budget:
+            return [(start, piece)]
+        offsets = self._tokenizer.encode(piece, add_special_tokens=False).offsets
+        out: list[tuple[int, str]] = []
+        window = budget
+        while True:
+            out.clear()
+            cuts = [offsets[i][0] for i in range(0, len(offsets), window)] + [len(piece)]
+            for a, b in zip(cuts, cuts[1:], strict=False):
+                part = piece[a:b]
+                stripped = part.strip()
+                if stripped:
+                    out.append((start + a + (len(part) - len(part.lstrip())), stripped))
+            if all(self._content_tokens(p) <= budget for _, p in out) or window == 1:
+                return out
+            window = max(1, window * 3 // 4)

@@ -1,0 +1,87 @@
+"""Chunking with the real tokenizer, and documents rebuilt from their chunks through the search service."""
+
+from __future__ import annotations
+
+import pytest
+import pytest_asyncio
+from ragmesh.indexer.v1 import indexer_service_pb2 as pb
+from ragmesh.search.v1 import search_service_pb2 as search_pb
+from ragmesh_indexer.chunking import Chunker
+from ragmesh_indexer.config import IndexerSettings
+from ragmesh_indexer.service import point_id
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+WORDS = "river stone mountain quickly electricity photosynthesis antidisestablishmentarianism über 東京 42.5%".split()
+
+
+def long_markdown() -> str:
+    sections = []
+    for s in range(6):
+        body = "\n\n".join(" ".join(WORDS[(s * 7 + p * 3 + w) % len(WORDS)] for w in range(40 + 25 * p))
+                           for p in range(4))
+        sections.append(f"## Section {s}\n\n{body}")
+    return "# Handbook\n\nIntro.\n\n" + "\n\n".join(sections) + "\n\n```python\n# not a heading\nx = 1\n```\n"
+
+
+@pytest.fixture(scope="module")
+def chunker_factory():
+    path = IndexerSettings().tokenizer_path
+    return lambda tokens, overlap=0: Chunker(path, tokens, overlap)
+
+
+@pytest.mark.parametrize(("tokens", "overlap"), [(200, 0), (64, 0), (64, 20)])
+async def test_chunks_fit_the_window_and_rebuild_the_document(chunker_factory, tokens, overlap):
+    text = long_markdown() + "\n" + "x" * 2000  # a "word" far longer than any chunk
+    chunker = chunker_factory(tokens, overlap)
+    chunks = chunker.split(text, max_sequence_length=256)
+    assert all(c.tokens <= tokens for c in chunks)
+    assert all(chunker.count_tokens(c.text) == c.tokens for c in chunks)
+    assert max(c.tokens for c in chunks) > tokens * 0.8  # chunks are filled, not tiny
+    for c in chunks:
+        assert text[c.start:c.start + len(c.text)] == c.text
+    assert sum(c.text.count("x" * 50) for c in chunks) >= 2000 // 50 - 2  # the long word is kept, in pieces
+
+
+async def test_chunk_size_is_capped_by_the_model_window(chunker_factory):
+    chunks = chunker_factory(200).split(long_markdown(), max_sequence_length=32)
+    assert all(c.tokens <= 32 for c in chunks) and len(chunks) > 20
+
+
+async def test_headings_start_sections_and_stay_in_the_text(chunker_factory):
+    chunks = chunker_factory(200).split(long_markdown(), max_sequence_length=256)
+    starts = [c.text.split("\n", 1)[0] for c in chunks]
+    assert [f"## Section {s}" in starts for s in range(6)] == [True] * 6
+    assert not any(c.text.startswith("# not a heading") for c in chunks)
+
+
+async def test_source_code_is_split_by_its_syntax(chunker_factory):
+    code = "\n\n".join(f"def f{i}(x):\n    # compute {i}\n    return x * {i} + " + " + ".join(["x"] * 30)
+                       for i in range(12))
+    chunker = chunker_factory(64)
+    chunks = chunker.split(code, max_sequence_length=256, filename="module.py")
+    assert sum(c.text.startswith("def f") for c in chunks) >= 10
+    assert chunker.fingerprint(256, "module.py") != chunker.fingerprint(256, "notes.md")
+
+
+async def test_point_ids_are_deterministic_uuids():
+    assert point_id("doc", 0) == point_id("doc", 0) != point_id("doc", 1) != point_id("doc2", 1)
+    assert len(point_id("doc", 0)) == 36
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def overlap_mesh(mesh_factory):
+    return await mesh_factory(indexer={"chunk_tokens": 48, "chunk_overlap_tokens": 16})
+
+
+async def test_get_document_rebuilds_overlapping_chunks_exactly(overlap_mesh):
+    text = "# Notes\n\n" + " ".join(f"w{i}" for i in range(400)) + "\n\nEnd  line.\n\n\n   last paragraph"
+    result = (await overlap_mesh.stub("indexer").IngestDocument(pb.IngestDocumentRequest(
+        document=pb.DocumentInput(collection="ovl", doc_id="n", text=text)))).result
+    chunks = overlap_mesh.store.document_chunks("ovl", "n")
+    overlapping = sum(b.payload["start"] < a.payload["start"] + len(a.payload["text"])
+                      for a, b in zip(chunks, chunks[1:], strict=False))
+    assert overlapping >= 3  # the overlap setting is in effect
+    document = await overlap_mesh.stub("search").GetDocument(search_pb.GetDocumentRequest(collection="ovl",
+                                                                                         doc_id="n"))
+    assert len(document.chunks) == result.chunks
+    assert document.text == text

@@ -1,0 +1,44 @@
+"""Builds the search service's gRPC server (not started: the caller awaits `service.start()` / `stop()`)."""
+
+from __future__ import annotations
+
+from ragmesh.embedder.v1 import embedder_service_pb2_grpc as embedder_grpc
+from ragmesh.search.v1 import search_service_pb2 as pb
+from ragmesh.search.v1 import search_service_pb2_grpc as pb_grpc
+from ragmesh_common.clients import ServiceClient
+from ragmesh_common.server import Service, new_server
+from ragmesh_store import Store
+from ragmesh_store.aio import open_store_for
+
+from .config import SearchSettings
+from .service import Searcher
+from .servicer import DOMAIN, SearchServicer
+
+
+async def create_server(settings: SearchSettings, store: Store | None = None) -> Service:
+    """The search server. With `store` (one process running indexer and search on the embedded store) it is
+    used and left open; without, the store comes from StoreSettings with the embedder's dimension (waits up to
+    settings.embedder_wait_seconds for the embedder) and is closed when the service stops."""
+    embedder = ServiceClient(
+        "embedder", settings.embedder_addr, embedder_grpc.EmbedderServiceStub,
+        timeout=settings.embed_timeout_seconds, idempotent=("Embed", "GetModelInfo"),
+        max_message_bytes=settings.max_message_bytes,
+    )
+    closers = [embedder.close]
+    if store is None:
+        try:
+            store = await open_store_for("search", embedder, settings.embedder_wait_seconds)
+        except BaseException:
+            await embedder.close()
+            raise
+        closers.append(store.close)
+    searcher = Searcher(store, embedder, default_mode=settings.default_mode, prefetch_limit=settings.prefetch_limit,
+                        rrf_k=settings.rrf_k, max_query_chars=settings.max_query_chars)
+    service = new_server(
+        "search", settings,
+        lambda server: pb_grpc.add_SearchServiceServicer_to_server(SearchServicer(searcher), server),
+        [pb.DESCRIPTOR.services_by_name["SearchService"].full_name],
+        domain=DOMAIN,
+    )
+    service.closers.extend(closers)
+    return service

@@ -1,0 +1,221 @@
+"""The query path: validate -> embed the query once -> query each collection in parallel -> merge, group,
+threshold. Also whole-document fetch and collection listing. No gRPC server code here."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ragmesh.embedder.v1 import embedder_service_pb2 as embedder_pb
+from ragmesh_common import validation
+from ragmesh_common.clients import ServiceClient
+from ragmesh_common.errors import invalid_argument, not_found
+from ragmesh_store import METADATA_PREFIX, CollectionStats, Hit, Query, Sparse, Store
+from ragmesh_store.aio import store_call
+from ragmesh_store.base import FilterValue, Mode
+
+log = logging.getLogger(__name__)
+
+MAX_TOP_K = 100
+DEFAULT_TOP_K = 5
+# Chunk fields filters may name directly; any other key is a user metadata key.
+CHUNK_FILTER_FIELDS = ("doc_id", "title", "source", "filename", "mime_type", "url")
+# group_by_document over-fetches chunks to find top_k distinct documents, growing up to this many.
+_MAX_GROUP_FETCH = 2000
+_GROUP_FETCH_FACTOR = 4
+_KINDS: dict[Mode, list[int]] = {
+    "dense": [embedder_pb.VECTOR_KIND_DENSE],
+    "sparse": [embedder_pb.VECTOR_KIND_SPARSE],
+    "hybrid": [embedder_pb.VECTOR_KIND_DENSE, embedder_pb.VECTOR_KIND_SPARSE],
+}
+
+
+@dataclass(frozen=True)
+class SearchIn:
+    query: str
+    collections: Sequence[str] = ()
+    top_k: int = 0
+    mode: Mode | None = None
+    filters: Mapping[str, Any] = field(default_factory=dict)
+    group_by_document: bool = False
+    score_threshold: float | None = None
+
+
+@dataclass(frozen=True)
+class Found:
+    """One result: a chunk and the collection it came from."""
+
+    collection: str
+    hit: Hit
+
+
+@dataclass(frozen=True)
+class DocumentOut:
+    doc_id: str
+    collection: str
+    text: str
+    chunks: list[Hit]
+
+    @property
+    def payload(self) -> Mapping[str, Any]:
+        """The document-level fields (title, source, metadata, ...) as the first chunk carries them."""
+        return self.chunks[0].payload
+
+
+def parse_filters(raw: Mapping[str, Any]) -> dict[str, FilterValue]:
+    """Request filters -> store filters (`metadata.<key>` for user keys), or FILTER_INVALID."""
+    out: dict[str, FilterValue] = {}
+    for key, value in raw.items():
+        if key in CHUNK_FILTER_FIELDS:
+            path = key
+        elif validation.METADATA_KEY_RE.fullmatch(key):
+            path = f"{METADATA_PREFIX}{key}"
+        else:
+            raise _bad_filter(key, f"filter key {key[:70]!r} is neither a chunk field "
+                                   f"({', '.join(CHUNK_FILTER_FIELDS)}) nor a valid metadata key")
+        if isinstance(value, list):
+            if not value:
+                raise _bad_filter(key, f"filter {key!r} has an empty list of values")
+            out[path] = [_scalar(key, v, path) for v in value]
+        else:
+            out[path] = _scalar(key, value, path)
+    return out
+
+
+def _scalar(key: str, value: Any, path: str) -> str | int | float | bool:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # Struct carries every number as a double
+    if value is None or isinstance(value, (dict, list)):
+        raise _bad_filter(key, f"filter {key!r} must be a string, number or boolean, or a list of them")
+    if path in CHUNK_FILTER_FIELDS and not isinstance(value, str):
+        raise _bad_filter(key, f"filter {key!r} must be a string")
+    return value
+
+
+def _bad_filter(key: str, message: str):
+    return invalid_argument("FILTER_INVALID", message, field=f"filters.{key[:70]}", key=key[:70])
+
+
+def reassemble(chunks: Sequence[Hit]) -> str:
+    """The document's text from its chunks in order, each overlap counted once (see the indexer's chunking:
+    chunks carry their offset `start` and the `separator` text before them)."""
+    parts: list[str] = []
+    end: int | None = None
+    for chunk in chunks:
+        text = str(chunk.payload.get("text", ""))
+        start = int(chunk.payload.get("start", end or 0))
+        if end is None:
+            parts.append(text)
+        elif start < end:
+            parts.append(text[end - start:])
+        else:
+            parts.append(str(chunk.payload.get("separator", "")) + text)
+        end = max(end or 0, start + len(text))
+    return "".join(parts)
+
+
+class Searcher:
+    """Search, whole-document fetch and collection listing over the store. Create once per process."""
+
+    def __init__(self, store: Store, embedder: ServiceClient, *, default_mode: Mode, prefetch_limit: int, rrf_k: int,
+                 max_query_chars: int) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.default_mode: Mode = default_mode
+        self.prefetch_limit = prefetch_limit
+        self.rrf_k = rrf_k
+        self.max_query_chars = max_query_chars
+
+    async def search(self, request: SearchIn) -> tuple[Mode, list[Found]]:
+        """The best chunks for a query across the requested collections, best first; also the mode used."""
+        if not request.query.strip():
+            raise invalid_argument("QUERY_EMPTY", "the query is empty", field="query")
+        if len(request.query) > self.max_query_chars:
+            raise invalid_argument("QUERY_TOO_LONG", f"the query has {len(request.query)} characters; "
+                                   f"the limit is {self.max_query_chars}", field="query",
+                                   limit=self.max_query_chars)
+        top_k = request.top_k or DEFAULT_TOP_K
+        if not 1 <= top_k <= MAX_TOP_K:
+            raise invalid_argument("TOP_K_OUT_OF_RANGE", f"top_k must be between 1 and {MAX_TOP_K}", field="top_k",
+                                   top_k=request.top_k)
+        names = list(dict.fromkeys(
+            validation.collection_name(c, field="collections") for c in request.collections or [""]
+        ))
+        filters = parse_filters(request.filters)
+        mode = request.mode or self.default_mode
+        await asyncio.gather(*(self._require_collection(n) for n in names))
+        dense, sparse = await self._embed_query(request.query, mode)
+
+        limit = min(top_k * _GROUP_FETCH_FACTOR, _MAX_GROUP_FETCH) if request.group_by_document else top_k
+        while True:
+            query = Query(mode=mode, limit=limit, dense=dense, sparse=sparse, filters=filters,
+                          prefetch_limit=self.prefetch_limit, rrf_k=self.rrf_k,
+                          score_threshold=request.score_threshold)
+            per_collection = await asyncio.gather(*(store_call(self.store.query, n, query) for n in names))
+            found = _merge(names, per_collection, request.score_threshold)
+            if request.group_by_document:
+                found = _best_per_document(found)
+            exhausted = all(len(hits) < limit for hits in per_collection)
+            if len(found) >= top_k or exhausted or limit >= _MAX_GROUP_FETCH:
+                return mode, found[:top_k]
+            limit = min(limit * _GROUP_FETCH_FACTOR, _MAX_GROUP_FETCH)
+
+    async def _require_collection(self, name: str) -> None:
+        if not await store_call(self.store.collection_exists, name):
+            raise not_found("COLLECTION_NOT_FOUND", f"collection {name!r} does not exist", collection=name)
+
+    async def _embed_query(self, text: str, mode: Mode) -> tuple[list[float] | None, Sparse | None]:
+        request = embedder_pb.EmbedRequest(texts=[text], input_type=embedder_pb.INPUT_TYPE_QUERY, kinds=_KINDS[mode])
+        embedding = (await self.embedder.call("Embed", request)).embeddings[0]
+        dense = list(embedding.dense) if mode != "sparse" else None
+        sparse = Sparse(list(embedding.sparse.indices), list(embedding.sparse.values)) if mode != "dense" else None
+        return dense, sparse
+
+    async def get_document(self, collection: str, doc_id: str) -> DocumentOut:
+        """A whole document: its chunks in order and their text joined without repeating overlaps."""
+        collection = validation.collection_name(collection)
+        if not doc_id:
+            raise invalid_argument("DOCUMENT_ID_INVALID", "doc_id is required", field="doc_id")
+        validation.doc_id(doc_id)
+        chunks = await store_call(self.store.document_chunks, collection, doc_id)
+        if not chunks:
+            await self._require_collection(collection)
+            raise not_found("DOCUMENT_NOT_FOUND", f"document {doc_id!r} is not in collection {collection!r}",
+                            collection=collection, doc_id=doc_id)
+        # While a changed document is being replaced, old chunks may linger for a moment: keep one version.
+        current = chunks[0].payload.get("content_hash")
+        chunks = [c for c in chunks if c.payload.get("content_hash") == current]
+        return DocumentOut(doc_id, collection, reassemble(chunks), chunks)
+
+    async def list_collections(self) -> list[CollectionStats]:
+        """Every collection with its document and chunk counts, by name."""
+        names = await store_call(self.store.list_collections)
+        stats = await asyncio.gather(*(store_call(self.store.stats, n) for n in names), return_exceptions=True)
+        # A collection deleted between listing and counting is simply not listed.
+        out = [s for s in stats if isinstance(s, CollectionStats)]
+        for s in stats:
+            if isinstance(s, BaseException) and getattr(s, "reason", "") != "COLLECTION_NOT_FOUND":
+                raise s
+        return sorted(out, key=lambda s: s.name)
+
+
+def _merge(names: Sequence[str], per_collection: Sequence[Sequence[Hit]], threshold: float | None) -> list[Found]:
+    """All collections' hits best first; equal scores in a stable order (collection, doc_id, chunk_index)."""
+    found = [Found(n, h) for n, hits in zip(names, per_collection, strict=True) for h in hits
+             if threshold is None or h.score >= threshold]
+    return sorted(found, key=lambda f: (-f.hit.score, f.collection, str(f.hit.payload.get("doc_id", "")),
+                                        int(f.hit.payload.get("chunk_index", 0))))
+
+
+def _best_per_document(found: Sequence[Found]) -> list[Found]:
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for f in found:
+        key = (f.collection, str(f.hit.payload.get("doc_id", "")))
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
