@@ -95,3 +95,24 @@ def wait_ready(url: str, procs: list[Proc], timeout: float = 180) -> None:
         time.sleep(0.5)
     logs = "\n".join(p.log()[-3000:] for p in procs)
     raise AssertionError(f"mesh not ready after {timeout}s:\n{logs}")
+
+
+def wait_serving(target: str, procs: list[Proc], timeout: float = 120) -> None:
+    """Wait until the gRPC server at `target` reports SERVING on grpc.health.v1."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(target) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while time.monotonic() < deadline:
+            for proc in procs:
+                if proc.popen.poll() is not None:
+                    raise AssertionError(f"{proc.args} exited with {proc.popen.returncode}:\n{proc.log()[-4000:]}")
+            try:
+                if stub.Check(health_pb2.HealthCheckRequest(), timeout=2).status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError:
+                pass
+            time.sleep(0.3)
+    raise AssertionError(f"{target} not serving after {timeout}s")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from .mesh_process import Mesh, Proc, wait_ready
+from .mesh_process import Mesh, Proc, wait_ready, wait_serving
 
 
 def test_services_in_separate_processes_serve_the_api(tmp_path):
@@ -39,6 +39,7 @@ def test_embedded_store_refuses_a_second_owner_process(tmp_path):
     embedder = Proc(["serve", "embedder"], env, tmp_path / "embedder.log").start()
     indexer = Proc(["serve", "indexer"], env, tmp_path / "indexer.log").start()
     try:
+        wait_serving(f"127.0.0.1:{mesh.ports['indexer']}", [embedder, indexer])  # the indexer owns the store
         search = Proc(["serve", "search"], env, tmp_path / "search.log").start()
         code = search.popen.wait(120)
         assert code != 0

@@ -26,11 +26,14 @@ _MIN_TIMEOUT = 0.05
 
 
 def _service_config(full_service: str, idempotent: Iterable[str]) -> str:
+    # round_robin: behind a headless Kubernetes Service, spread calls over every pod (the embedder scales out).
+    config: dict = {"loadBalancingConfig": [{"round_robin": {}}]}
     methods = [{"service": full_service, "method": m} for m in idempotent]
     if not methods:
-        return json.dumps({})
+        return json.dumps(config)
     return json.dumps(
         {
+            **config,
             "methodConfig": [
                 {
                     "name": methods,

@@ -8,9 +8,11 @@ shard), so when both run here they share one store object.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import logging
 import os
+import signal
 from collections.abc import Sequence
 
 from .config import SERVICES, ConfigError, load
@@ -56,6 +58,7 @@ async def run(names: Sequence[str], *, local: bool) -> None:
     # Validate every settings class before anything starts, so a typo fails fast with the variable's name.
     for name in names:
         load(settings_class(name))
+    stop = _stop_on_signal()
     started: list[Service] = []
     closers = []
     try:
@@ -75,23 +78,15 @@ async def run(names: Sequence[str], *, local: bool) -> None:
             log.info("%s listening on %s:%d", name, settings.host, service.port)
             if local:
                 os.environ[f"RAGMESH_{name.upper()}_ADDR"] = f"127.0.0.1:{service.port}"
-        gateway = None
-        if "gateway" in names:
-            gateway = _gateway_server(load(settings_class("gateway")))
-            gateway_task = asyncio.create_task(gateway.serve())
-            while not gateway.started and not gateway_task.done():
-                await asyncio.sleep(0.05)
-            if gateway_task.done():  # could not bind, or start-up failed
-                await gateway_task
-                raise ConfigError("the gateway could not start (see the log above)")
-            started_gateway = gateway_task
-        else:
-            started_gateway = None
-        log.info("ragmesh ready: %s", ", ".join(names))
-        await _wait_for_signal(started_gateway)
-        if gateway is not None:
-            gateway.should_exit = True
-            await started_gateway
+        async with contextlib.AsyncExitStack() as stack:
+            if "gateway" in names:
+                from ragmesh_gateway.app import run_gateway
+
+                url = await stack.enter_async_context(run_gateway(load(settings_class("gateway"))))
+                log.info("gateway serving REST on %s", url)
+            log.info("ragmesh ready: %s", ", ".join(names))
+            await stop.wait()
+            log.info("shutting down: draining in-flight calls")
     finally:
         await asyncio.gather(*(s.stop() for s in reversed(started)), return_exceptions=True)
         for close in closers:
@@ -119,38 +114,11 @@ async def _maybe_await(value):
     return value
 
 
-def _gateway_server(settings):
-    """A uvicorn server for the gateway that leaves signal handling to us (one handler for all services)."""
-    import contextlib
-
-    import uvicorn
-    from ragmesh_gateway.app import create_app
-
-    class EmbeddedServer(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self):
-            yield
-
-    config = uvicorn.Config(
-        create_app(settings), host=settings.http_host, port=settings.http_port, log_config=None,
-        access_log=False, lifespan="on", timeout_graceful_shutdown=5,
-    )
-    return EmbeddedServer(config)
-
-
-async def _wait_for_signal(gateway_task: asyncio.Task | None) -> None:
-    """Wait for SIGTERM/SIGINT (or the gateway stopping on its own, which is re-raised)."""
-    import signal
-
+def _stop_on_signal() -> asyncio.Event:
+    """An event set by SIGTERM/SIGINT, installed before anything starts so that a signal during start-up
+    still shuts down cleanly."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    waiters = [asyncio.create_task(stop.wait())]
-    if gateway_task is not None:
-        waiters.append(gateway_task)
-    done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-    if gateway_task is not None and gateway_task in done:
-        gateway_task.result()
-        raise ConfigError("the gateway stopped unexpectedly")
-    log.info("shutting down: draining in-flight calls")
+    return stop

@@ -1,0 +1,52 @@
+"""ragmesh storage: one small interface (`Store`) over Qdrant, embedded (`EdgeStore`) or server
+(`QdrantClientStore`); `open_store` picks one from `StoreSettings`."""
+
+from __future__ import annotations
+
+from .base import (
+    DENSE,
+    INTEGER_FIELDS,
+    KEYWORD_FIELDS,
+    METADATA_PREFIX,
+    SPARSE,
+    ChunkPoint,
+    CollectionNotFound,
+    CollectionStats,
+    Hit,
+    Query,
+    Sparse,
+    Store,
+    StoreBusyError,
+    StoreError,
+)
+from .config import StoreSettings
+from .edge import EdgeStore
+
+__all__ = [
+    "DENSE",
+    "INTEGER_FIELDS",
+    "KEYWORD_FIELDS",
+    "METADATA_PREFIX",
+    "SPARSE",
+    "ChunkPoint",
+    "CollectionNotFound",
+    "CollectionStats",
+    "EdgeStore",
+    "Hit",
+    "Query",
+    "Sparse",
+    "Store",
+    "StoreBusyError",
+    "StoreError",
+    "StoreSettings",
+    "open_store",
+]
+
+
+def open_store(settings: StoreSettings, dimension: int) -> Store:
+    """The server store when QDRANT_URL is set, else the embedded store under RAGMESH_DATA_DIR."""
+    if settings.qdrant_url:
+        from .client import QdrantClientStore
+
+        return QdrantClientStore.from_settings(settings, dimension)
+    return EdgeStore(settings.data_dir, dimension, hnsw_ef=settings.hnsw_ef)

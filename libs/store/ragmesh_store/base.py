@@ -1,6 +1,6 @@
 """The one small storage interface over Qdrant. Two adapters implement it: `EdgeStore` (embedded
 qdrant-edge-py, the default) and `QdrantClientStore` (qdrant-client against QDRANT_URL). One contract
-test suite (libs/store/tests/test_contract.py) runs against both.
+test suite (libs/store/tests/test_store_contract.py) runs against both.
 
 Every method is synchronous and thread-safe; async services call them through `asyncio.to_thread`.
 A collection holds chunk points with a named dense vector "dense" (cosine) and a named sparse vector

@@ -1,0 +1,322 @@
+"""`QdrantClientStore`: the `Store` on qdrant-client, for a Qdrant server or a distributed cluster (QDRANT_URL).
+
+Collections are named `<prefix><name>` so several deployments can share a cluster; `list_collections` only
+shows (and strips) this deployment's prefix. qdrant-client's local mode (`QdrantClient(":memory:")`) works too
+(the contract tests use it); it is not thread-safe, so calls to a local client are serialised here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import grpc
+from qdrant_client import QdrantClient, models
+from qdrant_client.http.exceptions import UnexpectedResponse
+from qdrant_client.local.qdrant_local import QdrantLocal
+
+from ._common import (
+    FIXED_INDEXES,
+    Condition,
+    IndexKind,
+    checked_name,
+    chunk_order_key,
+    conditions,
+    metadata_indexes,
+    stable_query,
+)
+from .base import DENSE, SPARSE, ChunkPoint, CollectionNotFound, CollectionStats, Hit, Query, StoreError
+from .config import StoreSettings
+
+_SCROLL_PAGE = 1024
+_SCHEMAS: dict[IndexKind, models.PayloadSchemaType] = {
+    "keyword": models.PayloadSchemaType.KEYWORD,
+    "integer": models.PayloadSchemaType.INTEGER,
+    "float": models.PayloadSchemaType.FLOAT,
+    "bool": models.PayloadSchemaType.BOOL,
+}
+
+
+class QdrantClientStore:
+    """The `Store` over a `QdrantClient` (server, cluster or local mode); it owns the client and closes it."""
+
+    def __init__(
+        self,
+        client: QdrantClient,
+        dimension: int,
+        prefix: str = "",
+        *,
+        hnsw_ef: int | None = None,
+        replication_factor: int | None = None,
+        shard_number: int | None = None,
+    ) -> None:
+        self.dimension = dimension
+        self.client = client
+        self.prefix = prefix
+        self._hnsw_ef = hnsw_ef
+        self._replication_factor = replication_factor
+        self._shard_number = shard_number
+        local = isinstance(getattr(client, "_client", None), QdrantLocal)
+        # Local mode has no locking of its own; a server client is safe to share between threads.
+        self._call_lock: contextlib.AbstractContextManager[Any] = (
+            threading.RLock() if local else contextlib.nullcontext()
+        )
+        self._indexed: dict[str, set[str]] = {}  # collection -> payload fields known to be indexed
+        self._index_lock = threading.Lock()
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        dimension: int,
+        *,
+        api_key: str | None = None,
+        timeout_seconds: float = 10.0,
+        prefix: str = "",
+        hnsw_ef: int | None = None,
+        replication_factor: int | None = None,
+        shard_number: int | None = None,
+    ) -> QdrantClientStore:
+        client = QdrantClient(url=url, api_key=api_key, timeout=max(1, round(timeout_seconds)))
+        return cls(
+            client, dimension, prefix, hnsw_ef=hnsw_ef, replication_factor=replication_factor,
+            shard_number=shard_number,
+        )
+
+    @classmethod
+    def from_settings(cls, settings: StoreSettings, dimension: int) -> QdrantClientStore:
+        if not settings.qdrant_url:
+            raise ValueError("QDRANT_URL is not set")
+        return cls.from_url(
+            settings.qdrant_url,
+            dimension,
+            api_key=settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None,
+            timeout_seconds=settings.qdrant_timeout_seconds,
+            prefix=settings.collection_prefix,
+            hnsw_ef=settings.hnsw_ef,
+            replication_factor=settings.replication_factor,
+            shard_number=settings.shard_number,
+        )
+
+    # --- plumbing ----------------------------------------------------------------------------------------
+    def _full(self, name: str) -> str:
+        return f"{self.prefix}{checked_name(name)}"
+
+    @contextlib.contextmanager
+    def _call(self, name: str | None = None) -> Iterator[None]:
+        """Serialise local-mode calls and turn client errors into CollectionNotFound / StoreError."""
+        if name is not None:
+            checked_name(name)
+        try:
+            with self._call_lock:
+                yield
+        except StoreError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - qdrant-client raises ValueError, HTTP and gRPC errors
+            if name is not None and _is_not_found(exc, self._full(name)):
+                raise CollectionNotFound(name) from exc
+            raise StoreError(f"qdrant: {exc}") from exc
+
+    # --- collections -------------------------------------------------------------------------------------
+    def ensure_collection(self, name: str) -> bool:
+        full = self._full(name)
+        with self._call(name):
+            if self.client.collection_exists(full):
+                return False
+            try:
+                self.client.create_collection(
+                    full,
+                    vectors_config={DENSE: models.VectorParams(size=self.dimension, distance=models.Distance.COSINE)},
+                    sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+                    replication_factor=self._replication_factor,
+                    shard_number=self._shard_number,
+                )
+            except (UnexpectedResponse, grpc.RpcError, ValueError):
+                if self.client.collection_exists(full):
+                    return False  # another replica created it at the same moment
+                raise
+            for field, kind in FIXED_INDEXES.items():
+                self.client.create_payload_index(full, field, field_schema=_SCHEMAS[kind], wait=True)
+        with self._index_lock:
+            self._indexed[name] = set(FIXED_INDEXES)
+        return True
+
+    def collection_exists(self, name: str) -> bool:
+        with self._call(name):
+            return self.client.collection_exists(self._full(name))
+
+    def list_collections(self) -> list[str]:
+        with self._call():
+            names = [c.name for c in self.client.get_collections().collections]
+        return sorted(n[len(self.prefix) :] for n in names if n.startswith(self.prefix) and len(n) > len(self.prefix))
+
+    def delete_collection(self, name: str) -> int:
+        with self._call(name):
+            chunks = self.client.count(self._full(name), exact=True).count
+            self.client.delete_collection(self._full(name))
+        with self._index_lock:
+            self._indexed.pop(name, None)
+        return chunks
+
+    # --- writes --------------------------------------------------------------------------------------------
+    def upsert(self, name: str, points: Sequence[ChunkPoint]) -> None:
+        if not points:
+            self._require(name)
+            return
+        structs = [
+            models.PointStruct(
+                id=p.id,
+                vector={
+                    DENSE: list(p.dense),
+                    SPARSE: models.SparseVector(indices=list(p.sparse.indices), values=list(p.sparse.values)),
+                },
+                payload=dict(p.payload),
+            )
+            for p in points
+        ]
+        self._index_metadata(name, points)
+        with self._call(name):
+            self.client.upsert(self._full(name), points=structs, wait=True)
+
+    def _index_metadata(self, name: str, points: Sequence[ChunkPoint]) -> None:
+        """Create a payload index for each metadata key seen for the first time (filters need one)."""
+        with self._index_lock:
+            known = self._indexed.get(name)
+            if known is None:
+                with self._call(name):
+                    info = self.client.get_collection(self._full(name))
+                known = self._indexed[name] = set(info.payload_schema or {})
+            for path, kind in metadata_indexes(points).items():
+                if path not in known:
+                    with self._call(name):
+                        self.client.create_payload_index(self._full(name), path, field_schema=_SCHEMAS[kind], wait=True)
+                    known.add(path)
+
+    def delete_points(self, name: str, ids: Sequence[str]) -> None:
+        if not ids:
+            self._require(name)
+            return
+        with self._call(name):
+            self.client.delete(self._full(name), points_selector=models.PointIdsList(points=list(ids)), wait=True)
+
+    def delete_document(self, name: str, doc_id: str) -> int:
+        ids = self.document_chunk_ids(name, doc_id)
+        self.delete_points(name, ids)
+        return len(ids)
+
+    def _require(self, name: str) -> None:
+        if not self.collection_exists(name):
+            raise CollectionNotFound(name)
+
+    # --- reads ---------------------------------------------------------------------------------------------
+    def _scroll(self, name: str, doc_id: str, with_payload: Any, limit: int | None = None) -> list[models.Record]:
+        doc_filter = models.Filter(must=[models.FieldCondition(key="doc_id", match=models.MatchValue(value=doc_id))])
+        records: list[models.Record] = []
+        offset = None
+        while True:
+            with self._call(name):
+                batch, offset = self.client.scroll(
+                    self._full(name),
+                    scroll_filter=doc_filter,
+                    limit=limit or _SCROLL_PAGE,
+                    offset=offset,
+                    with_payload=with_payload,
+                    with_vectors=False,
+                )
+            records.extend(batch)
+            if offset is None or limit is not None:
+                return records
+
+    def document_chunks(self, name: str, doc_id: str) -> list[Hit]:
+        hits = [Hit(str(r.id), 0.0, r.payload or {}) for r in self._scroll(name, doc_id, True)]
+        return sorted(hits, key=chunk_order_key)
+
+    def document_chunk_ids(self, name: str, doc_id: str) -> list[str]:
+        return [str(r.id) for r in self._scroll(name, doc_id, False)]
+
+    def document_hash(self, name: str, doc_id: str) -> str | None:
+        records = self._scroll(name, doc_id, ["content_hash"], limit=1)
+        return records[0].payload.get("content_hash") if records and records[0].payload else None
+
+    def query(self, name: str, query: Query) -> list[Hit]:
+        query_filter = _client_filter(conditions(query.filters))
+        params = models.SearchParams(hnsw_ef=self._hnsw_ef) if self._hnsw_ef else None
+        if query.mode == "hybrid":
+            prefetch_limit = max(query.prefetch_limit, query.limit)
+            prefetch: list[models.Prefetch] | None = [
+                models.Prefetch(query=_vector(query, "dense"), using=DENSE, limit=prefetch_limit,
+                                filter=query_filter, params=params),
+                models.Prefetch(query=_vector(query, "sparse"), using=SPARSE, limit=prefetch_limit,
+                                filter=query_filter),
+            ]
+            scoring: Any = models.RrfQuery(rrf=models.Rrf(k=query.rrf_k))
+            using = None
+        else:
+            prefetch, scoring = None, _vector(query, query.mode)
+            using = DENSE if query.mode == "dense" else SPARSE
+
+        def run(limit: int) -> list[Hit]:
+            with self._call(name):
+                response = self.client.query_points(
+                    self._full(name),
+                    query=scoring,
+                    using=using,
+                    prefetch=prefetch,
+                    query_filter=query_filter,
+                    limit=limit,
+                    score_threshold=query.score_threshold,
+                    search_params=params if query.mode == "dense" else None,
+                    with_payload=True,
+                )
+            return [Hit(str(p.id), p.score, p.payload or {}) for p in response.points]
+
+        return stable_query(run, query.limit)
+
+    def stats(self, name: str) -> CollectionStats:
+        first_chunks = models.Filter(must=[models.FieldCondition(key="chunk_index", match=models.MatchValue(value=0))])
+        with self._call(name):
+            chunks = self.client.count(self._full(name), exact=True).count
+            documents = self.client.count(self._full(name), count_filter=first_chunks, exact=True).count
+        return CollectionStats(name=name, documents=documents, chunks=chunks)
+
+    def close(self) -> None:
+        with self._call():
+            self.client.close()
+
+
+def _is_not_found(exc: Exception, full_name: str) -> bool:
+    if isinstance(exc, UnexpectedResponse):
+        return exc.status_code == 404
+    if isinstance(exc, grpc.RpcError) and callable(getattr(exc, "code", None)):
+        return exc.code() == grpc.StatusCode.NOT_FOUND
+    return isinstance(exc, ValueError) and str(exc) == f"Collection {full_name} not found"
+
+
+def _vector(query: Query, kind: str) -> Any:
+    if kind == "dense":
+        if query.dense is None:
+            raise ValueError(f"a {query.mode} query needs a dense vector")
+        return list(query.dense)
+    if query.sparse is None:
+        raise ValueError(f"a {query.mode} query needs a sparse vector")
+    return models.SparseVector(indices=list(query.sparse.indices), values=list(query.sparse.values))
+
+
+def _client_filter(conds: list[Condition]) -> models.Filter | None:
+    if not conds:
+        return None
+    return models.Filter(must=[_client_condition(c) for c in conds])
+
+
+def _client_condition(cond: Condition) -> Any:
+    options: list[Any] = []
+    for values in (cond.strings, cond.integers):
+        if values:
+            options.append(models.FieldCondition(key=cond.path, match=models.MatchAny(any=list(values))))
+    for value in cond.floats:
+        options.append(models.FieldCondition(key=cond.path, range=models.Range(gte=value, lte=value)))
+    for flag in cond.bools:
+        options.append(models.FieldCondition(key=cond.path, match=models.MatchValue(value=flag)))
+    return options[0] if len(options) == 1 else models.Filter(should=options)

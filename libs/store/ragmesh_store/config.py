@@ -1,0 +1,45 @@
+"""`StoreSettings`: where the indexer and search keep their chunks (environment only).
+
+Without QDRANT_URL the embedded store (qdrant-edge) lives under RAGMESH_DATA_DIR and only one process may open
+it; with QDRANT_URL every replica of the indexer and search talks to that Qdrant server or cluster.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class StoreSettings(BaseSettings):
+    model_config = SettingsConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    data_dir: Path = Field(
+        Path(".ragmesh"), validation_alias="RAGMESH_DATA_DIR",
+        description="Directory of the embedded store (used when QDRANT_URL is unset).",
+    )
+    qdrant_url: str | None = Field(
+        None, validation_alias="QDRANT_URL",
+        description="Qdrant server or cluster URL (http://host:6333); unset = the embedded store.",
+    )
+    qdrant_api_key: SecretStr | None = Field(None, validation_alias="QDRANT_API_KEY")
+    qdrant_timeout_seconds: float = Field(
+        10.0, gt=0, le=600, validation_alias="QDRANT_TIMEOUT_SECONDS", description="Timeout of each Qdrant call."
+    )
+    collection_prefix: str = Field(
+        "", pattern=r"^[A-Za-z0-9_-]{0,64}$", validation_alias="QDRANT_COLLECTION_PREFIX",
+        description="Prepended to every collection name in Qdrant, so several deployments can share a cluster.",
+    )
+    replication_factor: int | None = Field(
+        None, ge=1, validation_alias="QDRANT_REPLICATION_FACTOR",
+        description="Replicas of each shard of new collections (server mode only).",
+    )
+    shard_number: int | None = Field(
+        None, ge=1, validation_alias="QDRANT_SHARD_NUMBER",
+        description="Shards of new collections (server mode only).",
+    )
+    hnsw_ef: int | None = Field(
+        None, ge=1, validation_alias="QDRANT_HNSW_EF",
+        description="HNSW ef at search time (higher: better recall, slower); unset = Qdrant's default.",
+    )

@@ -1,0 +1,380 @@
+"""`EdgeStore`: the embedded store on qdrant-edge-py (Qdrant's own engine, in process).
+
+Layout: `<data_dir>/.lock` (the process that owns the directory, `fcntl.flock`) and one EdgeShard per
+collection under `<data_dir>/collections/<name>/`. The WAL stays on (it alone survives a killed process), and every
+write is also flushed (group commit) before it returns, so an acknowledged write survives an OS crash too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import qdrant_edge as qe
+
+from ._common import (
+    COLLECTION_NAME_RE,
+    FIXED_INDEXES,
+    Condition,
+    IndexKind,
+    checked_name,
+    chunk_order_key,
+    conditions,
+    metadata_indexes,
+    stable_query,
+)
+from .base import (
+    DENSE,
+    SPARSE,
+    ChunkPoint,
+    CollectionNotFound,
+    CollectionStats,
+    Hit,
+    Query,
+    StoreBusyError,
+    StoreError,
+)
+
+_TRASH_PREFIX = ".deleting-"
+_SCROLL_PAGE = 1024
+_SCHEMAS: dict[IndexKind, qe.PayloadSchemaType] = {
+    "keyword": qe.PayloadSchemaType.Keyword,
+    "integer": qe.PayloadSchemaType.Integer,
+    "float": qe.PayloadSchemaType.Float,
+    "bool": qe.PayloadSchemaType.Bool,
+}
+
+
+def busy_message(data_dir: Path, pid: str) -> str:
+    return (
+        f"the embedded store at {data_dir} is already open in another process (pid {pid}); run the indexer and "
+        "search in one process (`ragmesh serve indexer search` or `ragmesh up`) or set QDRANT_URL to use a "
+        "Qdrant server"
+    )
+
+
+class _Collection:
+    """One open shard. Any number of threads use it at once; `close` waits for them and then excludes them."""
+
+    def __init__(self, name: str, path: Path, shard: qe.EdgeShard) -> None:
+        self.name = name
+        self.path = path
+        self.shard = shard
+        self.indexed = set(shard.info().payload_schema)
+        self.index_lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._users = 0
+        self._closed = False
+        self._sync = threading.Condition()
+        self._writes = 0  # writes applied so far (tickets)
+        self._synced = 0  # writes covered by a finished flush
+        self._flushing = False
+
+    @contextlib.contextmanager
+    def use(self) -> Iterator[qe.EdgeShard]:
+        with self._cond:
+            if self._closed:
+                raise CollectionNotFound(self.name)
+            self._users += 1
+        try:
+            yield self.shard
+        finally:
+            with self._cond:
+                self._users -= 1
+                self._cond.notify_all()
+
+    def sync(self, shard: qe.EdgeShard) -> None:
+        """Flush after a write, with group commit: a write that lands while another thread is flushing waits
+        for that flush and then shares the next one, so N concurrent writers cost about two flushes, not N."""
+        with self._sync:
+            self._writes += 1
+            ticket = self._writes
+            while self._synced < ticket:
+                if self._flushing:
+                    self._sync.wait()
+                    continue
+                self._flushing, covered = True, self._writes
+                self._sync.release()
+                try:
+                    shard.flush()
+                finally:
+                    self._sync.acquire()
+                    self._flushing = False
+                    self._sync.notify_all()
+                self._synced = max(self._synced, covered)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.wait_for(lambda: self._users == 0)
+        self.shard.close()
+
+
+class EdgeStore:
+    """The `Store` on qdrant-edge-py. One instance per data directory per machine: the indexer and search
+    share it in one process (it is thread-safe); a second process gets `StoreBusyError`."""
+
+    def __init__(self, data_dir: str | os.PathLike[str], dimension: int, *, hnsw_ef: int | None = None) -> None:
+        self.dimension = dimension
+        self.data_dir = Path(data_dir).resolve()
+        self._hnsw_ef = hnsw_ef
+        self._collections_dir = self.data_dir / "collections"
+        self._collections_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = self._take_ownership()
+        self._lock = threading.RLock()  # guards _open and creating/deleting collections
+        self._open: dict[str, _Collection] = {}
+        self._closed = False
+        for leftover in self._collections_dir.glob(f"{_TRASH_PREFIX}*"):
+            shutil.rmtree(leftover, ignore_errors=True)  # a delete interrupted by a crash
+
+    # --- ownership ---------------------------------------------------------------------------------------
+    def _take_ownership(self) -> int:
+        lock_path = self.data_dir / ".lock"
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise StoreBusyError(busy_message(self.data_dir, holder)) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return fd
+
+    @contextlib.contextmanager
+    def _edge_errors(self) -> Iterator[None]:
+        """qdrant-edge raises bare `Exception`s: make them StoreError (StoreBusyError for a held WAL)."""
+        try:
+            yield
+        except StoreError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the binding has no exception types of its own
+            if "WouldBlock" in str(exc):
+                raise StoreBusyError(busy_message(self.data_dir, "unknown")) from exc
+            raise StoreError(f"embedded store: {exc}") from exc
+
+    # --- collections -------------------------------------------------------------------------------------
+    def _path(self, name: str) -> Path:
+        return self._collections_dir / checked_name(name)
+
+    def _config(self) -> qe.EdgeConfig:
+        return qe.EdgeConfig(
+            vectors={DENSE: qe.EdgeVectorParams(size=self.dimension, distance=qe.Distance.Cosine)},
+            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        )
+
+    def _get(self, name: str) -> _Collection:
+        """The open collection, loading it from disk on first use; CollectionNotFound if it does not exist."""
+        with self._lock:
+            if self._closed:
+                raise StoreError("the embedded store is closed")
+            if (open_ := self._open.get(name)) is not None:
+                return open_
+            path = self._path(name)
+            if not path.is_dir():
+                raise CollectionNotFound(name)
+            with self._edge_errors():
+                shard = qe.EdgeShard.load(str(path), self._config())
+            collection = self._open[name] = _Collection(name, path, shard)
+            return collection
+
+    def ensure_collection(self, name: str) -> bool:
+        with self._lock:
+            try:
+                self._get(name)
+                return False
+            except CollectionNotFound:
+                pass
+            path = self._path(name)
+            with self._edge_errors():
+                shard = qe.EdgeShard.create(str(path), self._config())
+                for field, kind in FIXED_INDEXES.items():
+                    shard.update(qe.UpdateOperation.create_field_index(field, _SCHEMAS[kind]))
+                shard.flush()
+            self._open[name] = _Collection(name, path, shard)
+            return True
+
+    def collection_exists(self, name: str) -> bool:
+        with self._lock:
+            return name in self._open or self._path(name).is_dir()
+
+    def list_collections(self) -> list[str]:
+        with self._lock:
+            return sorted(
+                p.name for p in self._collections_dir.iterdir() if p.is_dir() and COLLECTION_NAME_RE.fullmatch(p.name)
+            )
+
+    def delete_collection(self, name: str) -> int:
+        with self._lock:
+            collection = self._get(name)
+            with collection.use() as shard, self._edge_errors():
+                chunks = shard.count(qe.CountRequest(exact=True))
+            del self._open[name]
+            collection.close()
+            trash = self._collections_dir / f"{_TRASH_PREFIX}{name}-{uuid.uuid4().hex}"
+            collection.path.rename(trash)  # atomic: a crash never leaves a half-deleted collection
+            shutil.rmtree(trash, ignore_errors=True)
+            return chunks
+
+    # --- writes --------------------------------------------------------------------------------------------
+    def upsert(self, name: str, points: Sequence[ChunkPoint]) -> None:
+        collection = self._get(name)
+        if not points:
+            return
+        edge_points = [
+            qe.Point(
+                p.id,
+                {DENSE: list(p.dense), SPARSE: qe.SparseVector(list(p.sparse.indices), list(p.sparse.values))},
+                dict(p.payload),
+            )
+            for p in points
+        ]
+        with collection.use() as shard, self._edge_errors():
+            self._index_metadata(collection, shard, points)
+            shard.update(qe.UpdateOperation.upsert_points(edge_points))
+            collection.sync(shard)
+
+    def _index_metadata(self, collection: _Collection, shard: qe.EdgeShard, points: Sequence[ChunkPoint]) -> None:
+        """Create a payload index for each metadata key seen for the first time (filters need one)."""
+        new = {path: kind for path, kind in metadata_indexes(points).items() if path not in collection.indexed}
+        if not new:
+            return
+        with collection.index_lock:
+            for path, kind in new.items():
+                if path not in collection.indexed:
+                    shard.update(qe.UpdateOperation.create_field_index(path, _SCHEMAS[kind]))
+                    collection.indexed.add(path)
+
+    def delete_points(self, name: str, ids: Sequence[str]) -> None:
+        collection = self._get(name)
+        if not ids:
+            return
+        with collection.use() as shard, self._edge_errors():
+            shard.update(qe.UpdateOperation.delete_points(list(ids)))
+            collection.sync(shard)
+
+    def delete_document(self, name: str, doc_id: str) -> int:
+        ids = self.document_chunk_ids(name, doc_id)
+        self.delete_points(name, ids)
+        return len(ids)
+
+    # --- reads ---------------------------------------------------------------------------------------------
+    def _scroll(self, name: str, doc_id: str, with_payload: Any, limit: int | None = None) -> list[qe.Record]:
+        collection = self._get(name)
+        doc_filter = qe.Filter(must=[qe.FieldCondition("doc_id", match=qe.MatchValue(doc_id))])
+        records: list[qe.Record] = []
+        offset = None
+        with collection.use() as shard, self._edge_errors():
+            while True:
+                page = _SCROLL_PAGE if limit is None else limit
+                batch, offset = shard.scroll(
+                    qe.ScrollRequest(offset=offset, limit=page, filter=doc_filter, with_payload=with_payload)
+                )
+                records.extend(batch)
+                if offset is None or limit is not None:
+                    return records
+
+    def document_chunks(self, name: str, doc_id: str) -> list[Hit]:
+        hits = [Hit(str(r.id), 0.0, r.payload or {}) for r in self._scroll(name, doc_id, True)]
+        return sorted(hits, key=chunk_order_key)
+
+    def document_chunk_ids(self, name: str, doc_id: str) -> list[str]:
+        return [str(r.id) for r in self._scroll(name, doc_id, False)]
+
+    def document_hash(self, name: str, doc_id: str) -> str | None:
+        records = self._scroll(name, doc_id, ["content_hash"], limit=1)
+        return records[0].payload.get("content_hash") if records and records[0].payload else None
+
+    def query(self, name: str, query: Query) -> list[Hit]:
+        collection = self._get(name)
+        edge_filter = _edge_filter(conditions(query.filters))
+        params = qe.SearchParams(hnsw_ef=self._hnsw_ef) if self._hnsw_ef else None
+        if query.mode == "hybrid":
+            prefetch_limit = max(query.prefetch_limit, query.limit)
+            prefetches = [
+                qe.Prefetch(limit=prefetch_limit, query=_nearest(query, "dense"), filter=edge_filter, params=params),
+                qe.Prefetch(limit=prefetch_limit, query=_nearest(query, "sparse"), filter=edge_filter),
+            ]
+            scoring: Any = qe.Fusion.Rrf(k=query.rrf_k)
+        else:
+            prefetches, scoring = None, _nearest(query, query.mode)
+
+        def run(limit: int) -> list[Hit]:
+            request = qe.QueryRequest(
+                limit=limit,
+                query=scoring,
+                prefetches=prefetches,
+                filter=edge_filter,
+                score_threshold=query.score_threshold,
+                params=params if query.mode == "dense" else None,
+                with_payload=True,
+            )
+            with collection.use() as shard, self._edge_errors():
+                return [Hit(str(p.id), p.score, p.payload or {}) for p in shard.query(request)]
+
+        return stable_query(run, query.limit)
+
+    def stats(self, name: str) -> CollectionStats:
+        collection = self._get(name)
+        first_chunks = qe.Filter(must=[qe.FieldCondition("chunk_index", match=qe.MatchValue(0))])
+        with collection.use() as shard, self._edge_errors():
+            chunks = shard.count(qe.CountRequest(exact=True))
+            documents = shard.count(qe.CountRequest(exact=True, filter=first_chunks))
+        return CollectionStats(name=name, documents=documents, chunks=chunks)
+
+    def optimize(self, name: str) -> bool:
+        """Build the HNSW and payload indexes of the collection's segments (blocking; minutes at 1M points)."""
+        collection = self._get(name)
+        with collection.use() as shard, self._edge_errors():
+            return shard.optimize()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            collections, self._open = list(self._open.values()), {}
+            for collection in collections:
+                with contextlib.suppress(Exception):
+                    collection.close()
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+
+
+def _nearest(query: Query, kind: str) -> qe.Query:
+    if kind == "dense":
+        if query.dense is None:
+            raise ValueError(f"a {query.mode} query needs a dense vector")
+        return qe.Query.Nearest(list(query.dense), using=DENSE)
+    if query.sparse is None:
+        raise ValueError(f"a {query.mode} query needs a sparse vector")
+    return qe.Query.Nearest(qe.SparseVector(list(query.sparse.indices), list(query.sparse.values)), using=SPARSE)
+
+
+def _edge_filter(conds: list[Condition]) -> qe.Filter | None:
+    if not conds:
+        return None
+    return qe.Filter(must=[_edge_condition(c) for c in conds])
+
+
+def _edge_condition(cond: Condition) -> Any:
+    options: list[Any] = []
+    if cond.strings:
+        options.append(qe.FieldCondition(cond.path, match=qe.MatchAny(list(cond.strings))))
+    if cond.integers:
+        options.append(qe.FieldCondition(cond.path, match=qe.MatchAny(list(cond.integers))))
+    for value in cond.floats:
+        options.append(qe.FieldCondition(cond.path, range=qe.RangeFloat(gte=value, lte=value)))
+    for flag in cond.bools:
+        # The binding reads a Python bool as the integer 0/1 (bool subclasses int), which never equals a
+        # stored boolean; numpy's bool is converted as a real boolean.
+        options.append(qe.FieldCondition(cond.path, match=qe.MatchValue(np.bool_(flag))))
+    return options[0] if len(options) == 1 else qe.Filter(should=options)
