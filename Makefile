@@ -35,7 +35,7 @@ protos: install
 	$(BIN)/python scripts/gen_protos.py
 
 bench: install
-	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.bench_mesh
 
 clean:
 	rm -rf $(VENV) .ragmesh .pytest_cache

@@ -110,7 +110,8 @@ def wait_serving(target: str, procs: list[Proc], timeout: float = 120) -> None:
                 if proc.popen.poll() is not None:
                     raise AssertionError(f"{proc.args} exited with {proc.popen.returncode}:\n{proc.log()[-4000:]}")
             try:
-                if stub.Check(health_pb2.HealthCheckRequest(), timeout=2).status == health_pb2.HealthCheckResponse.SERVING:
+                reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=2)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
                     return
             except grpc.RpcError:
                 pass

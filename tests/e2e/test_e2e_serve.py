@@ -30,7 +30,7 @@ def test_services_in_separate_processes_serve_the_api(tmp_path):
             assert http.get("/ready").status_code == 503
     finally:
         codes = [p.stop() for p in procs]
-    assert all(code == 0 for code in codes), [(p.args, c, p.log()[-1500:]) for p, c in zip(procs, codes)]
+    assert all(code == 0 for code in codes), [(p.args, c, p.log()[-1500:]) for p, c in zip(procs, codes, strict=True)]
 
 
 def test_embedded_store_refuses_a_second_owner_process(tmp_path):

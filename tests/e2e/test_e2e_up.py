@@ -4,6 +4,7 @@ every reject path a 4xx with a reason, every service answering gRPC health and r
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import grpc
@@ -12,7 +13,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 
-from .mesh_process import Mesh, Proc, wait_ready
+from .mesh_process import RAGMESH, Mesh, Proc, wait_ready
 
 DOCUMENTS = Path(__file__).resolve().parents[3] / "shared" / "documents"
 pytestmark = pytest.mark.skipif(not DOCUMENTS.is_dir(), reason=f"shared documents not found at {DOCUMENTS}")
@@ -151,3 +152,29 @@ def test_openapi_lists_the_api(http):
     paths = http.get("/openapi.json").json()["paths"]
     for path in ("/api/v1/ingest", "/api/v1/ingest/file", "/api/v1/search", "/api/v1/collections"):
         assert path in paths, json.dumps(sorted(paths))
+
+
+def _cli(mesh: Mesh, *args: str) -> subprocess.CompletedProcess:
+    env = mesh.env() | {"COLUMNS": "200"}
+    return subprocess.run([RAGMESH, *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_cli_ingests_a_folder_and_searches(mesh, tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for name in ("test.epub", "test_notebook.ipynb", "random.bin"):
+        (folder / name).write_bytes((DOCUMENTS / name).read_bytes())
+    result = _cli(mesh, "ingest", str(folder), "--collection", "cli")
+    # random.bin is refused with its reason; the two documents are indexed; the exit code says one failed.
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "UNSUPPORTED_MEDIA_TYPE" in result.stderr and "2 indexed" in result.stderr, result.stderr
+    found = _cli(mesh, "search", "print markitdown code cell", "--collection", "cli", "--top-k", "1")
+    assert found.returncode == 0, found.stderr
+    assert "Test Notebook Title" in found.stdout, found.stdout  # the best chunk is the notebook's
+
+
+def test_bad_configuration_stops_start_up_with_the_variable_named(tmp_path):
+    env = Mesh(tmp_path / "data").env() | {"RAGMESH_HTTP_PORT": "not-a-port"}
+    result = subprocess.run([RAGMESH, "up"], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "RAGMESH_HTTP_PORT" in result.stderr + result.stdout

@@ -155,8 +155,9 @@ def new_server(
         ("grpc.max_send_message_length", settings.max_message_bytes),
         ("grpc.so_reuseport", 0),
         # Clients reconnect (and re-resolve DNS) periodically, so new pods of a scaled service get traffic.
-        ("grpc.max_connection_age_ms", 30_000),
-        ("grpc.max_connection_age_grace_ms", 5_000),
+        # The grace lets a long call on an aged connection (ingesting a large file) finish.
+        ("grpc.max_connection_age_ms", 60_000),
+        ("grpc.max_connection_age_grace_ms", 3_600_000),
     ]
     server = grpc.aio.server(interceptors=[ErrorInterceptor(domain)], options=options)
     register(server)

