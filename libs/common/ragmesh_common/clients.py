@@ -20,6 +20,7 @@ import grpc
 
 from .errors import RagmeshError, from_rpc_error
 from .server import current_deadline
+from .telemetry import setup_telemetry
 
 # Below this much time left there is no point in starting a downstream call.
 _MIN_TIMEOUT = 0.05
@@ -70,7 +71,10 @@ class ServiceClient:
         idempotent: Iterable[str] = (),
         max_message_bytes: int = 64 * 1024 * 1024,
         interceptors: Iterable[grpc.aio.ClientInterceptor] = (),
+        caller: str | None = None,
     ) -> None:
+        """`caller`: the ragmesh service making the calls ("gateway", "search", ...); its telemetry traces
+        them and propagates the trace context to the callee."""
         self.service = service
         self.target = target
         self.timeout = timeout
@@ -82,7 +86,8 @@ class ServiceClient:
             ("grpc.max_send_message_length", max_message_bytes),
             ("grpc.keepalive_time_ms", 30_000),
         ]
-        self.channel = grpc.aio.insecure_channel(target, options=options, interceptors=list(interceptors) or None)
+        interceptors = [*(setup_telemetry(caller).client_interceptors() if caller else ()), *interceptors]
+        self.channel = grpc.aio.insecure_channel(target, options=options, interceptors=interceptors or None)
         self.stub = stub_cls(self.channel)
 
     def deadline(self, timeout: float | None = None) -> float:

@@ -4,6 +4,7 @@ only, validated at start-up); they build on `ServiceSettings` here.
 Environment variables:
   RAGMESH_<SERVICE>_HOST / _PORT   where a service's gRPC server listens
   RAGMESH_<SERVICE>_ADDR           where clients reach it (host:port)
+  RAGMESH_<SERVICE>_METRICS_PORT   its Prometheus /metrics port (DEFAULT_METRICS_PORTS; 0 = off)
   RAGMESH_SHUTDOWN_GRACE_SECONDS   how long in-flight calls may drain on SIGTERM
   RAGMESH_LOG_LEVEL                DEBUG, INFO, WARNING, ERROR
 """
@@ -17,6 +18,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # The default port of each gRPC service; the gateway's HTTP port is RAGMESH_HTTP_PORT (8000).
 DEFAULT_PORTS = {"converter": 50051, "embedder": 50052, "indexer": 50053, "search": 50054}
+# Each gRPC service's Prometheus port (RAGMESH_<SERVICE>_METRICS_PORT): distinct, so that `ragmesh up` (all
+# services in one process) serves them all; in containers every service uses 9464.
+DEFAULT_METRICS_PORTS = {"converter": 9464, "embedder": 9465, "indexer": 9466, "search": 9467}
 SERVICES = tuple(DEFAULT_PORTS)
 
 
@@ -34,6 +38,9 @@ class ServiceSettings(BaseSettings):
     shutdown_grace_seconds: float = Field(
         5.0, ge=0, le=300, validation_alias="RAGMESH_SHUTDOWN_GRACE_SECONDS",
         description="On SIGTERM, how long in-flight calls may finish (keep below terminationGracePeriodSeconds).",
+    )
+    metrics_port: int = Field(
+        0, ge=0, le=65535, description="Port of the Prometheus /metrics endpoint (on the gRPC host); 0 disables it.",
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", validation_alias="RAGMESH_LOG_LEVEL")
     max_message_bytes: int = Field(

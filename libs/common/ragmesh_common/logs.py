@@ -7,6 +7,8 @@ import logging
 import sys
 from datetime import UTC, datetime
 
+from opentelemetry import trace
+
 _RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
 
@@ -23,6 +25,10 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        context = trace.get_current_span().get_span_context()
+        if context.is_valid:  # tracing on and a span current: the log line joins its trace
+            entry["trace_id"] = trace.format_trace_id(context.trace_id)
+            entry["span_id"] = trace.format_span_id(context.span_id)
         for key, value in vars(record).items():
             if key not in _RESERVED and not key.startswith("_") and key not in entry:
                 entry[key] = value if isinstance(value, (str, int, float, bool, type(None))) else str(value)

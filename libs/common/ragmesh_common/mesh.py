@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from .config import SERVICES, ConfigError, load
 from .server import Service
+from .telemetry import serve_metrics, setup_telemetry
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,9 @@ async def run(names: Sequence[str], *, local: bool) -> None:
     stop = _stop_on_signal()
     started: list[Service] = []
     closers = []
+    # One process serving one service reports under OTEL_SERVICE_NAME (when set); several, each its own name.
+    for name in names:
+        setup_telemetry(name, use_env_service_name=len(names) == 1)
     try:
         store = None
         for name in [n for n in names if n in GRPC_SERVICES]:
@@ -76,6 +80,9 @@ async def run(names: Sequence[str], *, local: bool) -> None:
             await service.start()
             started.append(service)
             log.info("%s listening on %s:%d", name, settings.host, service.port)
+            stop_metrics = serve_metrics(setup_telemetry(name), settings.host, settings.metrics_port)
+            if stop_metrics is not None:
+                closers.append(stop_metrics)
             if local:
                 os.environ[f"RAGMESH_{name.upper()}_ADDR"] = f"127.0.0.1:{service.port}"
         async with contextlib.AsyncExitStack() as stack:
@@ -83,7 +90,7 @@ async def run(names: Sequence[str], *, local: bool) -> None:
                 from ragmesh_gateway.app import run_gateway
 
                 url = await stack.enter_async_context(run_gateway(load(settings_class("gateway"))))
-                log.info("gateway serving REST on %s", url)
+                log.info("gateway serving REST on %s/api/v1 and MCP on %s/mcp", url, url)
             log.info("ragmesh ready: %s", ", ".join(names))
             await stop.wait()
             log.info("shutting down: draining in-flight calls")

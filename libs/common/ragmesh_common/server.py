@@ -21,6 +21,7 @@ from grpc_reflection.v1alpha import reflection
 
 from .config import ServiceSettings
 from .errors import RagmeshError
+from .telemetry import setup_telemetry
 
 log = logging.getLogger(__name__)
 
@@ -40,28 +41,8 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
         if handler is None:
             return None
         method = handler_call_details.method
-        if handler.unary_unary:
-            return grpc.unary_unary_rpc_method_handler(
-                self._wrap_unary(handler.unary_unary, method),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        if handler.stream_unary:
-            return grpc.stream_unary_rpc_method_handler(
-                self._wrap_unary(handler.stream_unary, method),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(
-                self._wrap_stream(handler.unary_stream, method),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        return grpc.stream_stream_rpc_method_handler(
-            self._wrap_stream(handler.stream_stream, method),
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
+        return rewrap_handler(
+            handler, lambda b: self._wrap_unary(b, method), lambda b: self._wrap_stream(b, method)
         )
 
     def _wrap_unary(self, behavior, method: str):
@@ -100,6 +81,22 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
                 self.domain,
             )
         await context.abort(err.code, err.message, err.trailing_metadata())
+
+
+def rewrap_handler(handler: grpc.RpcMethodHandler, wrap_unary: Callable, wrap_stream: Callable):
+    """The handler with its behaviour wrapped: `wrap_unary` for unary-response calls (unary-unary and
+    stream-unary), `wrap_stream` for streaming-response ones. What server interceptors build on."""
+    kwargs = {
+        "request_deserializer": handler.request_deserializer,
+        "response_serializer": handler.response_serializer,
+    }
+    if handler.unary_unary:
+        return grpc.unary_unary_rpc_method_handler(wrap_unary(handler.unary_unary), **kwargs)
+    if handler.stream_unary:
+        return grpc.stream_unary_rpc_method_handler(wrap_unary(handler.stream_unary), **kwargs)
+    if handler.unary_stream:
+        return grpc.unary_stream_rpc_method_handler(wrap_stream(handler.unary_stream), **kwargs)
+    return grpc.stream_stream_rpc_method_handler(wrap_stream(handler.stream_stream), **kwargs)
 
 
 def _is_abort(exc: Exception) -> bool:
@@ -159,7 +156,9 @@ def new_server(
         ("grpc.max_connection_age_ms", 60_000),
         ("grpc.max_connection_age_grace_ms", 3_600_000),
     ]
-    server = grpc.aio.server(interceptors=[ErrorInterceptor(domain)], options=options)
+    # Outermost first: tracing and metrics see the status the error interceptor maps a failure to.
+    interceptors = [*setup_telemetry(name).server_interceptors(), ErrorInterceptor(domain)]
+    server = grpc.aio.server(interceptors=interceptors, options=options)
     register(server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

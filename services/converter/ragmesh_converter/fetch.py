@@ -18,6 +18,7 @@ from pathlib import PurePosixPath
 from urllib.parse import unquote
 
 import httpx
+from ragmesh_common.telemetry import setup_telemetry
 
 from . import errors
 from .config import ConverterSettings
@@ -89,6 +90,7 @@ class UrlFetcher:
                 "Accept": "text/markdown, text/html;q=0.9, text/plain;q=0.8, */*;q=0.1",
             },
         )
+        setup_telemetry("converter").instrument_httpx(self._client)
 
     async def close(self) -> None:
         await self._client.aclose()

@@ -12,7 +12,7 @@ import asyncio
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import grpc
@@ -82,6 +82,8 @@ class Batcher:
         self.batches_run = 0
         # Sizes of the most recent micro-batches, newest last.
         self.last_batch_sizes: deque[int] = deque(maxlen=64)
+        # Called from the worker thread after each micro-batch with (texts, tokens) (metrics).
+        self.on_batch: Callable[[int, int], None] | None = None
         self._thread = threading.Thread(target=self._run, name="embedder-batcher", daemon=True)
         self._thread.start()
 
@@ -169,10 +171,13 @@ class Batcher:
                     job.remaining -= 1
                     if job.remaining == 0:
                         job.settle(np.stack(job.rows))
+        tokens = sum(job.items[index].token_count for job, index in live)
         with self._cond:
             self.queue_depth -= len(batch)
             if live:
                 self.batches_run += 1
                 self.texts_processed += len(live)
-                self.tokens_processed += sum(job.items[index].token_count for job, index in live)
+                self.tokens_processed += tokens
                 self.last_batch_sizes.append(len(live))
+        if live and self.on_batch is not None:
+            self.on_batch(len(live), tokens)

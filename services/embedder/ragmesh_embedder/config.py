@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
-from ragmesh_common.config import DEFAULT_PORTS, ServiceSettings
+from ragmesh_common.config import DEFAULT_METRICS_PORTS, DEFAULT_PORTS, ServiceSettings
 
 
 def _packaged_model_path() -> str:
@@ -21,6 +21,8 @@ class EmbedderSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="RAGMESH_EMBEDDER_", extra="ignore", frozen=True)
 
     port: int = Field(DEFAULT_PORTS["embedder"], ge=0, le=65535, description="gRPC port; 0 picks a free one.")
+    metrics_port: int = Field(DEFAULT_METRICS_PORTS["embedder"], ge=0, le=65535,
+                              description="Prometheus /metrics port; 0 disables it.")
     backend: Literal["local", "openai", "hash"] = Field(
         "local",
         description='Where dense vectors come from: "local" (sentence-transformers on this machine), "openai" '

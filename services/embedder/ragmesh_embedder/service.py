@@ -11,10 +11,12 @@ from dataclasses import dataclass
 import numpy as np
 from qdrant_edge import Bm25
 from ragmesh_common.errors import invalid_argument
+from ragmesh_common.telemetry import Attr, annotate, setup_telemetry
 
 from .backends import DenseBackend, Prepared, create_backend
 from .batcher import Batcher
 from .config import EmbedderSettings
+from .metrics import EmbedderMetrics
 
 SPARSE_MODEL_ID = "qdrant/bm25"
 
@@ -64,6 +66,9 @@ class Embedder:
             max_queue_texts=settings.max_queue_texts,
         )
         self._bm25 = Bm25()
+        telemetry = setup_telemetry("embedder")
+        self._tracer = telemetry.tracer()
+        telemetry.metrics(EmbedderMetrics).watch(self.batcher)
 
     @property
     def info(self) -> ModelInfo:
@@ -100,7 +105,14 @@ class Embedder:
         """One embedding per text, in order."""
         self.validate(texts)
         prepared, sparse_vectors = await asyncio.to_thread(self._prepare, texts, input_type, sparse)
-        vectors = await self.batcher.embed(prepared) if dense else [None] * len(texts)
+        annotate({Attr.BATCH_SIZE: len(texts), Attr.MODEL: self.backend.model_id})
+        if dense:
+            # The model call as a span of its own (queue wait included: the batcher shares batches).
+            attributes = {Attr.MODEL: self.backend.model_id, Attr.BATCH_SIZE: len(texts)}
+            with self._tracer.start_as_current_span("embedder.model", attributes=attributes):
+                vectors = await self.batcher.embed(prepared)
+        else:
+            vectors = [None] * len(texts)
         return [
             Embedding(row, sparse_vector, item.token_count, item.truncated)
             for row, sparse_vector, item in zip(vectors, sparse_vectors, prepared, strict=True)

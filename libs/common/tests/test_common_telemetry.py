@@ -1,0 +1,111 @@
+"""Telemetry set-up: off without an endpoint, one provider per service with its own name, JSON logs that
+carry the current trace, and the store wrapper."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import pytest
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from ragmesh_common.config import ConfigError
+from ragmesh_common.logs import JsonFormatter
+from ragmesh_common.telemetry import Attr, Telemetry, TracedStore
+
+
+@pytest.fixture
+def otel_env(monkeypatch):
+    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_SERVICE_NAME",
+                 "OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_RESOURCE_ATTRIBUTES"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_without_an_endpoint_nothing_is_traced_and_no_interceptor_is_added(otel_env):
+    telemetry = Telemetry("search")
+    assert not telemetry.tracing
+    assert telemetry.client_interceptors() == []
+    assert len(telemetry.server_interceptors()) == 1  # metrics only
+    store = object()
+    assert telemetry.traced_store(store) is store
+    assert not telemetry.tracer().start_span("x").is_recording()
+
+
+def test_sdk_disabled_wins_over_an_endpoint(otel_env):
+    otel_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317")
+    otel_env.setenv("OTEL_SDK_DISABLED", "true")
+    assert not Telemetry("search").tracing
+
+
+def test_each_service_reports_under_its_own_name_with_the_resource_attributes(otel_env):
+    otel_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317")
+    otel_env.setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test")
+    otel_env.setenv("OTEL_SERVICE_NAME", "custom-name")
+    search, embedder = Telemetry("search"), Telemetry("embedder")
+    single = Telemetry("gateway", use_env_service_name=True)
+    try:
+        assert search.tracer_provider.resource.attributes["service.name"] == "ragmesh-search"
+        assert embedder.tracer_provider.resource.attributes["service.name"] == "ragmesh-embedder"
+        assert single.tracer_provider.resource.attributes["service.name"] == "custom-name"
+        assert search.tracer_provider.resource.attributes["deployment.environment"] == "test"
+    finally:
+        for t in (search, embedder, single):
+            t.tracer_provider.shutdown()
+
+
+def test_an_unknown_protocol_fails_at_start_up_with_the_variable_named(otel_env):
+    otel_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317")
+    otel_env.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+    with pytest.raises(ConfigError, match="OTEL_EXPORTER_OTLP_PROTOCOL"):
+        Telemetry("search")
+
+
+def _recording(otel_env) -> tuple[Telemetry, InMemorySpanExporter]:
+    otel_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317")
+    telemetry = Telemetry("indexer")
+    exporter = InMemorySpanExporter()
+    telemetry.tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return telemetry, exporter
+
+
+class _Store:
+    dimension = 8
+
+    def upsert(self, name, points):
+        return len(points)
+
+
+def test_store_calls_are_spans_of_their_own(otel_env):
+    telemetry, exporter = _recording(otel_env)
+    try:
+        store = telemetry.traced_store(_Store())
+        assert isinstance(store, TracedStore) and store.dimension == 8
+        assert store.upsert("docs", [1, 2, 3]) == 3
+        (span,) = exporter.get_finished_spans()
+        assert span.name == "store.upsert"
+        assert span.attributes[Attr.COLLECTION] == "docs" and span.attributes[Attr.BATCH_SIZE] == 3
+    finally:
+        telemetry.tracer_provider.shutdown()
+
+
+def test_json_log_lines_carry_the_current_trace(otel_env):
+    telemetry, _ = _recording(otel_env)
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter("test"))
+    logger = logging.getLogger("ragmesh.test.telemetry")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        logger.warning("outside")
+        with telemetry.tracer().start_as_current_span("work") as span:
+            logger.warning("inside")
+        outside, inside = (json.loads(line) for line in stream.getvalue().splitlines())
+        assert "trace_id" not in outside
+        assert inside["trace_id"] == f"{span.get_span_context().trace_id:032x}"
+        assert inside["span_id"] == f"{span.get_span_context().span_id:016x}"
+    finally:
+        logger.removeHandler(handler)
+        telemetry.tracer_provider.shutdown()
