@@ -13,12 +13,17 @@ from collections.abc import AsyncIterator, Iterator
 import uvicorn
 from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from ragmesh_common.telemetry import setup_telemetry
 
+from . import metrics
 from .auth import require_api_key
 from .clients import MeshClients
 from .config import GatewaySettings
 from .context import REQUEST_ID_HEADER
 from .errors import install_error_handlers
+from .mcp_server import MCP_HEADERS, build_mcp
+from .mcp_server import http_endpoint as mcp_http_endpoint
+from .metrics import HttpMetrics, HttpMetricsMiddleware
 from .middleware import BodyLimitMiddleware, RequestContextMiddleware
 from .routes import API_ROUTERS, health
 
@@ -26,19 +31,19 @@ log = logging.getLogger(__name__)
 
 
 def create_app(settings: GatewaySettings, clients: MeshClients | None = None) -> FastAPI:
-    """Build the REST app. Without `clients`, the lifespan creates the gRPC clients at start-up and closes
-    them at shutdown; given `clients`, the caller owns (and closes) them."""
+    """Build the REST app (and the MCP endpoint at /mcp). Without `clients`, the lifespan creates the gRPC
+    clients at start-up and closes them at shutdown; given `clients`, the caller owns (and closes) them."""
+    mcp = build_mcp(settings, lambda: app.state.clients)
+    mcp_endpoint = mcp_http_endpoint(mcp, settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if clients is not None:
+        async with contextlib.AsyncExitStack() as stack:
+            if clients is None:
+                app.state.clients = MeshClients(settings)
+                stack.push_async_callback(app.state.clients.close)
+            await stack.enter_async_context(mcp.session_manager.run())
             yield
-            return
-        app.state.clients = MeshClients(settings)
-        try:
-            yield
-        finally:
-            await app.state.clients.close()
 
     app = FastAPI(
         title="ragmesh",
@@ -47,20 +52,27 @@ def create_app(settings: GatewaySettings, clients: MeshClients | None = None) ->
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.telemetry = telemetry = setup_telemetry("gateway")
     if clients is not None:
         app.state.clients = clients
     install_error_handlers(app)
     for router in API_ROUTERS:
         app.include_router(router, dependencies=[Depends(require_api_key)])
     app.include_router(health.router)
+    app.include_router(metrics.router)
+    app.add_route("/mcp", mcp_endpoint, include_in_schema=False)
     # Added innermost first: CORS wraps the request context, which wraps the body cap.
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_upload_bytes)
     app.add_middleware(RequestContextMiddleware)
+    app.add_middleware(HttpMetricsMiddleware, metrics=telemetry.metrics(HttpMetrics))
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["*"],
-            allow_headers=["Authorization", "Content-Type", REQUEST_ID_HEADER], expose_headers=[REQUEST_ID_HEADER],
+            allow_headers=["Authorization", "Content-Type", REQUEST_ID_HEADER, *MCP_HEADERS],
+            expose_headers=[REQUEST_ID_HEADER, "Mcp-Session-Id"],
         )
+    # Outermost: the server span is current in every handler and error body (trace_id).
+    telemetry.instrument_fastapi(app)
     return app
 
 

@@ -10,11 +10,14 @@ Environment variables:
   RAGMESH_GATEWAY_READY_TIMEOUT_SECONDS     how long /ready waits for each service's health answer
   RAGMESH_MAX_UPLOAD_BYTES                  the largest request body accepted (413 above it)
   RAGMESH_CORS_ORIGINS                      comma-separated origins allowed by CORS; empty means none
+  RAGMESH_MCP_READ_ONLY                     register only the read tools on the MCP endpoint / `ragmesh mcp`
+  RAGMESH_MCP_ROOTS                         comma-separated folders MCP `convert_to_text` may read; empty: none
 """
 
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
@@ -70,8 +73,20 @@ class GatewaySettings(BaseSettings):
     shutdown_grace_seconds: float = Field(5.0, ge=0, le=300, description="How long in-flight requests may drain.")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     grpc_max_message_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="Largest gRPC message sent.")
+    mcp_read_only: bool = Field(False, description="MCP: register only the read tools (no ingest or delete).")
+    mcp_roots: Annotated[tuple[Path, ...], NoDecode] = Field(
+        (), description="MCP convert_to_text: the folders local paths must lie in; empty refuses local paths."
+    )
 
-    _split = field_validator("api_keys", "cors_origins", mode="before")(_split_commas)
+    _split = field_validator("api_keys", "cors_origins", "mcp_roots", mode="before")(_split_commas)
+
+    @field_validator("mcp_roots")
+    @classmethod
+    def _roots_are_folders(cls, roots: tuple[Path, ...]) -> tuple[Path, ...]:
+        missing = [str(root) for root in roots if not root.is_dir()]
+        if missing:
+            raise ValueError(f"not a folder: {', '.join(missing)}")
+        return tuple(root.resolve() for root in roots)
 
     @field_validator("allow_unauthenticated")
     @classmethod
