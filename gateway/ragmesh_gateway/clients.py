@@ -35,6 +35,7 @@ from .models import (
     CollectionInfo,
     ConvertResponse,
     Document,
+    FusionName,
     IngestResult,
     SearchHit,
     SearchModeName,
@@ -48,8 +49,13 @@ _MODES: dict[str, int] = {
     "hybrid": search_pb.SEARCH_MODE_HYBRID,
     "dense": search_pb.SEARCH_MODE_DENSE,
     "sparse": search_pb.SEARCH_MODE_SPARSE,
+    "semantic": search_pb.SEARCH_MODE_SEMANTIC,
+    "keyword": search_pb.SEARCH_MODE_KEYWORD,
 }
 _MODE_NAMES = {value: name for name, value in _MODES.items()}
+_FUSIONS: dict[str, int] = {"rrf": search_pb.FUSION_RRF, "dbsf": search_pb.FUSION_DBSF,
+                            "relative_score": search_pb.FUSION_RELATIVE_SCORE}
+_FUSION_NAMES = {value: name for name, value in _FUSIONS.items()}
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -90,21 +96,21 @@ class MeshClients:
         # so a call that never reached the indexer may be retried.
         self.converter = ServiceClient(
             "converter", addr["converter"], ConverterServiceStub, timeout=timeout,
-            idempotent=("Convert",), max_message_bytes=size,
+            idempotent=("Convert",), max_message_bytes=size, caller="gateway",
         )
         self.embedder = ServiceClient(
             "embedder", addr["embedder"], EmbedderServiceStub, timeout=timeout,
-            idempotent=("Embed", "GetModelInfo"), max_message_bytes=size,
+            idempotent=("Embed", "GetModelInfo"), max_message_bytes=size, caller="gateway",
         )
         self.indexer = ServiceClient(
             "indexer", addr["indexer"], IndexerServiceStub, timeout=timeout,
             idempotent=("IngestDocument", "IngestDocuments", "DeleteDocument", "CreateCollection",
                         "DeleteCollection"),
-            max_message_bytes=size,
+            max_message_bytes=size, caller="gateway",
         )
         self.search_client = ServiceClient(
             "search", addr["search"], SearchServiceStub, timeout=timeout,
-            idempotent=("Search", "GetDocument", "ListCollections"), max_message_bytes=size,
+            idempotent=("Search", "GetDocument", "ListCollections"), max_message_bytes=size, caller="gateway",
         )
 
     @property
@@ -218,6 +224,7 @@ class MeshClients:
         self, query: str, *, collections: Sequence[str] = (validation.DEFAULT_COLLECTION,), top_k: int = 5,
         mode: SearchModeName = "hybrid", filters: Mapping[str, Any] | None = None,
         group_by_document: bool = False, score_threshold: float | None = None,
+        fusion: FusionName | None = None, rrf_k: int | None = None,
     ) -> SearchResponse:
         """Search one or more collections (the search service fans out over several and merges)."""
         names = [
@@ -227,6 +234,7 @@ class MeshClients:
         started = time.perf_counter()
         request = search_pb.SearchRequest(
             query=query, collections=names, top_k=top_k, mode=_MODES[mode], group_by_document=group_by_document,
+            fusion=_FUSIONS[fusion] if fusion else search_pb.FUSION_UNSPECIFIED, rrf_k=rrf_k,
         )
         if filters:
             request.filters.CopyFrom(_struct(filters))
@@ -236,6 +244,7 @@ class MeshClients:
         return SearchResponse(
             query=response.query or query,
             mode=_MODE_NAMES.get(response.mode, mode),
+            fusion=_FUSION_NAMES.get(response.fusion),
             results=[
                 SearchHit(
                     doc_id=r.doc_id, chunk_id=r.chunk_id, chunk_index=r.chunk_index, text=r.text, score=r.score,

@@ -36,7 +36,8 @@ FilterValue = Annotated[
     Any, AfterValidator(_scalar_or_list),
     WithJsonSchema({"anyOf": [*_SCALAR_SCHEMA["anyOf"], {"type": "array", "items": _SCALAR_SCHEMA}]}),
 ]
-SearchModeName = Literal["hybrid", "dense", "sparse"]
+SearchModeName = Literal["hybrid", "dense", "sparse", "semantic", "keyword"]
+FusionName = Literal["relative_score", "rrf", "dbsf"]
 
 _TEXT_MAX_CHARS = 10_000_000
 _URL_MAX_CHARS = 2048
@@ -110,7 +111,14 @@ class SearchRequest(BaseModel):
     collection: str | None = Field(None, description='One collection (default "default").')
     collections: list[str] | None = Field(None, min_length=1, max_length=32, description="Several collections.")
     top_k: int = Field(5, ge=1, le=100, description="How many results, 1..100.")
-    mode: SearchModeName = Field("hybrid", description="hybrid (dense + BM25 fused by rank), dense or sparse.")
+    mode: SearchModeName = Field("hybrid", description=(
+        "hybrid (dense + BM25, fused), dense, sparse, or the weighted-RRF presets semantic (dense-heavy) and "
+        "keyword (BM25-heavy)."))
+    fusion: FusionName | None = Field(None, description=(
+        "How hybrid fuses dense and BM25 candidates: relative_score (min-max normalised scores, 0.75 dense + "
+        "0.25 BM25), rrf (reciprocal rank fusion) or dbsf (distribution-based score fusion); default: the "
+        "collection's, else the search service's (relative_score)."))
+    rrf_k: int | None = Field(None, ge=1, le=10_000, description="The k of reciprocal rank fusion (default 60).")
     filters: dict[str, FilterValue] = Field(
         default_factory=dict, description="Exact matches: field or metadata key -> value or list of values (any)."
     )
@@ -213,6 +221,7 @@ class SearchResponse(BaseModel):
 
     query: str
     mode: SearchModeName
+    fusion: FusionName | None = Field(None, description="The fusion hybrid search used (null for dense, sparse).")
     results: list[SearchHit]
     took_ms: float = Field(0.0, description="Time spent in the gateway and behind it, in milliseconds.")
 

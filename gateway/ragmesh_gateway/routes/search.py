@@ -15,10 +15,14 @@ router = APIRouter(prefix="/api/v1", tags=["search"], responses=ERROR_RESPONSES)
 async def search(body: SearchRequest, clients: Clients) -> SearchResponse:
     """Find the chunks that best match a query.
 
-    `mode` is `hybrid` (dense + BM25 fused by rank, the default), `dense` or `sparse`. Several
+    `mode` is `hybrid` (dense + BM25 fused by `fusion`: `relative_score`, `rrf` with `rrf_k`, or `dbsf`;
+    the default),
+    `dense`, `sparse`, or a weighted-RRF preset: `semantic` (dense-heavy) or `keyword` (BM25-heavy).
+    Scores are 0..1, higher is better (see the search service's SearchResult.score). Several
     `collections` are searched in parallel and merged. `filters` match payload fields or metadata keys
     exactly (a list matches any of its values)."""
     return await clients.search(
         body.query, collections=body.collection_names(), top_k=body.top_k, mode=body.mode, filters=body.filters,
-        group_by_document=body.group_by_document, score_threshold=body.score_threshold,
+        group_by_document=body.group_by_document, score_threshold=body.score_threshold, fusion=body.fusion,
+        rrf_k=body.rrf_k,
     )

@@ -71,6 +71,19 @@ def serve(
     _run(mesh.run(names, local=False))
 
 
+@app.command()
+def mcp() -> None:
+    """Serve the MCP tools over stdio (for Claude Desktop and IDEs) against a running mesh (RAGMESH_*_ADDR;
+    RAGMESH_MCP_READ_ONLY, RAGMESH_MCP_ROOTS). Logs go to stderr; stdout carries only the protocol."""
+    from ragmesh_gateway.config import GatewaySettings
+    from ragmesh_gateway.mcp_server import serve_stdio
+
+    from .config import load
+
+    _setup_logging("ragmesh-mcp")
+    _run(serve_stdio(load(GatewaySettings)))
+
+
 def _walk(paths: list[Path]) -> Iterator[Path]:
     for path in paths:
         if path.is_dir():
@@ -158,7 +171,7 @@ def _batches(files: list[Path]) -> Iterator[list[Path]]:
 def search(
     query: Annotated[str, typer.Argument(help="What to look for.")],
     collection: Annotated[list[str], typer.Option("--collection", "-c", help="Collection(s).")] = ["default"],  # noqa: B006
-    mode: Annotated[str, typer.Option(help="hybrid, dense or sparse.")] = "hybrid",
+    mode: Annotated[str, typer.Option(help="hybrid, dense, sparse, semantic or keyword.")] = "hybrid",
     top_k: Annotated[int, typer.Option("--top-k", "-k", help="How many results (1..100).")] = 5,
     search_addr: Annotated[str, typer.Option("--search", envvar="RAGMESH_SEARCH_ADDR", help="Search address.")] = (
         default_addr("search")
@@ -174,7 +187,7 @@ async def _search(query: str, collections: list[str], mode: str, top_k: int, tar
 
     from .clients import ServiceClient
 
-    modes = {"hybrid": pb.SEARCH_MODE_HYBRID, "dense": pb.SEARCH_MODE_DENSE, "sparse": pb.SEARCH_MODE_SPARSE}
+    modes = {name.removeprefix("SEARCH_MODE_").lower(): value for name, value in pb.SearchMode.items() if value}
     if mode not in modes:
         raise typer.BadParameter(f"mode must be one of {', '.join(modes)}", param_hint="--mode")
     client = ServiceClient("search", target, pb_grpc.SearchServiceStub, timeout=30, idempotent=("Search",))
@@ -191,6 +204,31 @@ async def _search(query: str, collections: list[str], mode: str, top_k: int, tar
     for r in reply.results:
         table.add_row(f"{r.score:.3f}", r.title or r.doc_id, str(r.chunk_index), r.text[:300])
     out.print(table)
+
+
+@app.command("eval")
+def eval_(
+    dataset: Annotated[Path, typer.Argument(help="BEIR dataset folder: corpus.jsonl, queries.jsonl, qrels/test.tsv.")],
+    mode: Annotated[list[str], typer.Option("--mode", "-m", help=(
+        "Mode(s) to evaluate: dense, sparse, hybrid, semantic, keyword, optionally with a fusion "
+        "(hybrid:relative_score, hybrid:rrf, hybrid:dbsf). Default: all of them."))] = [],  # noqa: B006
+    collection: Annotated[str, typer.Option("--collection", "-c", help=(
+        "The collection to ingest into and search (default: eval-<dataset folder name>)."))] = "",
+    reuse: Annotated[bool, typer.Option(help="Skip ingestion when the collection already holds the corpus.")] = True,
+    limit_queries: Annotated[int, typer.Option(min=0, help="Evaluate only the first N judged queries (0: all).")] = 0,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Also write the results as JSON here.")] = None,
+    indexer: Annotated[str, typer.Option(envvar="RAGMESH_INDEXER_ADDR", help="Indexer address.")] = default_addr(
+        "indexer"
+    ),
+    search_addr: Annotated[str, typer.Option("--search", envvar="RAGMESH_SEARCH_ADDR", help="Search address.")] = (
+        default_addr("search")
+    ),
+) -> None:
+    """Measure retrieval quality on a BEIR dataset through the running mesh: nDCG@10, recall@10/100, MRR@10 and
+    latency per mode, as a table (and JSON on stdout, or in --json)."""
+    from . import eval_cli
+
+    _run(eval_cli.run(dataset, mode, collection, reuse, limit_queries, json_path, indexer, search_addr))
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -9,7 +10,16 @@ from typing import Any, Literal
 
 from ragmesh_common.validation import COLLECTION_NAME_RE
 
-from .base import INTEGER_FIELDS, KEYWORD_FIELDS, METADATA_PREFIX, ChunkPoint, FilterValue, Hit
+from .base import (
+    INTEGER_FIELDS,
+    KEYWORD_FIELDS,
+    METADATA_PREFIX,
+    ChunkPoint,
+    FilterValue,
+    Hit,
+    Query,
+    SearchDefaults,
+)
 
 IndexKind = Literal["keyword", "integer", "float", "bool"]
 Scalar = str | int | float | bool
@@ -125,6 +135,36 @@ def stable_query(run: Callable[[int], list[Hit]], limit: int, *, max_fetch: int 
         if not cut_inside_ties or fetch >= max_fetch:
             return sorted(hits, key=tie_key)[:limit]
         fetch = min(4 * fetch, max_fetch)
+
+
+def relative_score_query(query_fn: Callable[[Query], list[Hit]], query: Query) -> list[Hit]:
+    """Relative score fusion of a hybrid `query`: the dense and the sparse search (`prefetch_limit` deep, at
+    least `limit`), each list's scores min-max normalised to 0..1 (a list whose scores are all equal counts 1),
+    then summed with weights `dense_weight` and 1 - `dense_weight` (0 for a list a point is not in)."""
+    depth = max(query.prefetch_limit, query.limit)
+    fused: dict[str, float] = {}
+    payloads: dict[str, Hit] = {}
+    for mode, weight in (("dense", query.dense_weight), ("sparse", 1.0 - query.dense_weight)):
+        hits = query_fn(dataclasses.replace(query, mode=mode, limit=depth, score_threshold=None))
+        if not hits:
+            continue
+        low, high = min(h.score for h in hits), max(h.score for h in hits)
+        for hit in hits:
+            scaled = (hit.score - low) / (high - low) if high > low else 1.0
+            fused[hit.id] = fused.get(hit.id, 0.0) + weight * scaled
+            payloads.setdefault(hit.id, hit)
+    hits = sorted((Hit(i, s, payloads[i].payload) for i, s in fused.items()), key=tie_key)
+    if query.score_threshold is not None:
+        hits = [h for h in hits if h.score >= query.score_threshold]
+    return hits[:query.limit]
+
+
+def defaults_from(raw: Mapping[str, Any] | None) -> SearchDefaults:
+    """Stored search defaults (a JSON object) -> SearchDefaults; unknown or invalid values are ignored."""
+    raw = raw or {}
+    fusion = raw.get("fusion") if raw.get("fusion") in ("rrf", "dbsf", "relative_score") else None
+    rrf_k = raw.get("rrf_k") if isinstance(raw.get("rrf_k"), int) and raw["rrf_k"] > 0 else None
+    return SearchDefaults(fusion=fusion, rrf_k=rrf_k)
 
 
 def _int(value: object) -> int:

@@ -21,6 +21,7 @@ INTEGER_FIELDS = ("chunk_index",)
 METADATA_PREFIX = "metadata."  # user metadata lives under payload["metadata"]
 
 Mode = Literal["dense", "sparse", "hybrid"]
+Fusion = Literal["rrf", "dbsf", "relative_score"]
 FilterValue = str | int | float | bool | Sequence[str | int | float | bool]
 
 
@@ -50,7 +51,10 @@ class Hit:
 @dataclass(frozen=True)
 class Query:
     """A search. `filters` are exact matches: payload field (or `metadata.<key>`) -> value or list of values
-    (any of them). Hybrid prefetches `prefetch_limit` candidates per vector and fuses them with RRF."""
+    (any of them). Hybrid prefetches `prefetch_limit` candidates per vector (at least `limit`) and fuses them
+    with `fusion`: "rrf" (reciprocal rank fusion with `rrf_k`, and `rrf_weights` = (dense, sparse) weights,
+    equal when None), "dbsf" (distribution-based score fusion) or "relative_score" (each list min-max
+    normalised, then `dense_weight` * dense + (1 - dense_weight) * sparse; scores 0..1)."""
 
     mode: Mode
     limit: int
@@ -59,7 +63,18 @@ class Query:
     filters: Mapping[str, FilterValue] = field(default_factory=dict)
     prefetch_limit: int = 50
     rrf_k: int = 60
+    fusion: Fusion = "rrf"
+    rrf_weights: tuple[float, float] | None = None
+    dense_weight: float = 0.75
     score_threshold: float | None = None
+
+
+@dataclass(frozen=True)
+class SearchDefaults:
+    """A collection's own search defaults, persisted with it (None: the search service's default)."""
+
+    fusion: Fusion | None = None
+    rrf_k: int | None = None
 
 
 @dataclass(frozen=True)
@@ -118,5 +133,11 @@ class Store(Protocol):
         """Best first; equal scores ordered by (doc_id, chunk_index) so results are stable."""
 
     def stats(self, name: str) -> CollectionStats: ...
+
+    def search_defaults(self, name: str) -> SearchDefaults:
+        """The collection's search defaults (all None if never set). CollectionNotFound if missing."""
+
+    def set_search_defaults(self, name: str, defaults: SearchDefaults) -> None:
+        """Replace the collection's search defaults. CollectionNotFound if missing."""
 
     def close(self) -> None: ...

@@ -8,6 +8,8 @@ shows (and strips) this deployment's prefix. qdrant-client's local mode (`Qdrant
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -24,13 +26,26 @@ from ._common import (
     checked_name,
     chunk_order_key,
     conditions,
+    defaults_from,
     metadata_indexes,
+    relative_score_query,
     stable_query,
 )
-from .base import DENSE, SPARSE, ChunkPoint, CollectionNotFound, CollectionStats, Hit, Query, StoreError
+from .base import (
+    DENSE,
+    SPARSE,
+    ChunkPoint,
+    CollectionNotFound,
+    CollectionStats,
+    Hit,
+    Query,
+    SearchDefaults,
+    StoreError,
+)
 from .config import StoreSettings
 
 _SCROLL_PAGE = 1024
+_DEFAULTS_KEY = "ragmesh_search_defaults"  # the collection metadata key holding its SearchDefaults
 _SCHEMAS: dict[IndexKind, models.PayloadSchemaType] = {
     "keyword": models.PayloadSchemaType.KEYWORD,
     "integer": models.PayloadSchemaType.INTEGER,
@@ -241,6 +256,8 @@ class QdrantClientStore:
         return records[0].payload.get("content_hash") if records and records[0].payload else None
 
     def query(self, name: str, query: Query) -> list[Hit]:
+        if query.mode == "hybrid" and query.fusion == "relative_score":
+            return relative_score_query(functools.partial(self.query, name), query)
         query_filter = _client_filter(conditions(query.filters))
         params = models.SearchParams(hnsw_ef=self._hnsw_ef) if self._hnsw_ef else None
         if query.mode == "hybrid":
@@ -251,7 +268,9 @@ class QdrantClientStore:
                 models.Prefetch(query=_vector(query, "sparse"), using=SPARSE, limit=prefetch_limit,
                                 filter=query_filter),
             ]
-            scoring: Any = models.RrfQuery(rrf=models.Rrf(k=query.rrf_k))
+            weights = list(query.rrf_weights) if query.rrf_weights else None
+            scoring: Any = (models.FusionQuery(fusion=models.Fusion.DBSF) if query.fusion == "dbsf" else
+                            models.RrfQuery(rrf=models.Rrf(k=query.rrf_k, weights=weights)))
             using = None
         else:
             prefetch, scoring = None, _vector(query, query.mode)
@@ -273,6 +292,15 @@ class QdrantClientStore:
             return [Hit(str(p.id), p.score, p.payload or {}) for p in response.points]
 
         return stable_query(run, query.limit)
+
+    def search_defaults(self, name: str) -> SearchDefaults:
+        with self._call(name):
+            metadata = self.client.get_collection(self._full(name)).config.metadata or {}
+        return defaults_from(metadata.get(_DEFAULTS_KEY))
+
+    def set_search_defaults(self, name: str, defaults: SearchDefaults) -> None:
+        with self._call(name):
+            self.client.update_collection(self._full(name), metadata={_DEFAULTS_KEY: dataclasses.asdict(defaults)})
 
     def stats(self, name: str) -> CollectionStats:
         first_chunks = models.Filter(must=[models.FieldCondition(key="chunk_index", match=models.MatchValue(value=0))])

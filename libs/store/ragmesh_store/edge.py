@@ -8,7 +8,10 @@ write is also flushed (group commit) before it returns, so an acknowledged write
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
+import functools
+import json
 import os
 import shutil
 import threading
@@ -28,7 +31,9 @@ from ._common import (
     checked_name,
     chunk_order_key,
     conditions,
+    defaults_from,
     metadata_indexes,
+    relative_score_query,
     stable_query,
 )
 from .base import (
@@ -39,11 +44,13 @@ from .base import (
     CollectionStats,
     Hit,
     Query,
+    SearchDefaults,
     StoreBusyError,
     StoreError,
 )
 
 _TRASH_PREFIX = ".deleting-"
+_DEFAULTS_FILE = "ragmesh-search-defaults.json"  # inside the shard's directory, so it goes with the collection
 _SCROLL_PAGE = 1024
 _SCHEMAS: dict[IndexKind, qe.PayloadSchemaType] = {
     "keyword": qe.PayloadSchemaType.Keyword,
@@ -77,6 +84,7 @@ class _Collection:
         self._writes = 0  # writes applied so far (tickets)
         self._synced = 0  # writes covered by a finished flush
         self._flushing = False
+        self.defaults = _read_defaults(path / _DEFAULTS_FILE)
 
     @contextlib.contextmanager
     def use(self) -> Iterator[qe.EdgeShard]:
@@ -294,6 +302,8 @@ class EdgeStore:
         return records[0].payload.get("content_hash") if records and records[0].payload else None
 
     def query(self, name: str, query: Query) -> list[Hit]:
+        if query.mode == "hybrid" and query.fusion == "relative_score":
+            return relative_score_query(functools.partial(self.query, name), query)
         collection = self._get(name)
         edge_filter = _edge_filter(conditions(query.filters))
         params = qe.SearchParams(hnsw_ef=self._hnsw_ef) if self._hnsw_ef else None
@@ -303,7 +313,8 @@ class EdgeStore:
                 qe.Prefetch(limit=prefetch_limit, query=_nearest(query, "dense"), filter=edge_filter, params=params),
                 qe.Prefetch(limit=prefetch_limit, query=_nearest(query, "sparse"), filter=edge_filter),
             ]
-            scoring: Any = qe.Fusion.Rrf(k=query.rrf_k)
+            weights = list(query.rrf_weights) if query.rrf_weights else None
+            scoring: Any = qe.Fusion.Dbsf() if query.fusion == "dbsf" else qe.Fusion.Rrf(k=query.rrf_k, weights=weights)
         else:
             prefetches, scoring = None, _nearest(query, query.mode)
 
@@ -330,6 +341,18 @@ class EdgeStore:
             documents = shard.count(qe.CountRequest(exact=True, filter=first_chunks))
         return CollectionStats(name=name, documents=documents, chunks=chunks)
 
+    def search_defaults(self, name: str) -> SearchDefaults:
+        return self._get(name).defaults
+
+    def set_search_defaults(self, name: str, defaults: SearchDefaults) -> None:
+        collection = self._get(name)
+        with collection.use():
+            target = collection.path / _DEFAULTS_FILE
+            temporary = target.with_suffix(".tmp")
+            temporary.write_text(json.dumps(dataclasses.asdict(defaults)), encoding="utf-8")
+            os.replace(temporary, target)  # atomic: never a half-written file
+            collection.defaults = defaults
+
     def optimize(self, name: str) -> bool:
         """Build the HNSW and payload indexes of the collection's segments (blocking; minutes at 1M points)."""
         collection = self._get(name)
@@ -347,6 +370,13 @@ class EdgeStore:
                     collection.close()
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             os.close(self._lock_fd)
+
+
+def _read_defaults(path: Path) -> SearchDefaults:
+    try:
+        return defaults_from(json.loads(path.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        return SearchDefaults()
 
 
 def _nearest(query: Query, kind: str) -> qe.Query:

@@ -21,6 +21,7 @@ from ragmesh_store import (
     CollectionNotFound,
     EdgeStore,
     Query,
+    SearchDefaults,
     Sparse,
     Store,
     StoreBusyError,
@@ -574,3 +575,48 @@ def test_edge_shard_held_by_a_foreign_process_is_store_busy(edge: EdgeStore) -> 
             store.close()
     finally:
         holder.communicate(input="", timeout=60)
+
+
+def test_search_defaults_persist_with_the_collection(store: Store, tmp_path: Path) -> None:
+    store.ensure_collection("docs")
+    assert store.search_defaults("docs") == SearchDefaults()
+    store.set_search_defaults("docs", SearchDefaults(fusion="dbsf", rrf_k=20))
+    assert store.search_defaults("docs") == SearchDefaults(fusion="dbsf", rrf_k=20)
+    with pytest.raises(CollectionNotFound):
+        store.search_defaults("missing")
+    with pytest.raises(CollectionNotFound):
+        store.set_search_defaults("missing", SearchDefaults(fusion="rrf"))
+    store.delete_collection("docs")
+    store.ensure_collection("docs")  # a new collection of the same name starts without them
+    assert store.search_defaults("docs") == SearchDefaults()
+
+
+def test_edge_search_defaults_survive_a_reopen(tmp_path: Path) -> None:
+    store = EdgeStore(tmp_path / "data", DIM)
+    store.ensure_collection("docs")
+    store.set_search_defaults("docs", SearchDefaults(fusion="rrf", rrf_k=7))
+    store.close()
+    store = EdgeStore(tmp_path / "data", DIM)
+    try:
+        assert store.search_defaults("docs") == SearchDefaults(fusion="rrf", rrf_k=7)
+        assert store.stats("docs").chunks == 0  # the shard still loads with the file beside it
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("fusion", ["rrf", "dbsf", "relative_score"])
+def test_hybrid_fusions_and_rrf_weights(corpus: Store, fusion: str) -> None:
+    query = Query(mode="hybrid", limit=3, dense=[1, 0, 0, 0], sparse=Sparse([4], [1.0]), fusion=fusion)
+    hits = corpus.query("docs", query)
+    assert hits and [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    dense_only = Query(mode="hybrid", limit=3, dense=[1, 0, 0, 0], sparse=Sparse([4], [1.0]),
+                       rrf_weights=(1.0, 0.0))
+    assert ids_of(corpus.query("docs", dense_only))[:1] == ids_of(corpus.query("docs", dense_query([1, 0, 0, 0])))[:1]
+
+
+def test_relative_score_fusion_is_a_weighted_sum_of_min_max_normalised_scores(corpus: Store) -> None:
+    dense, sparse = [1, 0, 0, 0], Sparse([4], [1.0])
+    fused = corpus.query("docs", Query(mode="hybrid", limit=3, dense=dense, sparse=sparse,
+                                       fusion="relative_score", dense_weight=1.0))
+    assert ids_of(fused) == ids_of(corpus.query("docs", dense_query(dense, limit=3)))  # all weight on dense
+    assert fused[0].score == pytest.approx(1.0) and all(0.0 <= h.score <= 1.0 for h in fused)

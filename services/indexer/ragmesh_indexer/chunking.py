@@ -19,7 +19,7 @@ from langchain_text_splitters import Language, MarkdownHeaderTextSplitter, Recur
 from tokenizers import Tokenizer
 
 # Bump when chunk boundaries change for the same input, so stored documents get re-chunked on re-ingest.
-CHUNKER_VERSION = 1
+CHUNKER_VERSION = 2
 _HEADERS = [("#", "h1"), ("##", "h2"), ("###", "h3")]
 # Source files are split along their language's syntax instead of Markdown headings.
 _CODE_LANGUAGES = {
@@ -105,8 +105,10 @@ class Chunker:
         splitter = RecursiveCharacterTextSplitter(
             separators=_separators(language),
             is_separator_regex=True,
-            chunk_size=budget,
-            chunk_overlap=overlap,
+            # New text per chunk leaves room for the overlap, which is added afterwards, where each chunk's
+            # offset is known exactly.
+            chunk_size=budget - overlap,
+            chunk_overlap=0,
             length_function=self._content_tokens,
             keep_separator=True,
             strip_whitespace=True,
@@ -119,8 +121,10 @@ class Chunker:
             for piece in splitter.split_text(section):
                 found = section.find(piece, cursor)
                 local = found if found >= 0 else section.find(piece)
-                cursor = local + 1
-                pieces.extend(self._fit(begin + local, piece, budget))
+                cursor = local + len(piece)
+                pieces.extend(self._fit(begin + local, piece, budget - overlap))
+        if overlap:
+            pieces = self._with_overlap(text, pieces, overlap, budget)
         chunks: list[Chunk] = []
         previous_end = None
         for start, piece in pieces:
@@ -128,6 +132,25 @@ class Chunker:
             chunks.append(Chunk(piece, start, gap, self.count_tokens(piece)))
             previous_end = max(previous_end or 0, start + len(piece))
         return chunks
+
+    def _with_overlap(self, text: str, pieces: list[tuple[int, str]], overlap: int,
+                      budget: int) -> list[tuple[int, str]]:
+        """Extend each piece back over up to `overlap` tokens of the previous one, from a word start, as far as
+        the budget allows. Offsets stay exact: a chunk is always the document's text from its start."""
+        out = pieces[:1]
+        for (prev_start, prev), (start, piece) in zip(pieces, pieces[1:], strict=False):
+            chosen = (start, piece)
+            offsets = self._tokenizer.encode(prev, add_special_tokens=False).offsets
+            for k in range(max(1, len(offsets) - overlap), len(offsets)):  # never all of the previous piece
+                begin = prev_start + offsets[k][0]
+                if begin > prev_start and not text[begin - 1].isspace():
+                    continue  # inside a word
+                candidate = text[begin:start + len(piece)]
+                if self._content_tokens(candidate) <= budget:
+                    chosen = (begin, candidate)
+                    break
+            out.append(chosen)
+        return out
 
     def _sections(self, text: str) -> list[tuple[int, int]]:
         """(begin, end) offsets of the document's Markdown sections (a heading and what follows it)."""

@@ -21,6 +21,8 @@ class IndexerSettings(ServiceSettings):
                                       populate_by_name=True)
 
     port: int = Field(config.DEFAULT_PORTS["indexer"], ge=0, le=65535, description="gRPC port; 0 picks a free one.")
+    metrics_port: int = Field(config.DEFAULT_METRICS_PORTS["indexer"], ge=0, le=65535,
+                              description="Prometheus /metrics port; 0 disables it.")
     converter_addr: str = Field(config.default_addr("converter"), validation_alias="RAGMESH_CONVERTER_ADDR",
                                 description="Where the converter service listens (host:port).")
     embedder_addr: str = Field(config.default_addr("embedder"), validation_alias="RAGMESH_EMBEDDER_ADDR",

@@ -8,6 +8,7 @@ from ragmesh.indexer.v1 import indexer_service_pb2 as pb
 from ragmesh.indexer.v1 import indexer_service_pb2_grpc as pb_grpc
 from ragmesh_common.clients import ServiceClient
 from ragmesh_common.server import Service, new_server
+from ragmesh_common.telemetry import setup_telemetry
 from ragmesh_store import Store
 from ragmesh_store.aio import open_store_for
 
@@ -24,12 +25,12 @@ async def create_server(settings: IndexerSettings, store: Store | None = None) -
     converter = ServiceClient(
         "converter", settings.converter_addr, converter_grpc.ConverterServiceStub,
         timeout=settings.convert_timeout_seconds, idempotent=("Convert",),
-        max_message_bytes=settings.max_message_bytes,
+        max_message_bytes=settings.max_message_bytes, caller="indexer",
     )
     embedder = ServiceClient(
         "embedder", settings.embedder_addr, embedder_grpc.EmbedderServiceStub,
         timeout=settings.embed_timeout_seconds, idempotent=("Embed", "GetModelInfo"),
-        max_message_bytes=settings.max_message_bytes,
+        max_message_bytes=settings.max_message_bytes, caller="indexer",
     )
     closers = [converter.close, embedder.close]
     if store is None:
@@ -42,7 +43,7 @@ async def create_server(settings: IndexerSettings, store: Store | None = None) -
         closers.append(store.close)
     chunker = Chunker(settings.tokenizer_path, settings.chunk_tokens, settings.chunk_overlap_tokens)
     indexer = Indexer(
-        store, converter, embedder, chunker,
+        setup_telemetry("indexer").traced_store(store), converter, embedder, chunker,
         max_concurrent_documents=settings.max_concurrent_documents,
         max_document_bytes=settings.max_document_bytes,
     )

@@ -24,16 +24,18 @@ from ragmesh.embedder.v1 import embedder_service_pb2 as embedder_pb
 from ragmesh_common import validation
 from ragmesh_common.clients import ServiceClient
 from ragmesh_common.errors import RagmeshError, invalid_argument, not_found
-from ragmesh_store import ChunkPoint, Sparse, Store
+from ragmesh_store import ChunkPoint, SearchDefaults, Sparse, Store
 from ragmesh_store.aio import store_call
 
 from .chunking import Chunk, Chunker
+from .context import CONTEXT_VERSION, embedded_text, heading_paths
 
 log = logging.getLogger(__name__)
 
 # Point ids are UUIDv5(NAMESPACE, "<doc_id>:<chunk_index>"): the same chunk always gets the same id.
 NAMESPACE = uuid.UUID("6f1d3c2e-8a4b-5c7d-9e0f-1a2b3c4d5e6f")
 _UPSERT_BATCH = 256
+MAX_RRF_K = 10_000
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 Source = Literal["text", "upload", "path", "url"]
 
@@ -154,7 +156,10 @@ class Indexer:
                 )
                 if not chunks:
                     raise invalid_argument("EMPTY_DOCUMENT", "the document has no text to index", field="document")
-                embeddings = await self._embed([c.text for c in chunks], model)
+                paths = heading_paths(content.text, [c.start for c in chunks])
+                embeddings = await self._embed(
+                    [self._embedded_text(title, path, c, model) for c, path in zip(chunks, paths, strict=True)],
+                    model)
                 payload = {
                     "doc_id": doc_id, "chunk_count": len(chunks), "title": title, "source": content.source,
                     "filename": content.filename, "url": content.url, "mime_type": content.mime_type,
@@ -183,6 +188,16 @@ class Indexer:
                 self._model = info
             return self._model
 
+    def _embedded_text(self, title: str, headings: list[str], chunk: Chunk,
+                       model: embedder_pb.GetModelInfoResponse) -> str:
+        """The chunk with its title/heading context, unless the context would push it past the model's
+        window (the model would then drop the chunk's end): then the chunk alone."""
+        text = embedded_text(title, headings, chunk.text)
+        window = model.max_sequence_length
+        if window > 0 and text != chunk.text and self.chunker.count_tokens(text) > window:
+            return chunk.text
+        return text
+
     async def _content(self, document: DocumentIn) -> _Content:
         if document.text is not None:
             _check_size(len(document.text.encode()), self.max_document_bytes)
@@ -210,7 +225,7 @@ class Indexer:
         basis = {
             "text": content.text, "title": title, "metadata": dict(metadata),
             "chunker": self.chunker.fingerprint(model.max_sequence_length, content.filename),
-            "model": [model.model_id, model.sparse_model_id],
+            "model": [model.model_id, model.sparse_model_id], "context": CONTEXT_VERSION,
         }
         return hashlib.sha256(json.dumps(basis, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
@@ -263,9 +278,20 @@ class Indexer:
                             collection=collection, doc_id=doc_id)
         return deleted
 
-    async def create_collection(self, name: str) -> tuple[str, bool]:
+    async def create_collection(self, name: str, defaults: SearchDefaults | None = None,
+                                ) -> tuple[str, bool, SearchDefaults]:
+        """Create the collection if missing; store the given search defaults (fields left None keep theirs).
+        Returns the name, whether it was created now, and its search defaults."""
         name = _explicit_collection(name)
-        return name, await store_call(self.store.ensure_collection, name)
+        if defaults and defaults.rrf_k is not None and not 1 <= defaults.rrf_k <= MAX_RRF_K:
+            raise invalid_argument("RRF_K_OUT_OF_RANGE", f"default_rrf_k must be between 1 and {MAX_RRF_K}",
+                                   field="default_rrf_k", rrf_k=defaults.rrf_k)
+        created = await store_call(self.store.ensure_collection, name)
+        current = await store_call(self.store.search_defaults, name)
+        if defaults and (defaults.fusion or defaults.rrf_k):
+            current = SearchDefaults(fusion=defaults.fusion or current.fusion, rrf_k=defaults.rrf_k or current.rrf_k)
+            await store_call(self.store.set_search_defaults, name, current)
+        return name, created, current
 
     async def delete_collection(self, name: str) -> tuple[str, int]:
         name = _explicit_collection(name)

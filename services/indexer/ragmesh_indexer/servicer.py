@@ -9,9 +9,13 @@ from collections.abc import AsyncIterator
 import grpc
 from ragmesh.indexer.v1 import indexer_service_pb2 as pb
 from ragmesh.indexer.v1 import indexer_service_pb2_grpc as pb_grpc
+from ragmesh.search.v1 import search_service_pb2 as search_pb
 from ragmesh_common import validation
 from ragmesh_common.errors import RagmeshError
+from ragmesh_common.telemetry import Attr, annotate, setup_telemetry
+from ragmesh_store import SearchDefaults
 
+from .metrics import IngestMetrics
 from .service import DocumentIn, FileIn, Indexer, IngestOutcome
 
 log = logging.getLogger(__name__)
@@ -52,9 +56,26 @@ def _error(exc: Exception) -> pb.IngestError:
 class IndexerServicer(pb_grpc.IndexerServiceServicer):
     def __init__(self, indexer: Indexer) -> None:
         self.indexer = indexer
+        telemetry = setup_telemetry("indexer")
+        self.tracer = telemetry.tracer()
+        self.metrics = telemetry.metrics(IngestMetrics)
 
     async def _ingest(self, message: pb.DocumentInput) -> IngestOutcome:
-        return await self.indexer.ingest(_document(message))
+        """One document, in a span of its own (a batch carries several) and counted in the metrics."""
+        attributes = {Attr.COLLECTION: message.collection, Attr.DOC_ID: message.doc_id or None}
+        with self.tracer.start_as_current_span("indexer.ingest_document") as span:
+            annotate(attributes)
+            try:
+                outcome = await self.indexer.ingest(_document(message))
+            except Exception:
+                self.metrics.documents.labels("failed").inc()
+                raise
+            span.set_attributes({Attr.DOC_ID: outcome.doc_id, Attr.COLLECTION: outcome.collection,
+                                 Attr.CHUNK_COUNT: outcome.chunks, Attr.STATUS: outcome.status})
+        self.metrics.documents.labels(outcome.status).inc()
+        if outcome.status == "indexed":
+            self.metrics.chunks.inc(outcome.chunks)
+        return outcome
 
     async def IngestDocument(self, request: pb.IngestDocumentRequest, context) -> pb.IngestDocumentResponse:
         return pb.IngestDocumentResponse(result=_result(await self._ingest(request.document)))
@@ -90,8 +111,15 @@ class IndexerServicer(pb_grpc.IndexerServiceServicer):
         )
 
     async def CreateCollection(self, request: pb.CreateCollectionRequest, context) -> pb.CreateCollectionResponse:
-        name, created = await self.indexer.create_collection(request.name)
-        return pb.CreateCollectionResponse(name=name, created=created)
+        fusion = search_pb.Fusion.Name(request.default_fusion).removeprefix("FUSION_").lower()
+        defaults = SearchDefaults(fusion=fusion if request.default_fusion else None,  # type: ignore[arg-type]
+                                  rrf_k=request.default_rrf_k if request.HasField("default_rrf_k") else None)
+        name, created, current = await self.indexer.create_collection(request.name, defaults)
+        return pb.CreateCollectionResponse(
+            name=name, created=created,
+            default_fusion=search_pb.Fusion.Value(f"FUSION_{current.fusion.upper()}") if current.fusion else 0,
+            default_rrf_k=current.rrf_k or 0,
+        )
 
     async def DeleteCollection(self, request: pb.DeleteCollectionRequest, context) -> pb.DeleteCollectionResponse:
         name, deleted = await self.indexer.delete_collection(request.name)

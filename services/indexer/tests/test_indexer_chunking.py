@@ -29,17 +29,38 @@ def chunker_factory():
     return lambda tokens, overlap=0: Chunker(path, tokens, overlap)
 
 
-@pytest.mark.parametrize(("tokens", "overlap"), [(200, 0), (64, 0), (64, 20)])
-async def test_chunks_fit_the_window_and_rebuild_the_document(chunker_factory, tokens, overlap):
-    text = long_markdown() + "\n" + "x" * 2000  # a "word" far longer than any chunk
+def rebuild(chunks) -> str:
+    """The document from its chunks alone, as the chunking module documents it."""
+    out, end = "", None
+    for c in chunks:
+        if end is None:
+            out = c.text
+        elif c.start < end:
+            out += c.text[end - c.start:]
+        else:
+            out += c.separator + c.text
+        end = max(end or 0, c.start + len(c.text))
+    return out
+
+
+@pytest.mark.parametrize(("tokens", "overlap"), [(200, 0), (64, 0), (64, 20), (32, 8)])
+@pytest.mark.parametrize("repetitive", [False, True])
+async def test_chunks_fit_the_window_and_rebuild_the_document(chunker_factory, tokens, overlap, repetitive):
+    if repetitive:  # the same words over and over: every chunk's text occurs at many offsets
+        text = "# Log\n\n" + "error retry ok. " * 300 + "\n\n" + "ab " * 400
+    else:
+        text = long_markdown() + "\n" + "x" * 2000  # a "word" far longer than any chunk
     chunker = chunker_factory(tokens, overlap)
     chunks = chunker.split(text, max_sequence_length=256)
+    assert rebuild(chunks) == text.strip()
+    assert all(a.start < b.start for a, b in zip(chunks, chunks[1:], strict=False))
     assert all(c.tokens <= tokens for c in chunks)
     assert all(chunker.count_tokens(c.text) == c.tokens for c in chunks)
     assert max(c.tokens for c in chunks) > tokens * 0.8  # chunks are filled, not tiny
     for c in chunks:
         assert text[c.start:c.start + len(c.text)] == c.text
-    assert sum(c.text.count("x" * 50) for c in chunks) >= 2000 // 50 - 2  # the long word is kept, in pieces
+    if not repetitive:
+        assert sum(c.text.count("x" * 50) for c in chunks) >= 2000 // 50 - 2  # the long word is kept, in pieces
 
 
 async def test_chunk_size_is_capped_by_the_model_window(chunker_factory):

@@ -7,12 +7,23 @@ from ragmesh.search.v1 import search_service_pb2 as pb
 from ragmesh.search.v1 import search_service_pb2_grpc as pb_grpc
 from ragmesh_common.clients import ServiceClient
 from ragmesh_common.server import Service, new_server
+from ragmesh_common.telemetry import setup_telemetry
 from ragmesh_store import Store
 from ragmesh_store.aio import open_store_for
 
 from .config import SearchSettings
+from .rerank import HttpReranker
 from .service import Searcher
 from .servicer import DOMAIN, SearchServicer
+
+
+def _reranker(settings: SearchSettings) -> HttpReranker | None:
+    """The rerank stage, when RAGMESH_SEARCH_RERANK_URL is set."""
+    if not settings.rerank_url:
+        return None
+    key = settings.rerank_api_key.get_secret_value() if settings.rerank_api_key else ""
+    return HttpReranker(settings.rerank_url, api=settings.rerank_api, model=settings.rerank_model, api_key=key,
+                        timeout=settings.rerank_timeout_seconds)
 
 
 async def create_server(settings: SearchSettings, store: Store | None = None) -> Service:
@@ -22,7 +33,7 @@ async def create_server(settings: SearchSettings, store: Store | None = None) ->
     embedder = ServiceClient(
         "embedder", settings.embedder_addr, embedder_grpc.EmbedderServiceStub,
         timeout=settings.embed_timeout_seconds, idempotent=("Embed", "GetModelInfo"),
-        max_message_bytes=settings.max_message_bytes,
+        max_message_bytes=settings.max_message_bytes, caller="search",
     )
     closers = [embedder.close]
     if store is None:
@@ -32,8 +43,16 @@ async def create_server(settings: SearchSettings, store: Store | None = None) ->
             await embedder.close()
             raise
         closers.append(store.close)
-    searcher = Searcher(store, embedder, default_mode=settings.default_mode, prefetch_limit=settings.prefetch_limit,
-                        rrf_k=settings.rrf_k, max_query_chars=settings.max_query_chars)
+    traced_store = setup_telemetry("search").traced_store(store)
+    reranker = _reranker(settings)
+    if reranker is not None:
+        closers.append(reranker.close)
+    searcher = Searcher(traced_store, embedder, default_mode=settings.default_mode,
+                        prefetch_limit=settings.prefetch_limit,
+                        rrf_k=settings.rrf_k, max_query_chars=settings.max_query_chars,
+                        default_fusion=settings.default_fusion, dense_weight=settings.dense_weight,
+                        reranker=reranker,
+                        rerank_top_n=settings.rerank_top_n)
     service = new_server(
         "search", settings,
         lambda server: pb_grpc.add_SearchServiceServicer_to_server(SearchServicer(searcher), server),

@@ -15,11 +15,15 @@ from ragmesh_common.clients import ServiceClient
 from ragmesh_common.errors import invalid_argument, not_found
 from ragmesh_store import METADATA_PREFIX, CollectionStats, Hit, Query, Sparse, Store
 from ragmesh_store.aio import store_call
-from ragmesh_store.base import FilterValue, Mode
+from ragmesh_store.base import FilterValue, Fusion, Mode
+
+from .fusion import Plan, SearchMode, plan
+from .rerank import Reranker
 
 log = logging.getLogger(__name__)
 
 MAX_TOP_K = 100
+MAX_RRF_K = 10_000
 DEFAULT_TOP_K = 5
 # Chunk fields filters may name directly; any other key is a user metadata key.
 CHUNK_FILTER_FIELDS = ("doc_id", "title", "source", "filename", "mime_type", "url")
@@ -38,10 +42,12 @@ class SearchIn:
     query: str
     collections: Sequence[str] = ()
     top_k: int = 0
-    mode: Mode | None = None
+    mode: SearchMode | None = None
     filters: Mapping[str, Any] = field(default_factory=dict)
     group_by_document: bool = False
     score_threshold: float | None = None
+    fusion: Fusion | None = None
+    rrf_k: int | None = None
 
 
 @dataclass(frozen=True)
@@ -120,17 +126,24 @@ def reassemble(chunks: Sequence[Hit]) -> str:
 class Searcher:
     """Search, whole-document fetch and collection listing over the store. Create once per process."""
 
-    def __init__(self, store: Store, embedder: ServiceClient, *, default_mode: Mode, prefetch_limit: int, rrf_k: int,
-                 max_query_chars: int) -> None:
+    def __init__(self, store: Store, embedder: ServiceClient, *, default_mode: SearchMode, prefetch_limit: int,
+                 rrf_k: int, max_query_chars: int, default_fusion: Fusion = "relative_score",
+                 dense_weight: float = 0.75, reranker: Reranker | None = None, rerank_top_n: int = 50) -> None:
+        self.dense_weight = dense_weight
         self.store = store
+        self.reranker = reranker
+        self.rerank_top_n = rerank_top_n
         self.embedder = embedder
-        self.default_mode: Mode = default_mode
+        self.default_mode: SearchMode = default_mode
+        self.default_fusion: Fusion = default_fusion
         self.prefetch_limit = prefetch_limit
         self.rrf_k = rrf_k
         self.max_query_chars = max_query_chars
 
-    async def search(self, request: SearchIn) -> tuple[Mode, list[Found]]:
-        """The best chunks for a query across the requested collections, best first; also the mode used."""
+    async def search(self, request: SearchIn) -> tuple[Plan, list[Found]]:
+        """The best chunks for a query across the requested collections, best first (scores 0..1, see
+        `fusion`); also the plan (mode, fusion) used for the first collection. Fusion and rrf_k come from the
+        request, else the collection's search defaults, else the service's."""
         if not request.query.strip():
             raise invalid_argument("QUERY_EMPTY", "the query is empty", field="query")
         if len(request.query) > self.max_query_chars:
@@ -144,23 +157,36 @@ class Searcher:
         names = list(dict.fromkeys(
             validation.collection_name(c, field="collections") for c in request.collections or [""]
         ))
+        if request.rrf_k is not None and not 1 <= request.rrf_k <= MAX_RRF_K:
+            raise invalid_argument("RRF_K_OUT_OF_RANGE", f"rrf_k must be between 1 and {MAX_RRF_K}", field="rrf_k",
+                                   rrf_k=request.rrf_k)
         filters = parse_filters(request.filters)
-        mode = request.mode or self.default_mode
         await asyncio.gather(*(self._require_collection(n) for n in names))
-        dense, sparse = await self._embed_query(request.query, mode)
+        mode = request.mode or self.default_mode
+        defaults = await asyncio.gather(*(store_call(self.store.search_defaults, n) for n in names))
+        plans = [plan(mode, request.fusion or d.fusion, request.rrf_k or d.rrf_k or self.rrf_k, self.default_fusion,
+                      self.dense_weight) for d in defaults]
+        dense, sparse = await self._embed_query(request.query, plans[0].store_mode)
 
-        limit = min(top_k * _GROUP_FETCH_FACTOR, _MAX_GROUP_FETCH) if request.group_by_document else top_k
+        # With a reranker, the best `rerank_top_n` candidates are re-ordered by it, then cut to top_k.
+        want = max(top_k, self.rerank_top_n) if self.reranker else top_k
+        threshold = None if self.reranker else request.score_threshold
+        limit = min(want * _GROUP_FETCH_FACTOR, _MAX_GROUP_FETCH) if request.group_by_document else want
         while True:
-            query = Query(mode=mode, limit=limit, dense=dense, sparse=sparse, filters=filters,
-                          prefetch_limit=self.prefetch_limit, rrf_k=self.rrf_k,
-                          score_threshold=request.score_threshold)
-            per_collection = await asyncio.gather(*(store_call(self.store.query, n, query) for n in names))
-            found = _merge(names, per_collection, request.score_threshold)
+            queries = [Query(mode=p.store_mode, limit=limit, dense=dense, sparse=sparse, filters=filters,
+                             prefetch_limit=self.prefetch_limit, rrf_k=p.rrf_k, fusion=p.fusion or "rrf",
+                             rrf_weights=p.weights, dense_weight=p.dense_weight) for p in plans]
+            per_collection = await asyncio.gather(*(store_call(self.store.query, n, q)
+                                                    for n, q in zip(names, queries, strict=True)))
+            normalised = [p.normalise(hits) for p, hits in zip(plans, per_collection, strict=True)]
+            found = _merge(names, normalised, threshold)
             if request.group_by_document:
                 found = _best_per_document(found)
             exhausted = all(len(hits) < limit for hits in per_collection)
-            if len(found) >= top_k or exhausted or limit >= _MAX_GROUP_FETCH:
-                return mode, found[:top_k]
+            if len(found) >= want or exhausted or limit >= _MAX_GROUP_FETCH:
+                if self.reranker:
+                    found = await _reranked(self.reranker, request.query, found[:want], request.score_threshold)
+                return plans[0], found[:top_k]
             limit = min(limit * _GROUP_FETCH_FACTOR, _MAX_GROUP_FETCH)
 
     async def _require_collection(self, name: str) -> None:
@@ -208,6 +234,19 @@ def _merge(names: Sequence[str], per_collection: Sequence[Sequence[Hit]], thresh
              if threshold is None or h.score >= threshold]
     return sorted(found, key=lambda f: (-f.hit.score, f.collection, str(f.hit.payload.get("doc_id", "")),
                                         int(f.hit.payload.get("chunk_index", 0))))
+
+
+async def _reranked(reranker: Reranker, query: str, found: Sequence[Found], threshold: float | None) -> list[Found]:
+    """The candidates re-scored by the reranker (title and chunk text), best first, ties in fused order."""
+    scores = await reranker.rerank(query, [_rerank_text(f.hit.payload) for f in found])
+    ranked = sorted(zip(scores, range(len(found)), found, strict=True), key=lambda t: (-t[0], t[1]))
+    return [Found(f.collection, Hit(f.hit.id, s, f.hit.payload)) for s, _, f in ranked
+            if threshold is None or s >= threshold]
+
+
+def _rerank_text(payload: Mapping[str, Any]) -> str:
+    title, text = str(payload.get("title") or ""), str(payload.get("text") or "")
+    return f"{title}\n\n{text}" if title else text
 
 
 def _best_per_document(found: Sequence[Found]) -> list[Found]:

@@ -23,9 +23,10 @@ _sym_db = _symbol_database.Default()
 
 
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
+from ragmesh.search.v1 import search_service_pb2 as ragmesh_dot_search_dot_v1_dot_search__service__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(ragmesh/indexer/v1/indexer_service.proto\x12\x12ragmesh.indexer.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xc6\x01\n\rDocumentInput\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\x12)\n\x08metadata\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0e\n\x04text\x18\x05 \x01(\tH\x00\x12-\n\x04\x66ile\x18\x06 \x01(\x0b\x32\x1d.ragmesh.indexer.v1.FileInputH\x00\x12\r\n\x03url\x18\x07 \x01(\tH\x00\x42\t\n\x07\x63ontent\"L\n\tFileInput\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\x12\x11\n\tmime_type\x18\x03 \x01(\t\x12\x0c\n\x04path\x18\x04 \x01(\t\"L\n\x15IngestDocumentRequest\x12\x33\n\x08\x64ocument\x18\x01 \x01(\x0b\x32!.ragmesh.indexer.v1.DocumentInput\"J\n\x16IngestDocumentResponse\x12\x30\n\x06result\x18\x01 \x01(\x0b\x32 .ragmesh.indexer.v1.IngestResult\"\xb9\x01\n\x0cIngestResult\x12\x30\n\x06status\x18\x01 \x01(\x0e\x32 .ragmesh.indexer.v1.IngestStatus\x12\x0e\n\x06\x64oc_id\x18\x02 \x01(\t\x12\x0e\n\x06\x63hunks\x18\x03 \x01(\x05\x12\x12\n\ncollection\x18\x04 \x01(\t\x12\r\n\x05title\x18\x05 \x01(\t\x12\x11\n\tmime_type\x18\x06 \x01(\t\x12\x0b\n\x03url\x18\x07 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x08 \x01(\t\"N\n\x16IngestDocumentsRequest\x12\x34\n\tdocuments\x18\x01 \x03(\x0b\x32!.ragmesh.indexer.v1.DocumentInput\"\xac\x01\n\x17IngestDocumentsResponse\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x30\n\x06result\x18\x02 \x01(\x0b\x32 .ragmesh.indexer.v1.IngestResult\x12.\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x1f.ragmesh.indexer.v1.IngestError\x12\x11\n\tcompleted\x18\x04 \x01(\x05\x12\r\n\x05total\x18\x05 \x01(\x05\"\xbe\x01\n\x0bIngestError\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0e\n\x06\x64omain\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\x12?\n\x08metadata\x18\x05 \x03(\x0b\x32-.ragmesh.indexer.v1.IngestError.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\";\n\x15\x44\x65leteDocumentRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x02 \x01(\t\"0\n\x16\x44\x65leteDocumentResponse\x12\x16\n\x0e\x64\x65leted_chunks\x18\x01 \x01(\x05\"\'\n\x17\x43reateCollectionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"9\n\x18\x43reateCollectionResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"\'\n\x17\x44\x65leteCollectionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"@\n\x18\x44\x65leteCollectionResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x16\n\x0e\x64\x65leted_chunks\x18\x02 \x01(\x03*\x7f\n\x0cIngestStatus\x12\x1d\n\x19INGEST_STATUS_UNSPECIFIED\x10\x00\x12\x19\n\x15INGEST_STATUS_INDEXED\x10\x01\x12\x1b\n\x17INGEST_STATUS_UNCHANGED\x10\x02\x12\x18\n\x14INGEST_STATUS_FAILED\x10\x03\x32\xae\x04\n\x0eIndexerService\x12g\n\x0eIngestDocument\x12).ragmesh.indexer.v1.IngestDocumentRequest\x1a*.ragmesh.indexer.v1.IngestDocumentResponse\x12l\n\x0fIngestDocuments\x12*.ragmesh.indexer.v1.IngestDocumentsRequest\x1a+.ragmesh.indexer.v1.IngestDocumentsResponse0\x01\x12g\n\x0e\x44\x65leteDocument\x12).ragmesh.indexer.v1.DeleteDocumentRequest\x1a*.ragmesh.indexer.v1.DeleteDocumentResponse\x12m\n\x10\x43reateCollection\x12+.ragmesh.indexer.v1.CreateCollectionRequest\x1a,.ragmesh.indexer.v1.CreateCollectionResponse\x12m\n\x10\x44\x65leteCollection\x12+.ragmesh.indexer.v1.DeleteCollectionRequest\x1a,.ragmesh.indexer.v1.DeleteCollectionResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(ragmesh/indexer/v1/indexer_service.proto\x12\x12ragmesh.indexer.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a&ragmesh/search/v1/search_service.proto\"\xc6\x01\n\rDocumentInput\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\x12)\n\x08metadata\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0e\n\x04text\x18\x05 \x01(\tH\x00\x12-\n\x04\x66ile\x18\x06 \x01(\x0b\x32\x1d.ragmesh.indexer.v1.FileInputH\x00\x12\r\n\x03url\x18\x07 \x01(\tH\x00\x42\t\n\x07\x63ontent\"L\n\tFileInput\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\x12\x11\n\tmime_type\x18\x03 \x01(\t\x12\x0c\n\x04path\x18\x04 \x01(\t\"L\n\x15IngestDocumentRequest\x12\x33\n\x08\x64ocument\x18\x01 \x01(\x0b\x32!.ragmesh.indexer.v1.DocumentInput\"J\n\x16IngestDocumentResponse\x12\x30\n\x06result\x18\x01 \x01(\x0b\x32 .ragmesh.indexer.v1.IngestResult\"\xb9\x01\n\x0cIngestResult\x12\x30\n\x06status\x18\x01 \x01(\x0e\x32 .ragmesh.indexer.v1.IngestStatus\x12\x0e\n\x06\x64oc_id\x18\x02 \x01(\t\x12\x0e\n\x06\x63hunks\x18\x03 \x01(\x05\x12\x12\n\ncollection\x18\x04 \x01(\t\x12\r\n\x05title\x18\x05 \x01(\t\x12\x11\n\tmime_type\x18\x06 \x01(\t\x12\x0b\n\x03url\x18\x07 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x08 \x01(\t\"N\n\x16IngestDocumentsRequest\x12\x34\n\tdocuments\x18\x01 \x03(\x0b\x32!.ragmesh.indexer.v1.DocumentInput\"\xac\x01\n\x17IngestDocumentsResponse\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x30\n\x06result\x18\x02 \x01(\x0b\x32 .ragmesh.indexer.v1.IngestResult\x12.\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x1f.ragmesh.indexer.v1.IngestError\x12\x11\n\tcompleted\x18\x04 \x01(\x05\x12\r\n\x05total\x18\x05 \x01(\x05\"\xbe\x01\n\x0bIngestError\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0e\n\x06\x64omain\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\x12?\n\x08metadata\x18\x05 \x03(\x0b\x32-.ragmesh.indexer.v1.IngestError.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\";\n\x15\x44\x65leteDocumentRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x02 \x01(\t\"0\n\x16\x44\x65leteDocumentResponse\x12\x16\n\x0e\x64\x65leted_chunks\x18\x01 \x01(\x05\"\x88\x01\n\x17\x43reateCollectionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x31\n\x0e\x64\x65\x66\x61ult_fusion\x18\x02 \x01(\x0e\x32\x19.ragmesh.search.v1.Fusion\x12\x1a\n\rdefault_rrf_k\x18\x03 \x01(\x05H\x00\x88\x01\x01\x42\x10\n\x0e_default_rrf_k\"\x83\x01\n\x18\x43reateCollectionResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\x12\x31\n\x0e\x64\x65\x66\x61ult_fusion\x18\x03 \x01(\x0e\x32\x19.ragmesh.search.v1.Fusion\x12\x15\n\rdefault_rrf_k\x18\x04 \x01(\x05\"\'\n\x17\x44\x65leteCollectionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"@\n\x18\x44\x65leteCollectionResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x16\n\x0e\x64\x65leted_chunks\x18\x02 \x01(\x03*\x7f\n\x0cIngestStatus\x12\x1d\n\x19INGEST_STATUS_UNSPECIFIED\x10\x00\x12\x19\n\x15INGEST_STATUS_INDEXED\x10\x01\x12\x1b\n\x17INGEST_STATUS_UNCHANGED\x10\x02\x12\x18\n\x14INGEST_STATUS_FAILED\x10\x03\x32\xae\x04\n\x0eIndexerService\x12g\n\x0eIngestDocument\x12).ragmesh.indexer.v1.IngestDocumentRequest\x1a*.ragmesh.indexer.v1.IngestDocumentResponse\x12l\n\x0fIngestDocuments\x12*.ragmesh.indexer.v1.IngestDocumentsRequest\x1a+.ragmesh.indexer.v1.IngestDocumentsResponse0\x01\x12g\n\x0e\x44\x65leteDocument\x12).ragmesh.indexer.v1.DeleteDocumentRequest\x1a*.ragmesh.indexer.v1.DeleteDocumentResponse\x12m\n\x10\x43reateCollection\x12+.ragmesh.indexer.v1.CreateCollectionRequest\x1a,.ragmesh.indexer.v1.CreateCollectionResponse\x12m\n\x10\x44\x65leteCollection\x12+.ragmesh.indexer.v1.DeleteCollectionRequest\x1a,.ragmesh.indexer.v1.DeleteCollectionResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,38 +35,38 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_INGESTERROR_METADATAENTRY']._loaded_options = None
   _globals['_INGESTERROR_METADATAENTRY']._serialized_options = b'8\001'
-  _globals['_INGESTSTATUS']._serialized_start=1481
-  _globals['_INGESTSTATUS']._serialized_end=1608
-  _globals['_DOCUMENTINPUT']._serialized_start=95
-  _globals['_DOCUMENTINPUT']._serialized_end=293
-  _globals['_FILEINPUT']._serialized_start=295
-  _globals['_FILEINPUT']._serialized_end=371
-  _globals['_INGESTDOCUMENTREQUEST']._serialized_start=373
-  _globals['_INGESTDOCUMENTREQUEST']._serialized_end=449
-  _globals['_INGESTDOCUMENTRESPONSE']._serialized_start=451
-  _globals['_INGESTDOCUMENTRESPONSE']._serialized_end=525
-  _globals['_INGESTRESULT']._serialized_start=528
-  _globals['_INGESTRESULT']._serialized_end=713
-  _globals['_INGESTDOCUMENTSREQUEST']._serialized_start=715
-  _globals['_INGESTDOCUMENTSREQUEST']._serialized_end=793
-  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_start=796
-  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_end=968
-  _globals['_INGESTERROR']._serialized_start=971
-  _globals['_INGESTERROR']._serialized_end=1161
-  _globals['_INGESTERROR_METADATAENTRY']._serialized_start=1114
-  _globals['_INGESTERROR_METADATAENTRY']._serialized_end=1161
-  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=1163
-  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=1222
-  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=1224
-  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=1272
-  _globals['_CREATECOLLECTIONREQUEST']._serialized_start=1274
-  _globals['_CREATECOLLECTIONREQUEST']._serialized_end=1313
-  _globals['_CREATECOLLECTIONRESPONSE']._serialized_start=1315
-  _globals['_CREATECOLLECTIONRESPONSE']._serialized_end=1372
-  _globals['_DELETECOLLECTIONREQUEST']._serialized_start=1374
-  _globals['_DELETECOLLECTIONREQUEST']._serialized_end=1413
-  _globals['_DELETECOLLECTIONRESPONSE']._serialized_start=1415
-  _globals['_DELETECOLLECTIONRESPONSE']._serialized_end=1479
-  _globals['_INDEXERSERVICE']._serialized_start=1611
-  _globals['_INDEXERSERVICE']._serialized_end=2169
+  _globals['_INGESTSTATUS']._serialized_start=1694
+  _globals['_INGESTSTATUS']._serialized_end=1821
+  _globals['_DOCUMENTINPUT']._serialized_start=135
+  _globals['_DOCUMENTINPUT']._serialized_end=333
+  _globals['_FILEINPUT']._serialized_start=335
+  _globals['_FILEINPUT']._serialized_end=411
+  _globals['_INGESTDOCUMENTREQUEST']._serialized_start=413
+  _globals['_INGESTDOCUMENTREQUEST']._serialized_end=489
+  _globals['_INGESTDOCUMENTRESPONSE']._serialized_start=491
+  _globals['_INGESTDOCUMENTRESPONSE']._serialized_end=565
+  _globals['_INGESTRESULT']._serialized_start=568
+  _globals['_INGESTRESULT']._serialized_end=753
+  _globals['_INGESTDOCUMENTSREQUEST']._serialized_start=755
+  _globals['_INGESTDOCUMENTSREQUEST']._serialized_end=833
+  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_start=836
+  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_end=1008
+  _globals['_INGESTERROR']._serialized_start=1011
+  _globals['_INGESTERROR']._serialized_end=1201
+  _globals['_INGESTERROR_METADATAENTRY']._serialized_start=1154
+  _globals['_INGESTERROR_METADATAENTRY']._serialized_end=1201
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=1203
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=1262
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=1264
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=1312
+  _globals['_CREATECOLLECTIONREQUEST']._serialized_start=1315
+  _globals['_CREATECOLLECTIONREQUEST']._serialized_end=1451
+  _globals['_CREATECOLLECTIONRESPONSE']._serialized_start=1454
+  _globals['_CREATECOLLECTIONRESPONSE']._serialized_end=1585
+  _globals['_DELETECOLLECTIONREQUEST']._serialized_start=1587
+  _globals['_DELETECOLLECTIONREQUEST']._serialized_end=1626
+  _globals['_DELETECOLLECTIONRESPONSE']._serialized_start=1628
+  _globals['_DELETECOLLECTIONRESPONSE']._serialized_end=1692
+  _globals['_INDEXERSERVICE']._serialized_start=1824
+  _globals['_INDEXERSERVICE']._serialized_end=2382
 # @@protoc_insertion_point(module_scope)

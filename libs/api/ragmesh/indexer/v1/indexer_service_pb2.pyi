@@ -1,4 +1,5 @@
 from google.protobuf import struct_pb2 as _struct_pb2
+from ragmesh.search.v1 import search_service_pb2 as _search_service_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -137,18 +138,26 @@ class DeleteDocumentResponse(_message.Message):
     def __init__(self, deleted_chunks: _Optional[int] = ...) -> None: ...
 
 class CreateCollectionRequest(_message.Message):
-    __slots__ = ("name",)
+    __slots__ = ("name", "default_fusion", "default_rrf_k")
     NAME_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_FUSION_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_RRF_K_FIELD_NUMBER: _ClassVar[int]
     name: str
-    def __init__(self, name: _Optional[str] = ...) -> None: ...
+    default_fusion: _search_service_pb2.Fusion
+    default_rrf_k: int
+    def __init__(self, name: _Optional[str] = ..., default_fusion: _Optional[_Union[_search_service_pb2.Fusion, str]] = ..., default_rrf_k: _Optional[int] = ...) -> None: ...
 
 class CreateCollectionResponse(_message.Message):
-    __slots__ = ("name", "created")
+    __slots__ = ("name", "created", "default_fusion", "default_rrf_k")
     NAME_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_FUSION_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_RRF_K_FIELD_NUMBER: _ClassVar[int]
     name: str
     created: bool
-    def __init__(self, name: _Optional[str] = ..., created: _Optional[bool] = ...) -> None: ...
+    default_fusion: _search_service_pb2.Fusion
+    default_rrf_k: int
+    def __init__(self, name: _Optional[str] = ..., created: _Optional[bool] = ..., default_fusion: _Optional[_Union[_search_service_pb2.Fusion, str]] = ..., default_rrf_k: _Optional[int] = ...) -> None: ...
 
 class DeleteCollectionRequest(_message.Message):
     __slots__ = ("name",)

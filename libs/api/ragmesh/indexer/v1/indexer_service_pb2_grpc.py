@@ -103,7 +103,8 @@ class IndexerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CreateCollection(self, request, context):
-        """CreateCollection creates a collection; creating one that exists is not an error.
+        """CreateCollection creates a collection; creating one that exists is not an error. Search defaults given
+        in the request are stored with the collection, new or existing.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -25,33 +25,35 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&ragmesh/search/v1/search_service.proto\x12\x11ragmesh.search.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xe6\x01\n\rSearchRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x13\n\x0b\x63ollections\x18\x02 \x03(\t\x12\r\n\x05top_k\x18\x03 \x01(\x05\x12+\n\x04mode\x18\x04 \x01(\x0e\x32\x1d.ragmesh.search.v1.SearchMode\x12(\n\x07\x66ilters\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x19\n\x11group_by_document\x18\x06 \x01(\x08\x12\x1c\n\x0fscore_threshold\x18\x07 \x01(\x02H\x00\x88\x01\x01\x42\x12\n\x10_score_threshold\"~\n\x0eSearchResponse\x12\r\n\x05query\x18\x01 \x01(\t\x12\x30\n\x07results\x18\x02 \x03(\x0b\x32\x1f.ragmesh.search.v1.SearchResult\x12+\n\x04mode\x18\x03 \x01(\x0e\x32\x1d.ragmesh.search.v1.SearchMode\"\xf2\x01\n\x0cSearchResult\x12\x0e\n\x06\x64oc_id\x18\x01 \x01(\t\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x13\n\x0b\x63hunk_index\x18\x03 \x01(\x05\x12\x0c\n\x04text\x18\x04 \x01(\t\x12\r\n\x05score\x18\x05 \x01(\x02\x12\r\n\x05title\x18\x06 \x01(\t\x12\x12\n\ncollection\x18\x07 \x01(\t\x12)\n\x08metadata\x18\x08 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0e\n\x06source\x18\t \x01(\t\x12\x10\n\x08\x66ilename\x18\n \x01(\t\x12\x0b\n\x03url\x18\x0b \x01(\t\x12\x11\n\tmime_type\x18\x0c \x01(\t\"8\n\x12GetDocumentRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x02 \x01(\t\"\x98\x02\n\x13GetDocumentResponse\x12\x0e\n\x06\x64oc_id\x18\x01 \x01(\t\x12\x12\n\ncollection\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\x12\x0c\n\x04text\x18\x04 \x01(\t\x12(\n\x06\x63hunks\x18\x05 \x03(\x0b\x32\x18.ragmesh.search.v1.Chunk\x12)\n\x08metadata\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0e\n\x06source\x18\x07 \x01(\t\x12\x10\n\x08\x66ilename\x18\x08 \x01(\t\x12\x0b\n\x03url\x18\t \x01(\t\x12\x11\n\tmime_type\x18\n \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x0b \x01(\t\x12\x13\n\x0bingested_at\x18\x0c \x01(\t\"<\n\x05\x43hunk\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x13\n\x0b\x63hunk_index\x18\x02 \x01(\x05\x12\x0c\n\x04text\x18\x03 \x01(\t\"\x18\n\x16ListCollectionsRequest\"Q\n\x17ListCollectionsResponse\x12\x36\n\x0b\x63ollections\x18\x01 \x03(\x0b\x32!.ragmesh.search.v1.CollectionInfo\"A\n\x0e\x43ollectionInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tdocuments\x18\x02 \x01(\x03\x12\x0e\n\x06\x63hunks\x18\x03 \x01(\x03*p\n\nSearchMode\x12\x1b\n\x17SEARCH_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12SEARCH_MODE_HYBRID\x10\x01\x12\x15\n\x11SEARCH_MODE_DENSE\x10\x02\x12\x16\n\x12SEARCH_MODE_SPARSE\x10\x03\x32\xa6\x02\n\rSearchService\x12M\n\x06Search\x12 .ragmesh.search.v1.SearchRequest\x1a!.ragmesh.search.v1.SearchResponse\x12\\\n\x0bGetDocument\x12%.ragmesh.search.v1.GetDocumentRequest\x1a&.ragmesh.search.v1.GetDocumentResponse\x12h\n\x0fListCollections\x12).ragmesh.search.v1.ListCollectionsRequest\x1a*.ragmesh.search.v1.ListCollectionsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&ragmesh/search/v1/search_service.proto\x12\x11ragmesh.search.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xaf\x02\n\rSearchRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x13\n\x0b\x63ollections\x18\x02 \x03(\t\x12\r\n\x05top_k\x18\x03 \x01(\x05\x12+\n\x04mode\x18\x04 \x01(\x0e\x32\x1d.ragmesh.search.v1.SearchMode\x12(\n\x07\x66ilters\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x19\n\x11group_by_document\x18\x06 \x01(\x08\x12\x1c\n\x0fscore_threshold\x18\x07 \x01(\x02H\x00\x88\x01\x01\x12)\n\x06\x66usion\x18\x08 \x01(\x0e\x32\x19.ragmesh.search.v1.Fusion\x12\x12\n\x05rrf_k\x18\t \x01(\x05H\x01\x88\x01\x01\x42\x12\n\x10_score_thresholdB\x08\n\x06_rrf_k\"\xa9\x01\n\x0eSearchResponse\x12\r\n\x05query\x18\x01 \x01(\t\x12\x30\n\x07results\x18\x02 \x03(\x0b\x32\x1f.ragmesh.search.v1.SearchResult\x12+\n\x04mode\x18\x03 \x01(\x0e\x32\x1d.ragmesh.search.v1.SearchMode\x12)\n\x06\x66usion\x18\x04 \x01(\x0e\x32\x19.ragmesh.search.v1.Fusion\"\xf2\x01\n\x0cSearchResult\x12\x0e\n\x06\x64oc_id\x18\x01 \x01(\t\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x13\n\x0b\x63hunk_index\x18\x03 \x01(\x05\x12\x0c\n\x04text\x18\x04 \x01(\t\x12\r\n\x05score\x18\x05 \x01(\x02\x12\r\n\x05title\x18\x06 \x01(\t\x12\x12\n\ncollection\x18\x07 \x01(\t\x12)\n\x08metadata\x18\x08 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0e\n\x06source\x18\t \x01(\t\x12\x10\n\x08\x66ilename\x18\n \x01(\t\x12\x0b\n\x03url\x18\x0b \x01(\t\x12\x11\n\tmime_type\x18\x0c \x01(\t\"8\n\x12GetDocumentRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x02 \x01(\t\"\x98\x02\n\x13GetDocumentResponse\x12\x0e\n\x06\x64oc_id\x18\x01 \x01(\t\x12\x12\n\ncollection\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\x12\x0c\n\x04text\x18\x04 \x01(\t\x12(\n\x06\x63hunks\x18\x05 \x03(\x0b\x32\x18.ragmesh.search.v1.Chunk\x12)\n\x08metadata\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0e\n\x06source\x18\x07 \x01(\t\x12\x10\n\x08\x66ilename\x18\x08 \x01(\t\x12\x0b\n\x03url\x18\t \x01(\t\x12\x11\n\tmime_type\x18\n \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x0b \x01(\t\x12\x13\n\x0bingested_at\x18\x0c \x01(\t\"<\n\x05\x43hunk\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x13\n\x0b\x63hunk_index\x18\x02 \x01(\x05\x12\x0c\n\x04text\x18\x03 \x01(\t\"\x18\n\x16ListCollectionsRequest\"Q\n\x17ListCollectionsResponse\x12\x36\n\x0b\x63ollections\x18\x01 \x03(\x0b\x32!.ragmesh.search.v1.CollectionInfo\"A\n\x0e\x43ollectionInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tdocuments\x18\x02 \x01(\x03\x12\x0e\n\x06\x63hunks\x18\x03 \x01(\x03*\xa3\x01\n\nSearchMode\x12\x1b\n\x17SEARCH_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12SEARCH_MODE_HYBRID\x10\x01\x12\x15\n\x11SEARCH_MODE_DENSE\x10\x02\x12\x16\n\x12SEARCH_MODE_SPARSE\x10\x03\x12\x18\n\x14SEARCH_MODE_SEMANTIC\x10\x04\x12\x17\n\x13SEARCH_MODE_KEYWORD\x10\x05*\\\n\x06\x46usion\x12\x16\n\x12\x46USION_UNSPECIFIED\x10\x00\x12\x0e\n\nFUSION_RRF\x10\x01\x12\x0f\n\x0b\x46USION_DBSF\x10\x02\x12\x19\n\x15\x46USION_RELATIVE_SCORE\x10\x03\x32\xa6\x02\n\rSearchService\x12M\n\x06Search\x12 .ragmesh.search.v1.SearchRequest\x1a!.ragmesh.search.v1.SearchResponse\x12\\\n\x0bGetDocument\x12%.ragmesh.search.v1.GetDocumentRequest\x1a&.ragmesh.search.v1.GetDocumentResponse\x12h\n\x0fListCollections\x12).ragmesh.search.v1.ListCollectionsRequest\x1a*.ragmesh.search.v1.ListCollectionsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ragmesh.search.v1.search_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SEARCHMODE']._serialized_start=1276
-  _globals['_SEARCHMODE']._serialized_end=1388
+  _globals['_SEARCHMODE']._serialized_start=1394
+  _globals['_SEARCHMODE']._serialized_end=1557
+  _globals['_FUSION']._serialized_start=1559
+  _globals['_FUSION']._serialized_end=1651
   _globals['_SEARCHREQUEST']._serialized_start=92
-  _globals['_SEARCHREQUEST']._serialized_end=322
-  _globals['_SEARCHRESPONSE']._serialized_start=324
-  _globals['_SEARCHRESPONSE']._serialized_end=450
-  _globals['_SEARCHRESULT']._serialized_start=453
-  _globals['_SEARCHRESULT']._serialized_end=695
-  _globals['_GETDOCUMENTREQUEST']._serialized_start=697
-  _globals['_GETDOCUMENTREQUEST']._serialized_end=753
-  _globals['_GETDOCUMENTRESPONSE']._serialized_start=756
-  _globals['_GETDOCUMENTRESPONSE']._serialized_end=1036
-  _globals['_CHUNK']._serialized_start=1038
-  _globals['_CHUNK']._serialized_end=1098
-  _globals['_LISTCOLLECTIONSREQUEST']._serialized_start=1100
-  _globals['_LISTCOLLECTIONSREQUEST']._serialized_end=1124
-  _globals['_LISTCOLLECTIONSRESPONSE']._serialized_start=1126
-  _globals['_LISTCOLLECTIONSRESPONSE']._serialized_end=1207
-  _globals['_COLLECTIONINFO']._serialized_start=1209
-  _globals['_COLLECTIONINFO']._serialized_end=1274
-  _globals['_SEARCHSERVICE']._serialized_start=1391
-  _globals['_SEARCHSERVICE']._serialized_end=1685
+  _globals['_SEARCHREQUEST']._serialized_end=395
+  _globals['_SEARCHRESPONSE']._serialized_start=398
+  _globals['_SEARCHRESPONSE']._serialized_end=567
+  _globals['_SEARCHRESULT']._serialized_start=570
+  _globals['_SEARCHRESULT']._serialized_end=812
+  _globals['_GETDOCUMENTREQUEST']._serialized_start=814
+  _globals['_GETDOCUMENTREQUEST']._serialized_end=870
+  _globals['_GETDOCUMENTRESPONSE']._serialized_start=873
+  _globals['_GETDOCUMENTRESPONSE']._serialized_end=1153
+  _globals['_CHUNK']._serialized_start=1155
+  _globals['_CHUNK']._serialized_end=1215
+  _globals['_LISTCOLLECTIONSREQUEST']._serialized_start=1217
+  _globals['_LISTCOLLECTIONSREQUEST']._serialized_end=1241
+  _globals['_LISTCOLLECTIONSRESPONSE']._serialized_start=1243
+  _globals['_LISTCOLLECTIONSRESPONSE']._serialized_end=1324
+  _globals['_COLLECTIONINFO']._serialized_start=1326
+  _globals['_COLLECTIONINFO']._serialized_end=1391
+  _globals['_SEARCHSERVICE']._serialized_start=1654
+  _globals['_SEARCHSERVICE']._serialized_end=1948
 # @@protoc_insertion_point(module_scope)

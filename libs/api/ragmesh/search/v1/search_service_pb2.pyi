@@ -14,13 +14,28 @@ class SearchMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SEARCH_MODE_HYBRID: _ClassVar[SearchMode]
     SEARCH_MODE_DENSE: _ClassVar[SearchMode]
     SEARCH_MODE_SPARSE: _ClassVar[SearchMode]
+    SEARCH_MODE_SEMANTIC: _ClassVar[SearchMode]
+    SEARCH_MODE_KEYWORD: _ClassVar[SearchMode]
+
+class Fusion(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FUSION_UNSPECIFIED: _ClassVar[Fusion]
+    FUSION_RRF: _ClassVar[Fusion]
+    FUSION_DBSF: _ClassVar[Fusion]
+    FUSION_RELATIVE_SCORE: _ClassVar[Fusion]
 SEARCH_MODE_UNSPECIFIED: SearchMode
 SEARCH_MODE_HYBRID: SearchMode
 SEARCH_MODE_DENSE: SearchMode
 SEARCH_MODE_SPARSE: SearchMode
+SEARCH_MODE_SEMANTIC: SearchMode
+SEARCH_MODE_KEYWORD: SearchMode
+FUSION_UNSPECIFIED: Fusion
+FUSION_RRF: Fusion
+FUSION_DBSF: Fusion
+FUSION_RELATIVE_SCORE: Fusion
 
 class SearchRequest(_message.Message):
-    __slots__ = ("query", "collections", "top_k", "mode", "filters", "group_by_document", "score_threshold")
+    __slots__ = ("query", "collections", "top_k", "mode", "filters", "group_by_document", "score_threshold", "fusion", "rrf_k")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     COLLECTIONS_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
@@ -28,6 +43,8 @@ class SearchRequest(_message.Message):
     FILTERS_FIELD_NUMBER: _ClassVar[int]
     GROUP_BY_DOCUMENT_FIELD_NUMBER: _ClassVar[int]
     SCORE_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    FUSION_FIELD_NUMBER: _ClassVar[int]
+    RRF_K_FIELD_NUMBER: _ClassVar[int]
     query: str
     collections: _containers.RepeatedScalarFieldContainer[str]
     top_k: int
@@ -35,17 +52,21 @@ class SearchRequest(_message.Message):
     filters: _struct_pb2.Struct
     group_by_document: bool
     score_threshold: float
-    def __init__(self, query: _Optional[str] = ..., collections: _Optional[_Iterable[str]] = ..., top_k: _Optional[int] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., filters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., group_by_document: _Optional[bool] = ..., score_threshold: _Optional[float] = ...) -> None: ...
+    fusion: Fusion
+    rrf_k: int
+    def __init__(self, query: _Optional[str] = ..., collections: _Optional[_Iterable[str]] = ..., top_k: _Optional[int] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., filters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., group_by_document: _Optional[bool] = ..., score_threshold: _Optional[float] = ..., fusion: _Optional[_Union[Fusion, str]] = ..., rrf_k: _Optional[int] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
-    __slots__ = ("query", "results", "mode")
+    __slots__ = ("query", "results", "mode", "fusion")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
+    FUSION_FIELD_NUMBER: _ClassVar[int]
     query: str
     results: _containers.RepeatedCompositeFieldContainer[SearchResult]
     mode: SearchMode
-    def __init__(self, query: _Optional[str] = ..., results: _Optional[_Iterable[_Union[SearchResult, _Mapping]]] = ..., mode: _Optional[_Union[SearchMode, str]] = ...) -> None: ...
+    fusion: Fusion
+    def __init__(self, query: _Optional[str] = ..., results: _Optional[_Iterable[_Union[SearchResult, _Mapping]]] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., fusion: _Optional[_Union[Fusion, str]] = ...) -> None: ...
 
 class SearchResult(_message.Message):
     __slots__ = ("doc_id", "chunk_id", "chunk_index", "text", "score", "title", "collection", "metadata", "source", "filename", "url", "mime_type")

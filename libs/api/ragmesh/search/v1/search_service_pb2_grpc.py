@@ -30,8 +30,8 @@ class SearchServiceStub:
     group, and fetch whole documents.
 
     Errors are google.rpc.Status values with one google.rpc.ErrorInfo in the domain "search.ragmesh":
-    QUERY_EMPTY, QUERY_TOO_LONG, TOP_K_OUT_OF_RANGE, COLLECTION_NAME_INVALID, COLLECTION_NOT_FOUND,
-    DOCUMENT_NOT_FOUND, FILTER_INVALID.
+    QUERY_EMPTY, QUERY_TOO_LONG, TOP_K_OUT_OF_RANGE, RRF_K_OUT_OF_RANGE, COLLECTION_NAME_INVALID,
+    COLLECTION_NOT_FOUND, DOCUMENT_NOT_FOUND, FILTER_INVALID.
     """
 
     def __init__(self, channel):
@@ -62,8 +62,8 @@ class SearchServiceServicer:
     group, and fetch whole documents.
 
     Errors are google.rpc.Status values with one google.rpc.ErrorInfo in the domain "search.ragmesh":
-    QUERY_EMPTY, QUERY_TOO_LONG, TOP_K_OUT_OF_RANGE, COLLECTION_NAME_INVALID, COLLECTION_NOT_FOUND,
-    DOCUMENT_NOT_FOUND, FILTER_INVALID.
+    QUERY_EMPTY, QUERY_TOO_LONG, TOP_K_OUT_OF_RANGE, RRF_K_OUT_OF_RANGE, COLLECTION_NAME_INVALID,
+    COLLECTION_NOT_FOUND, DOCUMENT_NOT_FOUND, FILTER_INVALID.
     """
 
     def Search(self, request, context):
@@ -118,8 +118,8 @@ class SearchService:
     group, and fetch whole documents.
 
     Errors are google.rpc.Status values with one google.rpc.ErrorInfo in the domain "search.ragmesh":
-    QUERY_EMPTY, QUERY_TOO_LONG, TOP_K_OUT_OF_RANGE, COLLECTION_NAME_INVALID, COLLECTION_NOT_FOUND,
-    DOCUMENT_NOT_FOUND, FILTER_INVALID.
+    QUERY_EMPTY, QUERY_TOO_LONG, TOP_K_OUT_OF_RANGE, RRF_K_OUT_OF_RANGE, COLLECTION_NAME_INVALID,
+    COLLECTION_NOT_FOUND, DOCUMENT_NOT_FOUND, FILTER_INVALID.
     """
 
     @staticmethod
