@@ -90,7 +90,9 @@ async def run_gateway(settings: GatewaySettings, clients: MeshClients | None = N
     ("http://host:port"; RAGMESH_HTTP_PORT=0 picks a free port). On exit, in-flight requests drain for up to
     RAGMESH_SHUTDOWN_GRACE_SECONDS and the lifespan closes the clients."""
     family = socket.AF_INET6 if ":" in settings.http_host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP explicitly: asyncio only sets TCP_NODELAY on connections whose socket says it is TCP, and a
+    # socket made with proto 0 does not, so every response would wait ~40 ms for a delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((settings.http_host, settings.http_port))
     port = sock.getsockname()[1]

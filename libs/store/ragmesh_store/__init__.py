@@ -51,4 +51,5 @@ def open_store(settings: StoreSettings, dimension: int) -> Store:
         from .client import QdrantClientStore
 
         return QdrantClientStore.from_settings(settings, dimension)
-    return EdgeStore(settings.data_dir, dimension, hnsw_ef=settings.hnsw_ef)
+    return EdgeStore(settings.data_dir, dimension, hnsw_ef=settings.hnsw_ef,
+                     flush_interval=settings.flush_interval_seconds)

@@ -455,6 +455,21 @@ def test_edge_data_survives_close_and_reopen(tmp_path: Path) -> None:
         reopened.close()
 
 
+@pytest.mark.parametrize("flush_interval", [0.0, 60.0])
+def test_edge_flushes_written_segments(tmp_path: Path, flush_interval: float) -> None:
+    """Writes are flushed before they return (0) or by the background flusher / on close (60 s)."""
+    store = EdgeStore(tmp_path / "data", DIM, flush_interval=flush_interval)
+    try:
+        store.ensure_collection("docs")
+        store.upsert("docs", CORPUS)
+        collection = store._get("docs")
+        assert (collection._synced == collection._writes) is (flush_interval == 0)
+        store.flush()
+        assert collection._synced == collection._writes
+    finally:
+        store.close()
+
+
 def test_edge_acknowledged_writes_survive_a_killed_process(tmp_path: Path) -> None:
     result = _run_python(
         f"""
