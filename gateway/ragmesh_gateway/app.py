@@ -1,12 +1,10 @@
-"""The gateway application: `create_app` builds it, `serve_gateway` runs it under uvicorn until SIGTERM, and
-`run_gateway` runs it in the background of the current event loop (tests, `ragmesh up`)."""
+"""The gateway application: `create_app` builds it, and `run_gateway` serves it under uvicorn in the background
+of the current event loop (`ragmesh up` / `ragmesh serve gateway`, which handle SIGTERM, and tests)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-import signal
 import socket
 from collections.abc import AsyncIterator, Iterator
 
@@ -26,8 +24,6 @@ from .mcp_server import http_endpoint as mcp_http_endpoint
 from .metrics import HttpMetrics, HttpMetricsMiddleware
 from .middleware import BodyLimitMiddleware, RequestContextMiddleware
 from .routes import API_ROUTERS, health
-
-log = logging.getLogger(__name__)
 
 
 def create_app(settings: GatewaySettings, clients: MeshClients | None = None) -> FastAPI:
@@ -77,7 +73,7 @@ def create_app(settings: GatewaySettings, clients: MeshClients | None = None) ->
 
 
 class _EmbeddedServer(uvicorn.Server):
-    """A uvicorn server that leaves signal handling to its host (serve_gateway, `ragmesh up`)."""
+    """A uvicorn server that leaves signal handling to its host (`ragmesh up` / `ragmesh serve`)."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -114,19 +110,3 @@ async def run_gateway(settings: GatewaySettings, clients: MeshClients | None = N
         server.should_exit = True
         await task
         sock.close()
-
-
-async def serve_gateway(settings: GatewaySettings, clients: MeshClients | None = None) -> None:
-    """Serve the gateway until SIGTERM/SIGINT, then shut down gracefully (in-flight requests drain)."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        async with run_gateway(settings, clients) as url:
-            log.info("gateway serving REST on %s", url)
-            await stop.wait()
-            log.info("gateway shutting down: draining in-flight requests")
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -384,14 +385,8 @@ async def test_cors_preflight_allows_configured_origins_only():
 def test_serve_gateway_runs_until_sigterm_then_exits_cleanly():
     port = int(closed_port_addr().rsplit(":", 1)[1])
     env = {**os.environ, "RAGMESH_HTTP_PORT": str(port), "RAGMESH_SHUTDOWN_GRACE_SECONDS": "1"}
-    code = (
-        "import asyncio\n"
-        "from ragmesh_common.config import load\n"
-        "from ragmesh_gateway import GatewaySettings, serve_gateway\n"
-        "asyncio.run(serve_gateway(load(GatewaySettings)))\n"
-        "print('stopped cleanly')\n"
-    )
-    process = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    ragmesh = str(Path(sys.executable).with_name("ragmesh"))  # the entrypoint the gateway image runs
+    process = subprocess.Popen([ragmesh, "serve", "gateway"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         for _ in range(600):  # wait for start-up (bounded; no timing is asserted)
             try:
@@ -407,4 +402,4 @@ def test_serve_gateway_runs_until_sigterm_then_exits_cleanly():
         if process.poll() is None:
             process.kill()
     assert process.returncode == 0, err.decode()
-    assert b"stopped cleanly" in out
+    assert b"shutting down" in out

@@ -57,6 +57,8 @@ async def run(names: Sequence[str], *, local: bool) -> None:
     over loopback using the ports they actually bound."""
     names = validate_names(names)
     # Validate every settings class before anything starts, so a typo fails fast with the variable's name.
+    # Each is read again just before its service starts: in `ragmesh up` the addresses of the services
+    # started before it come from the ports they bound.
     for name in names:
         load(settings_class(name))
     stop = _stop_on_signal()

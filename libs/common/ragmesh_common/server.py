@@ -2,7 +2,7 @@
 graceful shutdown.
 
 A service's `create_server(settings)` calls `new_server(...)`, registers its servicer and returns
-`(server, port)`; `serve_forever` runs it until SIGTERM/SIGINT.
+`(server, port)`; `ragmesh_common.mesh.run` (`ragmesh up` / `ragmesh serve`) runs it until SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-import signal
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -172,21 +171,3 @@ def new_server(
 
 def _bind_host(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
-
-
-async def serve_forever(services: list[Service], on_shutdown: Iterable[Callable[[], object]] = ()) -> None:
-    """Start the services and run until SIGTERM/SIGINT, then shut down gracefully."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    for service in services:
-        await service.start()
-        log.info("%s serving gRPC on port %d", service.name, service.port)
-    await stop.wait()
-    log.info("shutting down: draining in-flight calls")
-    await asyncio.gather(*(s.stop() for s in services))
-    for hook in on_shutdown:
-        result = hook()
-        if asyncio.iscoroutine(result):
-            await result
