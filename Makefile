@@ -6,14 +6,14 @@ PIP    := $(BIN)/python -m pip
 # torch is installed on its own first, pinned, so nothing later pulls a CUDA build.
 TORCH  ?= torch==2.13.0
 PKGS   := -e libs/api -e libs/common -e libs/store -e services/converter -e services/embedder \
-          -e services/indexer -e services/search -e gateway
+          -e services/indexer -e services/search -e services/answer -e gateway -e 'cli[bridge]'
 STAMP  := $(VENV)/.installed
 
 .PHONY: install up test lint protos bench clean
 
 install: $(STAMP)
 
-$(STAMP): Makefile constraints.txt requirements-dev.txt libs/*/pyproject.toml services/*/pyproject.toml gateway/pyproject.toml
+$(STAMP): Makefile constraints.txt requirements-dev.txt libs/*/pyproject.toml services/*/pyproject.toml gateway/pyproject.toml cli/pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (or make PYTHON=/path/to/python3.11)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
@@ -25,6 +25,7 @@ up: install
 	$(BIN)/ragmesh up
 
 test: install
+	bash scripts/system-deps.sh
 	$(BIN)/python -m pytest
 
 lint: install
@@ -34,8 +35,11 @@ lint: install
 protos: install
 	$(BIN)/python scripts/gen_protos.py
 
+# Every benchmark side by side -> bench/results/<date>-<host>.md/.json (BENCH_ARGS="--store-points 1000000").
+# The bench extra (LangChain baseline) goes into .venv only, never into a service or an image.
 bench: install
-	$(BIN)/python -m bench.bench_mesh
+	$(PIP) install --quiet -c constraints.txt -r bench/requirements.txt
+	$(BIN)/python -m bench.report $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .ragmesh .pytest_cache

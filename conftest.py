@@ -1,12 +1,14 @@
 """Fixtures shared by every test folder.
 
-`mesh_factory` starts the four gRPC services in this process, each a real gRPC server on its own loopback
+`mesh_factory` starts the five gRPC services in this process, each a real gRPC server on its own loopback
 port (port 0), wired to each other over real gRPC: converter, embedder (backend "hash" by default: fast and
-deterministic), and indexer + search sharing one embedded store (EdgeStore) in a fresh temporary directory.
+deterministic), indexer + search sharing one embedded store (EdgeStore) in a fresh temporary directory, and
+answer (no chat model unless `answer={"base_url": ..., "model": ...}`; sessions under the data directory).
 
     async def test_something(mesh_factory):
         mesh = await mesh_factory()                                  # or embedder_backend="local"
         mesh = await mesh_factory(indexer={"chunk_tokens": 64})      # settings overrides by field name
+        mesh = await mesh_factory(answer={"base_url": fake_chat.url, "model": "fake-chat"})
         mesh.addrs["search"]                                         # "127.0.0.1:<port>"
         mesh.settings["indexer"], mesh.store, mesh.data_dir
         indexer = mesh.stub("indexer")                               # generated stub, channel owned by mesh
@@ -19,7 +21,9 @@ factory started is stopped when the module's tests are done (or earlier with `aw
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +32,11 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-SERVICE_NAMES = ("converter", "embedder", "indexer", "search")
+SERVICE_NAMES = ("converter", "embedder", "indexer", "search", "answer")
+# The repository root, so tests anywhere import the shared test support (tests.support.*).
+_ROOT = str(Path(__file__).resolve().parent)
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
 
 
 @dataclass
@@ -52,6 +60,7 @@ class Mesh:
             "embedder": "ragmesh.embedder.v1.embedder_service_pb2_grpc.EmbedderServiceStub",
             "indexer": "ragmesh.indexer.v1.indexer_service_pb2_grpc.IndexerServiceStub",
             "search": "ragmesh.search.v1.search_service_pb2_grpc.SearchServiceStub",
+            "answer": "ragmesh.answer.v1.answer_service_pb2_grpc.AnswerServiceStub",
         }
         module, cls = stubs[name].rsplit(".", 1)
         if name not in self._channels:
@@ -59,7 +68,7 @@ class Mesh:
         return getattr(importlib.import_module(module), cls)(self._channels[name])
 
     async def stop(self) -> None:
-        """Stop every service (search and indexer first) and close the store; idempotent."""
+        """Stop every service (answer, search and indexer first) and close the store; idempotent."""
         if self._stopped:
             return
         self._stopped = True
@@ -92,9 +101,11 @@ async def start_mesh(
     embedder_backend: str = "hash",
     overrides: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Mesh:
-    """Start converter, embedder, indexer and search on loopback port 0 (see the module docstring)."""
+    """Start converter, embedder, indexer, search and answer on loopback port 0 (see the module docstring)."""
     from ragmesh.embedder.v1 import embedder_service_pb2 as embedder_pb
     from ragmesh.embedder.v1 import embedder_service_pb2_grpc as embedder_grpc
+    from ragmesh_answer.config import AnswerSettings
+    from ragmesh_answer.server import create_server as create_answer
     from ragmesh_common.clients import ServiceClient
     from ragmesh_converter.config import ConverterSettings
     from ragmesh_converter.server import create_server as create_converter
@@ -138,6 +149,13 @@ async def start_mesh(
             services[name] = await _built(create(settings[name], store=store))
             await services[name].start()
             addrs[name] = f"127.0.0.1:{services[name].port}"
+        settings["answer"] = AnswerSettings(**{
+            **local, "search_addr": addrs["search"], "embedder_addr": addrs["embedder"], "data_dir": data_dir,
+            **overrides.get("answer", {}),
+        })
+        services["answer"] = await _built(create_answer(settings["answer"]))
+        await services["answer"].start()
+        addrs["answer"] = f"127.0.0.1:{services['answer'].port}"
     except BaseException:
         for service in reversed(list(services.values())):
             await service.stop(0)
@@ -145,6 +163,26 @@ async def start_mesh(
             store.close()
         raise
     return Mesh(services, settings, store, data_dir, addrs)
+
+
+def rpc_count(service: str, method: str) -> float:
+    """Calls of `method` the gRPC service `service` ("embedder", ...) has answered in this process, any status,
+    as its own request metrics count them (ragmesh_grpc_server_handling_seconds)."""
+    from ragmesh_common.telemetry import setup_telemetry
+
+    return sum(
+        sample.value
+        for metric in setup_telemetry(service).registry.collect()
+        if metric.name == "ragmesh_grpc_server_handling_seconds"
+        for sample in metric.samples
+        if sample.name.endswith("_count") and sample.labels.get("grpc_method") == method
+    )
+
+
+@pytest.fixture(name="rpc_count")
+def rpc_count_fixture() -> Callable[[str, str], float]:
+    """`rpc_count("embedder", "Embed")` -> how many such calls the real server has answered so far."""
+    return rpc_count
 
 
 @pytest.fixture(name="rpc_error")
@@ -156,8 +194,8 @@ def rpc_error_fixture() -> Callable[[Awaitable[Any]], Awaitable[Any]]:
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def mesh_factory(tmp_path_factory) -> AsyncIterator[Callable[..., Awaitable[Mesh]]]:
     """A factory: `await mesh_factory(embedder_backend="hash", converter={...}, embedder={...},
-    indexer={...}, search={...})` -> a started `Mesh` in a fresh data directory; the dicts override settings
-    fields of each service. All meshes are stopped at the end of the module."""
+    indexer={...}, search={...}, answer={...})` -> a started `Mesh` in a fresh data directory; the dicts
+    override settings fields of each service. All meshes are stopped at the end of the module."""
     meshes: list[Mesh] = []
 
     async def factory(*, embedder_backend: str = "hash", **overrides: Mapping[str, Any]) -> Mesh:
@@ -172,3 +210,44 @@ async def mesh_factory(tmp_path_factory) -> AsyncIterator[Callable[..., Awaitabl
     yield factory
     for mesh in reversed(meshes):
         await mesh.stop()
+
+
+@pytest.fixture(scope="module")
+def fake_chat():
+    """A local fake of an OpenAI-compatible chat API over real HTTP (tests/support/fake_chat.py): `.url` is the
+    base URL (…/v1) for RAGMESH_ANSWER_BASE_URL, `.requests` what it received, `.fail_with = (status, message)`
+    makes it fail."""
+    from tests.support.fake_chat import FakeChat
+
+    with FakeChat() as chat:
+        yield chat
+
+
+@pytest.fixture
+def answer_service():
+    """`async with answer_service(mesh, **settings) as stub:` another answer service on a running mesh (its search
+    and embedder, its data directory), with settings of its own, stopped on exit; `stub.addr` is where it
+    listens."""
+    import grpc
+    from ragmesh.answer.v1 import answer_service_pb2_grpc as pb_grpc
+    from ragmesh_answer.config import AnswerSettings
+    from ragmesh_answer.server import create_server
+
+    @contextlib.asynccontextmanager
+    async def start(mesh, **overrides):
+        settings = AnswerSettings(**{
+            "host": "127.0.0.1", "port": 0, "search_addr": mesh.addrs["search"],
+            "embedder_addr": mesh.addrs["embedder"], "data_dir": mesh.data_dir, **overrides,
+        })
+        service = create_server(settings)
+        await service.start()
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{service.port}")
+        stub = pb_grpc.AnswerServiceStub(channel)
+        stub.addr = f"127.0.0.1:{service.port}"
+        try:
+            yield stub
+        finally:
+            await channel.close()
+            await service.stop(0)
+
+    return start

@@ -1,83 +1,203 @@
-"""Embedder throughput: the raw model vs the same passages through the gRPC service.
+"""Embedder throughput per runtime: the raw model vs the same passages through the gRPC service.
 
-    .venv/bin/python -m bench.bench_embedder [--passages 200] [--clients 8] [--request-size 8] [--rounds 3]
+    .venv/bin/python -m bench.bench_embedder [--passages 1000] [--runtimes torch,onnx-fp32,onnx-int8]
+                                            [--clients 4] [--request-size 32] [--rounds 3] [--forward]
+                                            [--json PATH]
 
-Raw: sentence-transformers `encode` (batch 16, the service's default micro-batch) on msmarco passages from
-../shared/datasets/msmarco-5k/corpus.jsonl. Service: an in-process embedder server on a free port, the same
-passages split across concurrent gRPC clients (dense + sparse, as the indexer asks). Prints passages/s of
-both (median of the rounds, which alternate) and their ratio.
+On msmarco passages from ../shared/datasets/msmarco-5k, side by side in one run (the rounds alternate; the
+table shows medians):
+- raw model, per runtime: the runtime's own backend called directly on all passages - tokenised, sorted by
+  length and cut into the same token-budget micro-batches the service uses, no gRPC, no queue;
+- sentence-transformers `encode` (batch 32, torch): what a user's script would do;
+- the service with that runtime (in this process) fed by concurrent clients in another process, dense
+  vectors (packed), each passage once: passages/s and its ratio to the raw model;
+- one query at a time (43 msmarco queries): the raw model's latency and the service's round trip, p50.
+- `--forward`, or automatically on a CUDA device: the model's own forward rate (pre-tokenised,
+  length-sorted batches of `batch_size`, fp16 on CUDA, tokenising excluded) vs the service with 16 clients x
+  128 texts: the "service >= 0.75 x the device" check of a GPU pod.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import time
-from pathlib import Path
 
-import grpc
-from ragmesh.embedder.v1 import embedder_service_pb2 as pb2
-from ragmesh.embedder.v1 import embedder_service_pb2_grpc as pb2_grpc
+import numpy as np
+from ragmesh_embedder.backends import MicroBatch, create_backend, resolve_plan
 from ragmesh_embedder.config import EmbedderSettings
-from ragmesh_embedder.server import create_server
-from sentence_transformers import SentenceTransformer
+from ragmesh_embedder.service import Embedder, warm_up
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "msmarco-5k" / "corpus.jsonl"
+from bench.embedder_load import QUERIES, drive, load_passages, machine, serving, write_report
+
+RUNTIMES = {
+    "torch": {"runtime": "torch"},
+    "onnx-fp32": {"runtime": "onnx", "precision": "fp32"},
+    "onnx-int8": {"runtime": "onnx", "precision": "int8"},
+}
 
 
-def load_passages(count: int) -> list[str]:
-    with CORPUS.open(encoding="utf-8") as lines:
-        return [json.loads(line)["text"] for line, _ in zip(lines, range(count), strict=False)]
+def micro_batches(backend, passages: list[str]) -> list[MicroBatch]:
+    """The passages tokenised, sorted by length and cut within the backend's token budget, padded (as the
+    batcher cuts them)."""
+    prepared = backend.prepare(passages)
+    order = np.argsort(prepared.lengths, kind="stable")
+    batches, begin = [], 0
+    while begin < len(order):
+        rows = order[begin : begin + backend.batch_size]
+        if backend.max_batch_tokens:
+            cost = np.arange(1, len(rows) + 1) * prepared.lengths[rows]
+            rows = rows[: max(1, int(np.searchsorted(cost, backend.max_batch_tokens, side="right")))]
+        begin += len(rows)
+        if not backend.tokenized:  # text backends (hash, openai) take the texts themselves
+            batches.append(MicroBatch(len(rows), texts=[prepared.texts[row] for row in rows]))
+            continue
+        width = int(prepared.lengths[rows].max())
+        ids = np.full((len(rows), width), backend.pad_id, dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for i, row in enumerate(rows):
+            start, length = prepared.starts[row], prepared.lengths[row]
+            ids[i, :length] = prepared.ids[start : start + length]
+            mask[i, :length] = 1
+        batches.append(MicroBatch(len(rows), input_ids=ids, attention_mask=mask))
+    return batches
 
 
-async def through_service(stub, passages: list[str], clients: int, request_size: int) -> float:
-    """Seconds for `clients` concurrent clients to embed all passages, `request_size` texts per request."""
-    shares = [passages[i::clients] for i in range(clients)]
-
-    async def client(share: list[str]) -> None:
-        for start in range(0, len(share), request_size):
-            await stub.Embed(pb2.EmbedRequest(texts=share[start : start + request_size]), timeout=300)
-
+def raw_rate(backend, passages: list[str]) -> float:
+    """Passages/s of the backend alone, tokenising included."""
     started = time.perf_counter()
-    await asyncio.gather(*(client(share) for share in shares))
-    return time.perf_counter() - started
+    for batch in micro_batches(backend, passages):
+        backend.embed(batch)
+    return len(passages) / (time.perf_counter() - started)
+
+
+def forward_rate(backend, passages: list[str]) -> float:
+    """Passages/s of the model's forward pass alone (batches tokenised and padded beforehand)."""
+    batches = micro_batches(backend, passages)
+    backend.embed(batches[0])
+    started = time.perf_counter()
+    for batch in batches:
+        backend.embed(batch)
+    return len(passages) / (time.perf_counter() - started)
+
+
+def raw_query_ms(backend, queries: list[str]) -> float:
+    times = []
+    for query in queries:
+        started = time.perf_counter()
+        prepared = backend.prepare([query])
+        ids = prepared.ids[None, :]
+        backend.embed(MicroBatch(1, input_ids=ids, attention_mask=np.ones_like(ids)))
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
+
+
+def st_encode_rate(model, passages: list[str]) -> float:
+    started = time.perf_counter()
+    model.encode(passages, batch_size=32, normalize_embeddings=True)
+    return len(passages) / (time.perf_counter() - started)
+
+
+async def measure_runtime(name: str, overrides: dict, passages, queries, args) -> dict:
+    settings = EmbedderSettings(port=0, metrics_port=0, max_queue_texts=1 << 20, **overrides)
+    backend = create_backend(settings)
+    warm_up(backend)
+    embedder = Embedder(backend, settings)
+    size = args.request_size
+    batches = [passages[i : i + size] for i in range(0, len(passages), size)]
+    raw, served, raw_query, served_query = [], [], [], []
+    async with serving(settings, embedder) as service:
+        for _ in range(args.rounds):
+            raw.append(raw_rate(backend, passages))
+            result = await asyncio.to_thread(drive, service.port, batches, clients=args.clients)
+            served.append(result["texts_per_second"])
+            raw_query.append(raw_query_ms(backend, queries))
+            result = await asyncio.to_thread(drive, service.port, [[q] for q in queries], clients=1,
+                                             input_type="query")
+            served_query.append(result["p50_ms"])
+        forward = None
+        if args.forward or backend.device == "cuda":
+            forward = await measure_forward(backend, service.port, passages, args.rounds)
+    info = embedder.info
+    return {"runtime": info.runtime, "device": info.device, "precision": info.precision,
+            "raw_passages_per_second": statistics.median(raw), "service_passages_per_second": statistics.median(served),
+            "raw_query_p50_ms": statistics.median(raw_query), "service_query_p50_ms": statistics.median(served_query),
+            "rounds": {"raw": raw, "service": served}, "forward": forward}
+
+
+async def measure_forward(backend, port: int, passages: list[str], rounds: int) -> dict:
+    """The device's own rate vs the service on it (16 clients x 128 texts, dense, packed)."""
+    big = (passages * (8192 // len(passages) + 1))[:8192] if backend.device == "cuda" else passages
+    batches = [big[i : i + 128] for i in range(0, len(big), 128)]
+    forward, served = [], []
+    for _ in range(rounds):
+        forward.append(forward_rate(backend, big))
+        result = await asyncio.to_thread(drive, port, batches, clients=16, seconds=10)
+        served.append(result["texts_per_second"])
+    return {"passages": len(big), "batch_size": backend.batch_size, "max_batch_tokens": backend.max_batch_tokens,
+            "forward_passages_per_second": statistics.median(forward),
+            "service_passages_per_second": statistics.median(served),
+            "ratio": statistics.median(served) / statistics.median(forward)}
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--passages", type=int, default=200)
-    parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--request-size", type=int, default=8)
+    parser.add_argument("--passages", type=int, default=1000)
+    parser.add_argument("--runtimes", default=",".join(RUNTIMES), help=f"comma-separated: {', '.join(RUNTIMES)}")
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--request-size", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--forward", action="store_true", help="measure the forward rate on a CPU too")
+    parser.add_argument("--skip-st", action="store_true", help="skip sentence-transformers encode")
+    parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args()
-
-    settings = EmbedderSettings(port=0, backend="local")
     passages = load_passages(args.passages)
-    service = create_server(settings)
-    await service.start()
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{service.port}")
-    stub = pb2_grpc.EmbedderServiceStub(channel)
-    # The raw model: the same packaged model, loaded the same way, outside the service.
-    model = SentenceTransformer(settings.model_path, device="cpu", local_files_only=True)
-    model.encode(passages[:16], batch_size=settings.batch_size)  # warm-up
-    raw, served = [], []
-    try:
-        for _ in range(args.rounds):
-            started = time.perf_counter()
-            model.encode(passages, batch_size=settings.batch_size)
-            raw.append(len(passages) / (time.perf_counter() - started))
-            served.append(len(passages) / await through_service(stub, passages, args.clients, args.request_size))
-    finally:
-        await channel.close()
-        await service.stop(0)
-    raw_rate, served_rate = statistics.median(raw), statistics.median(served)
-    print(f"passages: {len(passages)} msmarco, rounds: {args.rounds} (median)")
-    print(f"raw model (sentence-transformers encode, batch {settings.batch_size}): {raw_rate:.1f} passages/s")
-    print(f"gRPC service ({args.clients} clients x {args.request_size} texts/request, dense+sparse): "
-          f"{served_rate:.1f} passages/s")
-    print(f"ratio service/raw: {served_rate / raw_rate:.2f}")
+    queries = load_passages(43, QUERIES)
+    settings = EmbedderSettings()
+    plan = resolve_plan(settings)
+    data: dict = {"machine": machine(), "passages": len(passages), "clients": args.clients,
+                  "request_size": args.request_size, "rounds": args.rounds, "device": plan.device, "runtimes": {}}
+    if not args.skip_st:
+        from sentence_transformers import SentenceTransformer
+
+        model = SentenceTransformer(settings.model_path, device=plan.device, local_files_only=True)
+        model.encode(passages[:32], batch_size=32)
+        data["sentence_transformers_passages_per_second"] = statistics.median(
+            st_encode_rate(model, passages) for _ in range(args.rounds))
+        del model
+    for name in args.runtimes.split(","):
+        overrides = dict(RUNTIMES[name])
+        if plan.device == "cuda" and name == "onnx-int8":
+            continue  # int8 is a CPU option
+        data["runtimes"][name] = await measure_runtime(name, overrides, passages, queries, args)
+    write_report(args.json, "embedder runtimes", _markdown(data, args), data)
+
+
+def _markdown(data: dict, args) -> str:
+    lines = [f"Embedder, {data['passages']} msmarco passages ({data['machine']}, device {data['device']}, median of "
+             f"{data['rounds']} alternating rounds; service: {args.clients} clients x {args.request_size} texts, "
+             "dense, packed, clients in another process)", "",
+             "| runtime | raw model passages/s | service passages/s | service / raw | vs torch raw | "
+             "query p50 raw ms | query p50 service ms |", "|---|---|---|---|---|---|---|"]
+    torch_raw = data["runtimes"].get("torch", {}).get("raw_passages_per_second")
+    for name, r in data["runtimes"].items():
+        vs_torch = f"{r['raw_passages_per_second'] / torch_raw:.2f}x" if torch_raw else "-"
+        lines.append(f"| {name} ({r['device']}, {r['precision']}) | {r['raw_passages_per_second']:.1f} | "
+                     f"{r['service_passages_per_second']:.1f} | "
+                     f"{r['service_passages_per_second'] / r['raw_passages_per_second']:.2f} | {vs_torch} | "
+                     f"{r['raw_query_p50_ms']:.1f} | {r['service_query_p50_ms']:.1f} |")
+    if "sentence_transformers_passages_per_second" in data:
+        lines.append(f"| sentence-transformers encode (torch, batch 32) | "
+                     f"{data['sentence_transformers_passages_per_second']:.1f} | - | - | - | - | - |")
+    forwards = {name: r["forward"] for name, r in data["runtimes"].items() if r["forward"]}
+    if forwards:
+        lines += ["", "| runtime | model forward passages/s (pre-tokenised) | service passages/s (16 x 128) | "
+                  "service / forward |", "|---|---|---|---|"]
+        for name, f in forwards.items():
+            lines.append(f"| {name} | {f['forward_passages_per_second']:.1f} | {f['service_passages_per_second']:.1f}"
+                         f" | {f['ratio']:.2f} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

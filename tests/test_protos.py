@@ -45,3 +45,29 @@ def test_every_service_package_is_versioned_and_matches_its_directory():
         package = ".".join(rel.parts[:-1])
         assert f"package {package};" in proto.read_text(), proto
         assert rel.parts[-2] == "v1"
+
+
+# The first release of the contract, as a buf image built from the protos it shipped with
+# (`buf build -o protos/releases/v1.0.0.binpb`). Every later change must be wire- and source-compatible with it
+# (buf.yaml's FILE rules): new fields, RPCs and packages are fine; renames, removals and renumbering are not.
+RELEASE = ROOT / "protos" / "releases" / "v1.0.0.binpb"
+
+
+def test_no_breaking_change_since_the_first_release():
+    result = subprocess.run([_buf(), "breaking", "--against", str(RELEASE)], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_buf_breaking_catches_a_renumbered_field(tmp_path):
+    shutil.copytree(ROOT / "protos", tmp_path / "protos", ignore=shutil.ignore_patterns("releases"))
+    shutil.copy(ROOT / "buf.yaml", tmp_path / "buf.yaml")
+    proto = tmp_path / "protos" / "ragmesh" / "search" / "v1" / "search_service.proto"
+    text = proto.read_text()
+    changed = text.replace("string query = 1;", "string query = 99;", 1)
+    assert changed != text
+    proto.write_text(changed)
+    result = subprocess.run([_buf(), "breaking", "--against", str(RELEASE)], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode != 0
+    assert "query" in result.stdout + result.stderr

@@ -1,28 +1,149 @@
-"""Bearer API keys: a plain check (for REST now and the MCP endpoint later) and the FastAPI dependency."""
+"""API keys with scopes, per-key rate limits, and `require_scope`: the one FastAPI dependency every /api/v1 route
+declares.
+
+`RAGMESH_API_KEYS` is a comma-separated list of entries `KEY[:SCOPE[:COLLECTIONS[:RATE]]]`:
+
+    RAGMESH_API_KEYS="k-reader:read, k-notes:write:notes|drafts, k-ops:admin, k-bot:write:*:5, k-legacy"
+
+- SCOPE is `read` (search, fetch, list, convert), `write` (read + ingest and delete documents) or `admin`
+  (write + delete collections). A bare KEY (the format before scopes existed) is `admin`.
+- COLLECTIONS is `|`-separated collection names the key may touch, or `*` (every collection, the default).
+  `GET /api/v1/collections` lists only those.
+- RATE is this key's limit in requests per second (token bucket; burst RAGMESH_RATE_LIMIT_BURST), overriding
+  RAGMESH_RATE_LIMIT_PER_SECOND; 0 means unlimited.
+
+A malformed entry stops start-up with a message naming its position (never the key). Keys are compared in
+constant time. Without keys there is no auth (the gateway then binds loopback only unless told otherwise);
+RAGMESH_RATE_LIMIT_PER_SECOND still limits each client address.
+"""
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Sequence
-from typing import Annotated
+import json
+import math
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from typing import Annotated, Any, Literal
 
 import grpc
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import SecretStr
+from pydantic import BaseModel, ConfigDict, SecretStr
+from ragmesh_common import validation
 from ragmesh_common.errors import RagmeshError
 
 from .errors import DOMAIN
 
+Scope = Literal["read", "write", "admin"]
+SCOPES: tuple[Scope, ...] = ("read", "write", "admin")
+_RANK = {scope: rank for rank, scope in enumerate(SCOPES)}
+
 # Only documents the scheme in OpenAPI (the "Authorize" button in /docs); the check reads the raw header.
-_bearer_scheme = HTTPBearer(auto_error=False, description="An API key from RAGMESH_API_KEYS.")
+bearer_scheme = HTTPBearer(auto_error=False, description="An API key from RAGMESH_API_KEYS.")
 
 
-def check_api_key(authorization: str | None, keys: Sequence[SecretStr]) -> None:
-    """Accept the request when no keys are configured or `authorization` is `Bearer <one of the keys>`;
-    else raise UNAUTHENTICATED (API_KEY_MISSING or API_KEY_INVALID). Every key is compared in constant time."""
+class ApiKey(BaseModel):
+    """One entry of RAGMESH_API_KEYS."""
+
+    model_config = ConfigDict(frozen=True)
+
+    secret: SecretStr
+    scope: Scope = "admin"
+    collections: frozenset[str] | None = None  # None: every collection
+    rate_limit: float | None = None  # requests/s; None: RAGMESH_RATE_LIMIT_PER_SECOND
+    position: int = 0  # 1-based, to name the key in logs without its secret
+
+    def get_secret_value(self) -> str:
+        return self.secret.get_secret_value()
+
+
+def parse_api_keys(value: object) -> object:
+    """RAGMESH_API_KEYS -> ApiKey entries; ValueError naming the entry's position (never its secret)."""
+    if not isinstance(value, str):
+        return value
+    keys: list[ApiKey] = []
+    seen: set[str] = set()
+    entries = [entry.strip() for entry in value.split(",")]
+    for position, entry in enumerate((e for e in entries if e), start=1):
+        parts = [part.strip() for part in entry.split(":")]
+        where = f"entry {position}"
+        if len(parts) > 4:
+            raise ValueError(f"{where} has {len(parts)} ':'-separated fields; use KEY[:SCOPE[:COLLECTIONS[:RATE]]]")
+        secret, scope, collections, rate = (parts + ["", "", ""])[:4]
+        if not secret:
+            raise ValueError(f"{where} has an empty key")
+        if secret in seen:
+            raise ValueError(f"{where} repeats an earlier key")
+        seen.add(secret)
+        if scope and scope not in SCOPES:
+            raise ValueError(f"{where} has scope {scope[:20]!r}; use read, write or admin")
+        names: frozenset[str] | None = None
+        if collections and collections != "*":
+            names = frozenset(name.strip() for name in collections.split("|"))
+            bad = sorted(name for name in names if not validation.COLLECTION_NAME_RE.fullmatch(name))
+            if bad:
+                raise ValueError(f"{where} names invalid collection(s) {', '.join(repr(b[:40]) for b in bad)}")
+        limit: float | None = None
+        if rate:
+            try:
+                limit = float(rate)
+            except ValueError:
+                limit = -1.0
+            if not math.isfinite(limit) or limit < 0:
+                raise ValueError(f"{where} has rate {rate[:20]!r}; use requests per second (0 = unlimited)")
+        keys.append(ApiKey(secret=SecretStr(secret), scope=scope or "admin", collections=names, rate_limit=limit,
+                           position=position))
+    return tuple(keys)
+
+
+class Principal(BaseModel):
+    """Who is calling: a key (its scope and collections) or, without keys, an anonymous client."""
+
+    model_config = ConfigDict(frozen=True)
+
+    scope: Scope
+    collections: frozenset[str] | None = None
+    client: str  # the rate limiter's bucket: "key:<position>" or "addr:<client address>"
+    rate_limit: float | None = None
+
+    def allows(self, scope: Scope) -> bool:
+        return _RANK[self.scope] >= _RANK[scope]
+
+    def require(self, scope: Scope) -> None:
+        """PERMISSION_DENIED SCOPE_INSUFFICIENT unless this principal's scope covers `scope`."""
+        if not self.allows(scope):
+            raise RagmeshError(
+                grpc.StatusCode.PERMISSION_DENIED, "SCOPE_INSUFFICIENT",
+                f"this API key has scope {self.scope!r}; this needs {scope!r}", DOMAIN,
+                {"scope": self.scope, "required_scope": scope},
+            )
+
+    def may_touch(self, collection: str) -> bool:
+        return self.collections is None or collection in self.collections
+
+    def require_collections(self, names: Iterable[str]) -> None:
+        """PERMISSION_DENIED COLLECTION_FORBIDDEN for the first collection this key may not touch."""
+        for name in names:
+            if not self.may_touch(name):
+                raise RagmeshError(
+                    grpc.StatusCode.PERMISSION_DENIED, "COLLECTION_FORBIDDEN",
+                    f"this API key may not use collection {name[:80]!r}", DOMAIN,
+                    {"collection": name[:80], "allowed_collections": ",".join(sorted(self.collections or ()))},
+                )
+
+    def visible(self, names: Iterable[str]) -> list[str]:
+        return [name for name in names if self.may_touch(name)]
+
+
+def authenticate(authorization: str | None, keys: Sequence[ApiKey], client_address: str = "") -> Principal:
+    """The principal for a request: anonymous admin when no keys are configured, else the key presented as
+    `Bearer <key>` (UNAUTHENTICATED API_KEY_MISSING / API_KEY_INVALID otherwise). Every key is compared in
+    constant time, and all of them are compared whichever matches."""
     if not keys:
-        return
+        return Principal(scope="admin", client=f"addr:{client_address}")
     scheme, _, token = (authorization or "").strip().partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
@@ -31,15 +152,129 @@ def check_api_key(authorization: str | None, keys: Sequence[SecretStr]) -> None:
             "this API needs an API key: send 'Authorization: Bearer <key>'", DOMAIN,
         )
     presented = token.encode()
-    matched = False
+    found: ApiKey | None = None
     for key in keys:
-        matched |= hmac.compare_digest(presented, key.get_secret_value().encode())
-    if not matched:
+        if hmac.compare_digest(presented, key.get_secret_value().encode()):
+            found = key
+    if found is None:
         raise RagmeshError(grpc.StatusCode.UNAUTHENTICATED, "API_KEY_INVALID", "the API key is not valid", DOMAIN)
+    return Principal(scope=found.scope, collections=found.collections, client=f"key:{found.position}",
+                     rate_limit=found.rate_limit)
 
 
-async def require_api_key(
-    request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer_scheme)] = None
-) -> None:
-    """Dependency for the /api/v1 routers: enforces RAGMESH_API_KEYS."""
-    check_api_key(request.headers.get("authorization"), request.app.state.settings.api_keys)
+def check_api_key(authorization: str | None, keys: Sequence[ApiKey]) -> Principal:
+    """`authenticate` without a client address (kept for callers of the pre-scope API)."""
+    return authenticate(authorization, keys)
+
+
+# --- rate limits --------------------------------------------------------------------------------------------
+class RateLimiter:
+    """Token buckets, one per client (a key, or an address without keys): `rate` requests/s on average and
+    bursts of `burst`. Thread-safe; idle full buckets are dropped once there are more than `max_clients`."""
+
+    def __init__(self, rate: float, burst: int, *, max_clients: int = 10_000,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._max_clients = max_clients
+        self._clock = clock
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # client -> (tokens, updated)
+        self._lock = threading.Lock()
+
+    def acquire(self, client: str, rate: float | None = None) -> float:
+        """Take one token for `client`; returns 0 when allowed, else the seconds until a token is free.
+        `rate` overrides the default rate for this client (0: unlimited)."""
+        rate = self.rate if rate is None else rate
+        if rate <= 0:
+            return 0.0
+        burst = float(self.burst or max(1, math.ceil(2 * rate)))
+        now = self._clock()
+        with self._lock:
+            tokens, updated = self._buckets.pop(client, (burst, now))
+            tokens = min(burst, tokens + (now - updated) * rate)
+            wait = 0.0
+            if tokens >= 1:
+                tokens -= 1
+            else:
+                wait = (1 - tokens) / rate
+            self._buckets[client] = (tokens, now)
+            while len(self._buckets) > self._max_clients:
+                self._buckets.popitem(last=False)
+        return wait
+
+    def check(self, principal: Principal) -> None:
+        """RESOURCE_EXHAUSTED RATE_LIMITED (429 with Retry-After) when the principal is over its limit."""
+        wait = self.acquire(principal.client, principal.rate_limit)
+        if wait > 0:
+            raise RagmeshError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED, "RATE_LIMITED",
+                f"too many requests; retry in {wait:.2f} s", DOMAIN,
+                {"retry_after_seconds": f"{wait:.3f}"}, retry_after=wait,
+            )
+
+
+# --- the dependency ------------------------------------------------------------------------------------------
+async def touched_collections(request: Request) -> list[str]:
+    """The collections a request names: path parameter `name`/`collection`, query `collection(s)`, JSON body
+    `collection`/`collections`, or form field `collection`; ["default"] when it names none."""
+    names: list[str] = []
+    for key in ("name", "collection"):
+        if isinstance(request.path_params.get(key), str):
+            names.append(request.path_params[key])
+    names += request.query_params.getlist("collection") + request.query_params.getlist("collections")
+    content_type = request.headers.get("content-type", "")
+    body: Any = None
+    if content_type.startswith("application/json"):
+        try:
+            body = json.loads(await request.body() or b"null")
+        except ValueError:
+            body = None
+    elif content_type.startswith(("multipart/form-data", "application/x-www-form-urlencoded")):
+        body = {"collection": (await request.form()).get("collection")}
+    if isinstance(body, dict):
+        if isinstance(body.get("collection"), str):
+            names.append(body["collection"])
+        if isinstance(body.get("collections"), list):
+            names += [name for name in body["collections"] if isinstance(name, str)]
+    return [name or validation.DEFAULT_COLLECTION for name in names] or [validation.DEFAULT_COLLECTION]
+
+
+def request_principal(request: Request) -> Principal:
+    """Authenticate a request and charge it to its client's rate limit (once per request)."""
+    principal = getattr(request.state, "principal", None)
+    if principal is None:
+        state = request.app.state
+        principal = authenticate(request.headers.get("authorization"), state.settings.api_keys,
+                                 request.client.host if request.client else "")
+        state.rate_limiter.check(principal)
+        request.state.principal = principal
+    return principal
+
+
+def require_scope(scope: Scope, *, collections: bool = True) -> Any:
+    """The dependency every /api/v1 route declares (`dependencies=[require_scope("write")]`, or as a parameter
+    `principal: Annotated[Principal, require_scope("read")]`): authenticates the key, enforces its rate limit
+    and scope, and, when the key is limited to some collections and `collections` is true, that the
+    collections the request names are among them. `create_app` refuses to start when an /api/v1 route
+    declares none."""
+
+    async def scoped(
+        request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)] = None
+    ) -> Principal:
+        principal = request_principal(request)
+        principal.require(scope)
+        if collections and principal.collections is not None:
+            principal.require_collections(await touched_collections(request))
+        return principal
+
+    scoped.ragmesh_scope = scope  # type: ignore[attr-defined]  # found by create_app's check
+    return Depends(scoped)
+
+
+def route_scope(dependant: Any) -> Scope | None:
+    """The scope a route declared with `require_scope` (searching its dependency tree), else None."""
+    for dependency in dependant.dependencies:
+        scope = getattr(dependency.call, "ragmesh_scope", None) or route_scope(dependency)
+        if scope:
+            return scope
+    return None

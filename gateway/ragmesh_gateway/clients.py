@@ -17,6 +17,8 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 import grpc
 from google.protobuf import struct_pb2
 from google.protobuf.json_format import MessageToDict
+from ragmesh.answer.v1 import answer_service_pb2 as answer_pb
+from ragmesh.answer.v1.answer_service_pb2_grpc import AnswerServiceStub
 from ragmesh.converter.v1 import converter_service_pb2 as conv_pb
 from ragmesh.converter.v1.converter_service_pb2_grpc import ConverterServiceStub
 from ragmesh.embedder.v1.embedder_service_pb2_grpc import EmbedderServiceStub
@@ -29,17 +31,34 @@ from ragmesh_common.clients import ServiceClient
 from ragmesh_common.errors import RagmeshError, failed_precondition, invalid_argument
 
 from .config import GatewaySettings
+from .errors import error_object
 from .models import (
+    AnswerUsage,
+    AskResponse,
+    AskSource,
     BatchDocument,
     Chunk,
     CollectionInfo,
     ConvertResponse,
+    Datasource,
     Document,
+    Evaluation,
+    ExpiredDocument,
     FusionName,
+    GoldenQuery,
+    GoldenSetResponse,
+    GoldenSetSummary,
     IngestResult,
+    Job,
+    JobDocumentError,
+    MatchedChunk,
     SearchHit,
     SearchModeName,
     SearchResponse,
+    SessionResponse,
+    SessionTurn,
+    SkippedFile,
+    SourceLocation,
 )
 
 # Pieces of an upload streamed to the converter.
@@ -54,12 +73,13 @@ _MODES: dict[str, int] = {
 }
 _MODE_NAMES = {value: name for name, value in _MODES.items()}
 _FUSIONS: dict[str, int] = {"rrf": search_pb.FUSION_RRF, "dbsf": search_pb.FUSION_DBSF,
-                            "relative_score": search_pb.FUSION_RELATIVE_SCORE}
+                            "relative_score": search_pb.FUSION_RELATIVE_SCORE, "adaptive": search_pb.FUSION_ADAPTIVE}
 _FUSION_NAMES = {value: name for name, value in _FUSIONS.items()}
 P = ParamSpec("P")
 T = TypeVar("T")
 
 _INGEST_STATUS = {idx_pb.INGEST_STATUS_INDEXED: "indexed", idx_pb.INGEST_STATUS_UNCHANGED: "unchanged"}
+_GENERATORS = {answer_pb.GENERATOR_MODEL: "model", answer_pb.GENERATOR_EXTRACTIVE: "extractive"}
 
 
 def _unicode_checked(method: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
@@ -85,7 +105,7 @@ class Readable(Protocol):
 
 
 class MeshClients:
-    """Typed async access to the four services for the REST routes and the MCP tools."""
+    """Typed async access to the services for the REST routes and the MCP tools."""
 
     def __init__(self, settings: GatewaySettings) -> None:
         self.settings = settings
@@ -105,19 +125,27 @@ class MeshClients:
         self.indexer = ServiceClient(
             "indexer", addr["indexer"], IndexerServiceStub, timeout=timeout,
             idempotent=("IngestDocument", "IngestDocuments", "DeleteDocument", "CreateCollection",
-                        "DeleteCollection"),
+                        "DeleteCollection", "GetJob", "ListJobs", "CancelJob", "ListDatasources",
+                        "ListExpiredDocuments", "PruneExpiredDocuments"),
             max_message_bytes=size, caller="gateway",
         )
         self.search_client = ServiceClient(
             "search", addr["search"], SearchServiceStub, timeout=timeout,
-            idempotent=("Search", "GetDocument", "ListCollections"), max_message_bytes=size, caller="gateway",
+            idempotent=("Search", "GetDocument", "ListCollections", "SetGoldenSet", "GetGoldenSet", "DeleteGoldenSet",
+                        "ListEvaluations"),
+            max_message_bytes=size, caller="gateway",
+        )
+        # Ask and AskStream store a turn in the session, so they are not retried.
+        self.answer = ServiceClient(
+            "answer", addr["answer"], AnswerServiceStub, timeout=settings.gateway_answer_timeout_seconds,
+            idempotent=("GetSession", "DeleteSession"), max_message_bytes=size, caller="gateway",
         )
 
     @property
     def services(self) -> dict[str, ServiceClient]:
         return {
             "converter": self.converter, "embedder": self.embedder,
-            "indexer": self.indexer, "search": self.search_client,
+            "indexer": self.indexer, "search": self.search_client, "answer": self.answer,
         }
 
     async def close(self) -> None:
@@ -228,7 +256,7 @@ class MeshClients:
     ) -> SearchResponse:
         """Search one or more collections (the search service fans out over several and merges)."""
         names = [
-            validation.collection_name(name, field=f"collections[{i}]" if len(collections) > 1 else "collection")
+            _collection(name, field=f"collections[{i}]" if len(collections) > 1 else "collection")
             for i, name in enumerate(collections)
         ]
         started = time.perf_counter()
@@ -249,7 +277,7 @@ class MeshClients:
                 SearchHit(
                     doc_id=r.doc_id, chunk_id=r.chunk_id, chunk_index=r.chunk_index, text=r.text, score=r.score,
                     title=r.title, collection=r.collection, metadata=_plain(r.metadata), source=r.source,
-                    filename=r.filename, url=r.url, mime_type=r.mime_type,
+                    filename=r.filename, url=r.url, mime_type=r.mime_type, location=_location(r),
                 )
                 for r in response.results
             ],
@@ -260,12 +288,13 @@ class MeshClients:
     async def get_document(self, doc_id: str, *, collection: str = validation.DEFAULT_COLLECTION) -> Document:
         """A whole document: its chunks in order and their text joined."""
         request = search_pb.GetDocumentRequest(
-            collection=validation.collection_name(collection), doc_id=_doc_id(doc_id)
+            collection=_collection(collection), doc_id=_doc_id(doc_id)
         )
         d = await self.search_client.call("GetDocument", request)
         return Document(
             doc_id=d.doc_id, collection=d.collection, title=d.title, text=d.text,
-            chunks=[Chunk(chunk_id=c.chunk_id, chunk_index=c.chunk_index, text=c.text) for c in d.chunks],
+            chunks=[Chunk(chunk_id=c.chunk_id, chunk_index=c.chunk_index, text=c.text, location=_location(c))
+                    for c in d.chunks],
             metadata=_plain(d.metadata), source=d.source, filename=d.filename, url=d.url, mime_type=d.mime_type,
             content_hash=d.content_hash, ingested_at=d.ingested_at,
         )
@@ -274,7 +303,7 @@ class MeshClients:
     async def delete_document(self, doc_id: str, *, collection: str = validation.DEFAULT_COLLECTION) -> int:
         """Delete all chunks of a document; returns how many were deleted."""
         request = idx_pb.DeleteDocumentRequest(
-            collection=validation.collection_name(collection), doc_id=_doc_id(doc_id)
+            collection=_collection(collection), doc_id=_doc_id(doc_id)
         )
         response = await self.indexer.call("DeleteDocument", request)
         return response.deleted_chunks
@@ -287,7 +316,7 @@ class MeshClients:
     async def delete_collection(self, name: str, *, confirm: bool) -> int:
         """Delete a collection and everything in it; refuses (CONFIRMATION_REQUIRED) unless `confirm`.
         Returns how many chunks were deleted."""
-        name = validation.collection_name(name, field="name")
+        name = _collection(name, field="name")
         if not confirm:
             raise failed_precondition(
                 "CONFIRMATION_REQUIRED",
@@ -296,6 +325,178 @@ class MeshClients:
             )
         response = await self.indexer.call("DeleteCollection", idx_pb.DeleteCollectionRequest(name=name))
         return int(response.deleted_chunks)
+
+    # --- golden sets and evaluations -------------------------------------------------------------------
+    @_unicode_checked
+    async def set_golden_set(self, collection: str, queries: Sequence[GoldenQuery]) -> GoldenSetSummary:
+        """Store a collection's golden set (judged queries), replacing the one it had."""
+        request = search_pb.SetGoldenSetRequest(collection=_collection(collection, field="name"))
+        for i, q in enumerate(queries):
+            for doc_id, grade in q.relevant.items():
+                if not 0 <= grade <= validation.GOLDEN_MAX_GRADE:  # before it meets protobuf's int32
+                    raise invalid_argument(
+                        "GOLDEN_GRADE_INVALID", f"queries[{i}]: document {doc_id[:80]!r} has grade {grade}; grades are "
+                        f"0..{validation.GOLDEN_MAX_GRADE} (0: judged not relevant)", field=f"queries[{i}].relevant",
+                        query_id=q.query_id[:80], grade=grade)
+            request.queries.append(search_pb.GoldenQuery(query_id=q.query_id, text=q.text, relevant=q.relevant))
+        r = await self.search_client.call("SetGoldenSet", request)
+        return GoldenSetSummary(collection=r.collection, queries=r.queries, judgments=r.judgments,
+                                updated_at=r.updated_at, golden_set_id=r.golden_set_id)
+
+    async def get_golden_set(self, collection: str) -> GoldenSetResponse:
+        """A collection's golden set (NOT_FOUND GOLDEN_SET_NOT_FOUND when it has none)."""
+        request = search_pb.GetGoldenSetRequest(collection=_collection(collection, field="name"))
+        r = await self.search_client.call("GetGoldenSet", request)
+        return GoldenSetResponse(
+            collection=r.collection, updated_at=r.updated_at, golden_set_id=r.golden_set_id,
+            queries=[GoldenQuery(query_id=q.query_id, text=q.text, relevant=dict(q.relevant)) for q in r.queries],
+        )
+
+    async def delete_golden_set(self, collection: str) -> int:
+        """Remove a collection's golden set; returns how many queries it held."""
+        request = search_pb.DeleteGoldenSetRequest(collection=_collection(collection, field="name"))
+        return (await self.search_client.call("DeleteGoldenSet", request)).deleted_queries
+
+    async def evaluate_collection(self, collection: str, modes: Sequence[SearchModeName] = ()) -> list[Evaluation]:
+        """Score a collection's current index on its golden set (each mode; default: the service's default
+        mode); the scores are added to its history. Runs every golden query, so it has the ingest deadline."""
+        request = search_pb.EvaluateCollectionRequest(collection=_collection(collection, field="name"),
+                                                      modes=[_MODES[m] for m in modes])
+        response = await self.search_client.call("EvaluateCollection", request,
+                                                 timeout=self.settings.gateway_ingest_timeout_seconds)
+        return [_evaluation(e) for e in response.evaluations]
+
+    async def list_evaluations(self, collection: str, *, mode: SearchModeName | None = None,
+                               limit: int = 0) -> list[Evaluation]:
+        """A collection's evaluation history, oldest first (one mode's when given; the newest `limit`)."""
+        request = search_pb.ListEvaluationsRequest(collection=_collection(collection, field="name"),
+                                                   mode=_MODES[mode] if mode else 0, limit=limit)
+        return [_evaluation(e) for e in (await self.search_client.call("ListEvaluations", request)).evaluations]
+
+    # --- jobs ---------------------------------------------------------------------------------------------
+    @_unicode_checked
+    async def create_job(
+        self, *, collection: str = validation.DEFAULT_COLLECTION, urls: Sequence[str] | None = None,
+        documents: Sequence[BatchDocument] | None = None, folder: str | None = None,
+        archive: bytes | None = None, archive_name: str = "", prune: bool = False, fresh_for_seconds: int = 0,
+    ) -> Job:
+        """Queue a bulk ingestion job (one source) and return it at once."""
+        request = idx_pb.CreateJobRequest(collection=_collection(collection), prune=prune,
+                                          fresh_for_seconds=fresh_for_seconds)
+        if urls is not None:
+            request.urls.urls.extend(urls)
+        elif documents is not None:
+            for i, doc in enumerate(documents):
+                item = _document(collection, doc.doc_id, doc.title, doc.metadata, field_prefix=f"documents[{i}].")
+                item.text = doc.text
+                request.documents.documents.append(item)
+        elif folder is not None:
+            request.folder = folder
+        elif archive is not None:
+            request.archive.CopyFrom(idx_pb.Archive(data=archive, filename=archive_name))
+        response = await self.indexer.call("CreateJob", request,
+                                           timeout=self.settings.gateway_ingest_timeout_seconds)
+        return job_model(response.job)
+
+    async def get_job(self, job_id: str) -> Job:
+        """A job with its counts, per-document errors and skipped files."""
+        return job_model((await self.indexer.call("GetJob", idx_pb.GetJobRequest(job_id=job_id))).job)
+
+    async def list_jobs(self, limit: int = 50) -> list[Job]:
+        """Recent jobs, newest first (without per-document details)."""
+        response = await self.indexer.call("ListJobs", idx_pb.ListJobsRequest(limit=limit))
+        return [job_model(j) for j in response.jobs]
+
+    async def cancel_job(self, job_id: str) -> Job:
+        """Cancel a job: documents not started yet are not ingested."""
+        return job_model((await self.indexer.call("CancelJob", idx_pb.CancelJobRequest(job_id=job_id))).job)
+
+    async def list_datasources(self, collection: str | None = None) -> list[Datasource]:
+        """The folders and URL lists synced into collections (one collection's, when named)."""
+        name = _collection(collection) if collection is not None else ""
+        response = await self.indexer.call("ListDatasources", idx_pb.ListDatasourcesRequest(collection=name))
+        return [Datasource(datasource_id=d.datasource_id, collection=d.collection, kind=d.kind, folder=d.folder,
+                           urls=list(d.urls), prune=d.prune, fresh_for_seconds=d.fresh_for_seconds,
+                           fresh_until=d.fresh_until, last_job_id=d.last_job_id, last_synced_at=d.last_synced_at,
+                           due=d.due) for d in response.datasources]
+
+    async def sync_datasources(self, collection: str | None = None, *, everything: bool = False) -> list[Job]:
+        """Queue a job for each datasource that is due (each one with `everything`; one collection's, when
+        named)."""
+        name = _collection(collection) if collection is not None else ""
+        response = await self.indexer.call(
+            "SyncDatasources", idx_pb.SyncDatasourcesRequest(collection=name, all=everything),
+            timeout=self.settings.gateway_ingest_timeout_seconds)
+        return [job_model(j) for j in response.jobs]
+
+    async def expired_documents(self, collection: str) -> list[ExpiredDocument]:
+        """Documents of a collection whose fresh_until has passed."""
+        request = idx_pb.ListExpiredDocumentsRequest(collection=_collection(collection))
+        response = await self.indexer.call("ListExpiredDocuments", request)
+        return [ExpiredDocument(doc_id=d.doc_id, fresh_until=d.fresh_until, datasource_id=d.datasource_id)
+                for d in response.documents]
+
+    async def prune_expired(self, collection: str) -> list[str]:
+        """Delete the documents of a collection whose fresh_until has passed; returns their ids."""
+        request = idx_pb.PruneExpiredDocumentsRequest(collection=_collection(collection))
+        return list((await self.indexer.call("PruneExpiredDocuments", request)).doc_ids)
+
+    # --- answers and sessions -----------------------------------------------------------------------------
+    @staticmethod
+    def _question(
+        query: str, collections: Sequence[str], top_k: int, filters: Mapping[str, Any] | None, session_id: str | None,
+    ) -> dict[str, Any]:
+        names = [
+            validation.collection_name(name, field=f"collections[{i}]" if len(collections) > 1 else "collection")
+            for i, name in enumerate(collections)
+        ]
+        question: dict[str, Any] = {"query": query, "collections": names, "top_k": top_k,
+                                    "session_id": session_id or ""}
+        if filters:
+            question["filters"] = _struct(filters)
+        return question
+
+    @_unicode_checked
+    async def ask(
+        self, query: str, *, collections: Sequence[str] = (validation.DEFAULT_COLLECTION,), top_k: int = 5,
+        filters: Mapping[str, Any] | None = None, session_id: str | None = None,
+    ) -> AskResponse:
+        """Answer a question with cited sources (NOT_FOUND NO_RESULTS when nothing relevant is found)."""
+        started = time.perf_counter()
+        request = answer_pb.AskRequest(**self._question(query, collections, top_k, filters, session_id))
+        response = await self.answer.call("Ask", request)
+        return _asked(response.answer, started)
+
+    async def ask_stream(
+        self, query: str, *, collections: Sequence[str] = (validation.DEFAULT_COLLECTION,), top_k: int = 5,
+        filters: Mapping[str, Any] | None = None, session_id: str | None = None,
+    ) -> AsyncIterator[str | AskResponse]:
+        """Answer a question, yielding the text as it is written, then the whole AskResponse."""
+        started = time.perf_counter()
+        try:
+            request = answer_pb.AskStreamRequest(**self._question(query, collections, top_k, filters, session_id))
+        except UnicodeEncodeError:
+            raise invalid_argument("TEXT_INVALID", "the request contains text that is not valid Unicode") from None
+        async for event in self.answer.stream("AskStream", request):
+            if event.WhichOneof("event") == "answer":
+                yield _asked(event.answer, started)
+            else:
+                yield event.delta
+
+    async def get_session(self, session_id: str) -> SessionResponse:
+        """A conversation's stored turns (NOT_FOUND SESSION_NOT_FOUND when there is none)."""
+        response = await self.answer.call("GetSession", answer_pb.GetSessionRequest(session_id=session_id))
+        return SessionResponse(session_id=response.session_id, turns=[
+            SessionTurn(query=t.query, standalone_query=t.standalone_query, answer=t.answer,
+                        sources=[_source(s) for s in t.sources], generator=_GENERATORS.get(t.generator, "model"),
+                        created_at=t.created_at)
+            for t in response.turns
+        ])
+
+    async def delete_session(self, session_id: str) -> int:
+        """Forget a conversation; returns how many turns it had."""
+        response = await self.answer.call("DeleteSession", answer_pb.DeleteSessionRequest(session_id=session_id))
+        return response.deleted_turns
 
     # --- health ------------------------------------------------------------------------------------------
     async def health(self, timeout: float | None = None) -> dict[str, bool]:
@@ -312,14 +513,22 @@ def _document(
     *, field_prefix: str = "",
 ) -> idx_pb.DocumentInput:
     document = idx_pb.DocumentInput(
-        collection=validation.collection_name(collection),
-        doc_id=validation.doc_id(doc_id, field=f"{field_prefix}doc_id") if doc_id else "",
+        collection=_collection(collection),
+        doc_id=validation.doc_id(doc_id, field=f"{field_prefix}doc_id") if doc_id is not None else "",
         title=title or "",
     )
     flat = validation.flat_metadata(dict(metadata or {}), field=f"{field_prefix}metadata")
     if flat:
         document.metadata.CopyFrom(_struct(flat))
     return document
+
+
+def _collection(name: str, *, field: str = "collection") -> str:
+    """A collection the caller named: valid by the shared rule, and not empty (the API's own default is
+    "default"; an empty name is a mistake, not a request for the default)."""
+    if name == "":
+        raise invalid_argument("COLLECTION_NAME_INVALID", "the collection name is empty", field=field, collection="")
+    return validation.collection_name(name, field=field)
 
 
 def _doc_id(doc_id: str) -> str:
@@ -339,8 +548,8 @@ def _plain(struct: struct_pb2.Struct) -> dict[str, Any]:
     """A Struct as plain JSON values; whole numbers come back as ints (Struct carries every number as double)."""
 
     def unwrap(value: Any) -> Any:
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
+        if isinstance(value, float):
+            return validation.whole_number(value)
         if isinstance(value, list):
             return [unwrap(v) for v in value]
         return value
@@ -361,8 +570,65 @@ def _ingest_error(error: idx_pb.IngestError) -> RagmeshError:
     return RagmeshError(code, error.reason or code.name, error.message, error.domain, dict(error.metadata))
 
 
+_JOB_STATES = {idx_pb.JOB_STATE_QUEUED: "queued", idx_pb.JOB_STATE_RUNNING: "running",
+               idx_pb.JOB_STATE_DONE: "done", idx_pb.JOB_STATE_FAILED: "failed",
+               idx_pb.JOB_STATE_CANCELLED: "cancelled"}
+
+
+def job_model(job: idx_pb.Job) -> Job:
+    return Job(
+        job_id=job.job_id, collection=job.collection, state=_JOB_STATES.get(job.state, "queued"), kind=job.kind,
+        source=job.source, total=job.total, indexed=job.indexed, unchanged=job.unchanged, failed=job.failed,
+        skipped=job.skipped, deleted=job.deleted, bytes=job.bytes,
+        errors=[JobDocumentError(document=e.document, error=error_object(_ingest_error(e.error))) for e in job.errors],
+        skipped_files=[SkippedFile(path=s.path, reason=s.reason) for s in job.skipped_files],
+        created_at=job.created_at, started_at=job.started_at, finished_at=job.finished_at,
+        documents_per_second=round(job.documents_per_second, 3), bytes_per_second=round(job.bytes_per_second, 1),
+        datasource_id=job.datasource_id, prune=job.prune, error=job.error,
+    )
+
+
+def _evaluation(e: search_pb.Evaluation) -> Evaluation:
+    return Evaluation(
+        collection=e.collection, evaluated_at=e.evaluated_at, mode=_MODE_NAMES.get(e.mode, "hybrid"),
+        fusion=_FUSION_NAMES.get(e.fusion), queries=e.queries, ndcg_at_10=e.ndcg_at_10, recall_at_10=e.recall_at_10,
+        mrr_at_10=e.mrr_at_10, documents=e.documents, chunks=e.chunks, model=e.model, golden_set_id=e.golden_set_id,
+        took_ms=e.took_ms,
+    )
+
+
+def _location(message: Any) -> SourceLocation | None:
+    if not message.HasField("location"):
+        return None
+    loc = message.location
+    return SourceLocation(path=loc.path, language=loc.language, start_line=loc.start_line, end_line=loc.end_line)
+
+
 def _converted(document: conv_pb.ConvertedDocument) -> ConvertResponse:
     return ConvertResponse(
         markdown=document.markdown, title=document.title, mime_type=document.mime_type,
         size_bytes=document.size_bytes, url=document.url, filename=document.filename,
+    )
+
+
+def _source(source: answer_pb.Source) -> AskSource:
+    return AskSource(
+        number=source.number, doc_id=source.doc_id, collection=source.collection, title=source.title, url=source.url,
+        filename=source.filename, cited=source.cited, snippet=source.snippet,
+        relevance_score=round(source.relevance_score, 6),
+    )
+
+
+def _asked(answer: answer_pb.Answer, started: float) -> AskResponse:
+    return AskResponse(
+        answer=answer.text, sources=[_source(s) for s in answer.sources],
+        matched_chunks=[
+            MatchedChunk(chunk_id=c.chunk_id, doc_id=c.doc_id, collection=c.collection, chunk_index=c.chunk_index,
+                         text=c.text, relevance_score=round(c.relevance_score, 6), source=c.source_number)
+            for c in answer.matched_chunks
+        ],
+        session_id=answer.session_id, generator=_GENERATORS.get(answer.generator, "model"), model=answer.model,
+        standalone_query=answer.standalone_query,
+        usage=AnswerUsage(input_tokens=answer.input_tokens, output_tokens=answer.output_tokens),
+        took_ms=round((time.perf_counter() - started) * 1000, 3),
     )

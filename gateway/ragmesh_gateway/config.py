@@ -2,11 +2,14 @@
 
 Environment variables:
   RAGMESH_HTTP_HOST / RAGMESH_HTTP_PORT     where the REST (and later MCP) server listens
-  RAGMESH_API_KEYS                          comma-separated bearer keys; empty means no auth
+  RAGMESH_API_KEYS                          comma-separated KEY[:SCOPE[:COLLECTIONS[:RATE]]]; empty: no auth
+  RAGMESH_RATE_LIMIT_PER_SECOND             requests/s per key (per client address without keys); 0: off
+  RAGMESH_RATE_LIMIT_BURST                  requests a client may send at once (default 2 x the rate)
   RAGMESH_ALLOW_UNAUTHENTICATED             without keys, allow binding a non-loopback address
-  RAGMESH_<SERVICE>_ADDR                    where the four gRPC services are (host:port)
+  RAGMESH_<SERVICE>_ADDR                    where the gRPC services are (host:port)
   RAGMESH_GATEWAY_TIMEOUT_SECONDS           deadline of one backend call
   RAGMESH_GATEWAY_INGEST_TIMEOUT_SECONDS    deadline of an ingestion (convert + chunk + embed + store)
+  RAGMESH_GATEWAY_ANSWER_TIMEOUT_SECONDS    deadline of an answer (retrieval + the chat model, streamed or not)
   RAGMESH_GATEWAY_READY_TIMEOUT_SECONDS     how long /ready waits for each service's health answer
   RAGMESH_MAX_UPLOAD_BYTES                  the largest request body accepted (413 above it)
   RAGMESH_CORS_ORIGINS                      comma-separated origins allowed by CORS; empty means none
@@ -20,15 +23,12 @@ import ipaddress
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from ragmesh_common.config import default_addr
+from ragmesh_common.paths import existing_folders, split_commas
 
-
-def _split_commas(value: object) -> object:
-    if isinstance(value, str):
-        return tuple(part.strip() for part in value.split(",") if part.strip())
-    return value
+from .auth import ApiKey, parse_api_keys
 
 
 def is_loopback(host: str) -> bool:
@@ -48,8 +48,16 @@ class GatewaySettings(BaseSettings):
 
     http_host: str = Field("127.0.0.1", description="Address the HTTP server binds to.")
     http_port: int = Field(8000, ge=0, le=65535, description="HTTP port; 0 picks a free one (tests).")
-    api_keys: Annotated[tuple[SecretStr, ...], NoDecode] = Field(
-        (), description="Bearer keys accepted on /api/v1 (and /mcp); empty disables auth."
+    api_keys: Annotated[tuple[ApiKey, ...], NoDecode] = Field(
+        (), description=("Bearer keys accepted on /api/v1 and /mcp, comma-separated KEY[:SCOPE[:COLLECTIONS[:RATE]]] "
+                         "(see ragmesh_gateway.auth); empty disables auth."),
+    )
+    rate_limit_per_second: float = Field(
+        0.0, ge=0, allow_inf_nan=False,
+        description="Requests per second each key (or, without keys, each client address) may make; 0: unlimited.",
+    )
+    rate_limit_burst: int = Field(
+        0, ge=0, description="Requests a client may make at once above the rate; 0: twice the rate (at least 1).",
     )
     allow_unauthenticated: bool = Field(
         False, validate_default=True,
@@ -59,9 +67,13 @@ class GatewaySettings(BaseSettings):
     embedder_addr: str = Field(default_addr("embedder"), min_length=1)
     indexer_addr: str = Field(default_addr("indexer"), min_length=1)
     search_addr: str = Field(default_addr("search"), min_length=1)
+    answer_addr: str = Field(default_addr("answer"), min_length=1)
     gateway_timeout_seconds: float = Field(30.0, gt=0, le=3600, description="Deadline of one backend call.")
     gateway_ingest_timeout_seconds: float = Field(
         300.0, gt=0, le=24 * 3600, description="Deadline of one ingestion call (files, URLs, batches)."
+    )
+    gateway_answer_timeout_seconds: float = Field(
+        300.0, gt=0, le=24 * 3600, description="Deadline of one answer (retrieval and the whole model call)."
     )
     gateway_ready_timeout_seconds: float = Field(
         2.0, gt=0, le=60, description="How long /ready waits for each service's health check."
@@ -78,15 +90,10 @@ class GatewaySettings(BaseSettings):
         (), description="MCP convert_to_text: the folders local paths must lie in; empty refuses local paths."
     )
 
-    _split = field_validator("api_keys", "cors_origins", "mcp_roots", mode="before")(_split_commas)
+    _split = field_validator("cors_origins", "mcp_roots", mode="before")(split_commas)
+    _keys = field_validator("api_keys", mode="before")(parse_api_keys)
 
-    @field_validator("mcp_roots")
-    @classmethod
-    def _roots_are_folders(cls, roots: tuple[Path, ...]) -> tuple[Path, ...]:
-        missing = [str(root) for root in roots if not root.is_dir()]
-        if missing:
-            raise ValueError(f"not a folder: {', '.join(missing)}")
-        return tuple(root.resolve() for root in roots)
+    _roots_are_folders = field_validator("mcp_roots")(existing_folders)
 
     @field_validator("allow_unauthenticated")
     @classmethod
@@ -108,4 +115,5 @@ class GatewaySettings(BaseSettings):
             "embedder": self.embedder_addr,
             "indexer": self.indexer_addr,
             "search": self.search_addr,
+            "answer": self.answer_addr,
         }

@@ -13,6 +13,8 @@ into RagmeshErrors first, so they take the same path. MCP tools (later) reuse `e
 from __future__ import annotations
 
 import logging
+import math
+import re
 from http import HTTPStatus
 from typing import Any
 
@@ -61,6 +63,9 @@ _STATUS_BY_REASON: dict[str, int] = {
     "DOCUMENT_CONVERSION_FAILED": 422,
     "DOCUMENT_ENCRYPTED": 422,
     "EMPTY_DOCUMENT": 422,
+    "ARCHIVE_INVALID": 422,
+    # The URL was well-formed but what it points at could not be fetched (no such host, the server's own error).
+    "URL_FETCH_FAILED": 422,
     "METHOD_NOT_ALLOWED": 405,
 }
 
@@ -98,8 +103,16 @@ class ErrorResponse(BaseModel):
 # For `responses=` on routers, so OpenAPI documents the error shape.
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorResponse, "description": HTTPStatus(status).phrase}
-    for status in (400, 401, 404, 503, 504)
+    for status in (400, 401, 403, 404, 429, 503, 504)
 }
+# A 403 that is about what a request names, not about its key: a URL the converter may not fetch, a folder
+# outside the indexer's roots. Documented whether or not keys are configured (the generic, key-only 403 is
+# dropped from the OpenAPI document when they are not).
+NOT_ALLOWED_RESPONSES: dict[int | str, dict[str, Any]] = {403: {
+    "model": ErrorResponse,
+    "description": "The URL or folder may not be read (URL_NOT_ALLOWED, LOCAL_PATHS_DISABLED, PATH_OUTSIDE_ROOTS), "
+                   "or the API key may not do this (SCOPE_INSUFFICIENT, COLLECTION_FORBIDDEN).",
+}}
 UPLOAD_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     **ERROR_RESPONSES,
     **{status: {"model": ErrorResponse, "description": HTTPStatus(status).phrase} for status in (413, 415, 422)},
@@ -116,6 +129,8 @@ def error_object(error: RagmeshError) -> dict[str, Any]:
     details: dict[str, Any] = dict(error.metadata)
     details["domain"] = error.domain or DOMAIN
     details["field_violations"] = [{"field": v.field, "description": v.description} for v in error.field_violations]
+    if error.retry_after is not None:
+        details["retry_after_seconds"] = round(error.retry_after, 3)
     return {
         "code": error.code.name,
         "reason": error.reason,
@@ -127,16 +142,38 @@ def error_object(error: RagmeshError) -> dict[str, Any]:
 
 
 def error_response(error: RagmeshError, headers: dict[str, str] | None = None) -> JSONResponse:
-    """The HTTP response for an error (401s carry `WWW-Authenticate: Bearer`)."""
+    """The HTTP response for an error (401s carry `WWW-Authenticate: Bearer`; 429s, and 503s that know when to
+    come back, carry `Retry-After` in whole seconds)."""
     status = http_status(error)
     headers = dict(headers or {})
     if error.code == grpc.StatusCode.UNAUTHENTICATED:
         headers.setdefault("WWW-Authenticate", "Bearer")
+    retry_after = retry_after_seconds(error)
+    if retry_after is not None and status in (429, 503):
+        headers.setdefault("Retry-After", str(retry_after))
     if status >= 500:
         log.warning(
             "%s %s: %s", error.code.name, error.reason, error.message, extra={"request_id": request_id_var.get()}
         )
     return JSONResponse({"error": error_object(error)}, status_code=status, headers=headers)
+
+
+# Without a hint from the service, how long a client told "too many requests" should wait.
+DEFAULT_RETRY_AFTER_SECONDS = 1
+
+
+def retry_after_seconds(error: RagmeshError) -> int | None:
+    """Whole seconds to wait before retrying (at least 1): the error's RetryInfo, its `retry_after_seconds`
+    metadata, or DEFAULT_RETRY_AFTER_SECONDS for RESOURCE_EXHAUSTED; None when a retry would not help."""
+    seconds = error.retry_after
+    if seconds is None:
+        try:
+            seconds = float(error.metadata.get("retry_after_seconds", ""))
+        except ValueError:
+            seconds = None
+    if seconds is None and error.code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        seconds = DEFAULT_RETRY_AFTER_SECONDS
+    return None if seconds is None else max(1, math.ceil(seconds))
 
 
 def internal_error() -> RagmeshError:
@@ -176,6 +213,33 @@ def _from_http_exception(exc: StarletteHTTPException) -> RagmeshError:
     return RagmeshError(code, reason, message, DOMAIN)
 
 
+def allowed_methods(app: FastAPI, path: str) -> list[str]:
+    """The methods the OpenAPI document gives the path `path`: matched against each operation's template, a
+    path parameter by its schema's pattern where it states one (so `/jobs/archive` is not `/jobs/{job_id}`)."""
+    patterns = getattr(app.state, "openapi_path_patterns", None)
+    if patterns is None:
+        patterns = app.state.openapi_path_patterns = [
+            (_template_regex(template, operation), method.upper())
+            for template, operations in app.openapi().get("paths", {}).items()
+            for method, operation in operations.items() if method != "parameters"
+        ]
+    return sorted({method for pattern, method in patterns if pattern.match(path)})
+
+
+def _template_regex(template: str, operation: dict[str, Any]) -> re.Pattern[str]:
+    params = {p["name"]: p.get("schema", {}).get("pattern") for p in operation.get("parameters", [])
+              if p.get("in") == "path"}
+
+    def parameter(match: re.Match[str]) -> str:
+        pattern = params.get(match.group(1))
+        return f"(?:{pattern.removeprefix('^').removesuffix('$')})" if pattern else ".+"
+
+    parts = re.split(r"(\{[^}]+\})", template)
+    return re.compile("^" + "".join(
+        parameter(re.match(r"\{([^}:]+)", part)) if part.startswith("{") else re.escape(part) for part in parts
+    ) + "$")
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Route RagmeshError, request validation and framework HTTP errors through the one mapping.
     (Unexpected exceptions are caught by `middleware.RequestContextMiddleware`.)"""
@@ -188,9 +252,13 @@ def install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, RequestValidationError)
         return error_response(validation_error(exc.errors()))
 
-    async def on_http_exception(_: Request, exc: Exception) -> JSONResponse:
+    async def on_http_exception(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        return error_response(_from_http_exception(exc), headers=exc.headers)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            # Every method the path has (Starlette only names those of the first route that matched it).
+            headers["Allow"] = ", ".join(allowed_methods(app, request.url.path)) or headers.get("Allow", "")
+        return error_response(_from_http_exception(exc), headers=headers)
 
     app.add_exception_handler(RagmeshError, on_ragmesh_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)

@@ -2,9 +2,17 @@
 over stdio (`ragmesh mcp`), both calling the one gRPC client layer (`MeshClients`) the REST routes use, so a
 tool and its REST twin never diverge.
 
-Tool names are a contract: search, fetch_document, ingest_text, ingest_url, convert_to_text,
-list_collections, delete_document, delete_collection. With RAGMESH_MCP_READ_ONLY=true the write tools
-(ingest_*, delete_*) are not registered at all.
+Tool names are a contract: search, fetch_document, ask, ingest_text, ingest_url, ingest_urls, ingest_folder,
+convert_to_text, list_collections, get_job, evaluate_collection, delete_document, delete_collection. Each tool
+needs a scope (`read`, `write` or `admin`, as the REST routes); a server is built for one scope and registers
+only the tools it allows, so a session opened with a read key (or with RAGMESH_MCP_READ_ONLY=true) does not even
+see the write tools. A key limited to some collections may name only those. Documents are also resources,
+`ragmesh://{collection}/{doc_id}` (the doc_id percent-encoded), and the `search_then_fetch` prompt tells an
+assistant how to use the tools.
+
+The ingest tools honour back-pressure: when the embedder's queue is full (RESOURCE_EXHAUSTED) they wait the
+Retry-After the mesh asks for and try again, up to INGEST_RETRY_SECONDS; then the tool error carries
+`details.retry_after_seconds`.
 
 A failed tool call is an MCP tool error (`isError: true`) whose structured content is
 `{"error": <the REST error object>}` -- the same `code` and `reason` a REST client gets -- and whose text
@@ -13,37 +21,54 @@ INVALID_ARGUMENT REQUEST_INVALID and field violations. The session survives ever
 """
 
 import asyncio
+import contextvars
 import json
 import logging
 import os
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any
-from urllib.parse import unquote, urlsplit
+from typing import Annotated, Any, TypeVar
+from urllib.parse import quote, unquote, urlsplit
 
 import grpc
+from mcp import MCPError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 from ragmesh_common import validation
 from ragmesh_common.errors import RagmeshError, invalid_argument, not_found
+from ragmesh_common.paths import file_under_roots
 from starlette.datastructures import Headers
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Send
+from starlette.types import Scope as ASGIScope
 
-from .auth import check_api_key
+from .auth import SCOPES, Principal, RateLimiter, Scope, authenticate
 from .clients import MeshClients
 from .config import GatewaySettings
-from .errors import DOMAIN, error_object, error_response, internal_error, payload_too_large, validation_error
+from .errors import (
+    DOMAIN,
+    error_object,
+    error_response,
+    http_status,
+    internal_error,
+    payload_too_large,
+    retry_after_seconds,
+    validation_error,
+)
 from .models import (
+    AskResponse,
     CollectionsResponse,
     ConvertResponse,
     DeleteCollectionResponse,
     DeleteDocumentResponse,
+    EvaluationsResponse,
     FilterValue,
     IngestResult,
+    Job,
     MetadataValue,
     SearchModeName,
     SearchRequest,
@@ -56,13 +81,18 @@ SNIPPET_MAX_CHARS = 500
 MCP_HEADERS = ("Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-ID")
 
 ClientsProvider = Callable[[], MeshClients]
+T = TypeVar("T")
+# How long the ingest tools keep retrying while the mesh answers RESOURCE_EXHAUSTED (a full embedder queue).
+INGEST_RETRY_SECONDS = 60.0
+# The caller of the tool being run (None: no keys, e.g. stdio); set by RagmeshMCP.call_tool.
+current_principal: contextvars.ContextVar[Principal | None] = contextvars.ContextVar("mcp_principal", default=None)
 
 # --- parameter types (the input schemas clients show) -------------------------------------------------------
 Collection = Annotated[
     str, Field(description="The collection, e.g. 'default'. Names match ^[a-z0-9][a-z0-9_-]{0,62}$.")
 ]
 DocId = Annotated[str, Field(min_length=1, description="The document id, as returned by search or ingest_text.")]
-Query = Annotated[str, Field(min_length=1, max_length=8192, description="What to look for, in natural language.")]
+Query = Annotated[str, Field(min_length=1, max_length=2000, description="What to look for, in natural language.")]
 TopK = Annotated[int, Field(ge=1, le=100, description="How many snippets to return (1..100).")]
 # Described like the REST twin's fields, so both document the same modes and filters.
 Mode = Annotated[SearchModeName, Field(description=SearchRequest.model_fields["mode"].description)]
@@ -83,9 +113,23 @@ Uri = Annotated[
         description="An http(s) URL, or a local file path (or file:// URI) inside the folders the server allows.",
     ),
 ]
+Question = Annotated[str, Field(min_length=1, max_length=1000, description="The question, in natural language.")]
+SessionId = Annotated[str | None, Field(description=(
+    "Continue a conversation: the session_id of an earlier answer. Follow-ups are resolved against its turns."))]
+AskTopK = Annotated[int, Field(ge=1, le=50, description="How many chunks to retrieve for the answer (1..50).")]
+DOCUMENT_URI = "ragmesh://{collection}/{doc_id}"
+# Progress notifications while an answer streams: one every this many pieces of text.
+ASK_PROGRESS_EVERY = 8
+JobId = Annotated[str, Field(min_length=1, max_length=64, description="The job id, as returned by an ingest job.")]
+Wait = Annotated[bool, Field(description="Wait for the job to finish, reporting progress (else return at once).")]
 Confirm = Annotated[
     bool, Field(description="Must be true: deleting a collection permanently deletes all of its documents.")
 ]
+
+
+def document_uri(collection: str, doc_id: str) -> str:
+    """The MCP resource URI of a document (the doc_id percent-encoded, so ids with '/' stay one segment)."""
+    return f"ragmesh://{collection}/{quote(doc_id, safe='')}"
 
 
 # --- results (structured content; the output schemas) ------------------------------------------------------
@@ -100,6 +144,7 @@ class Snippet(BaseModel):
     collection: str
     snippet: str = Field(description=f"The chunk's text, at most {SNIPPET_MAX_CHARS} characters.")
     metadata: dict[str, Any] = Field(default_factory=dict)
+    uri: str = Field("", description="The document as an MCP resource (ragmesh://collection/doc_id).")
 
 
 class SearchResult(BaseModel):
@@ -108,6 +153,29 @@ class SearchResult(BaseModel):
     query: str
     mode: SearchModeName
     results: list[Snippet]
+
+
+class AnswerSource(BaseModel):
+    """A document the answer was written from; the answer cites it as [number]."""
+
+    number: int
+    doc_id: str
+    collection: str
+    title: str = ""
+    cited: bool
+    snippet: str = ""
+    uri: str = Field(description="The whole document as an MCP resource (ragmesh://collection/doc_id).")
+
+
+class AskResult(BaseModel):
+    """An answer that cites its sources by number ([1]); the cited sources are listed first."""
+
+    answer: str
+    sources: list[AnswerSource]
+    session_id: str = Field(description="Pass it with a follow-up question to continue the conversation.")
+    generator: str = Field(description="model (a chat model wrote it) or extractive (quoted sentences).")
+    model: str = ""
+    standalone_query: str = Field(description="The question as it was searched.")
 
 
 class FetchedDocument(BaseModel):
@@ -138,12 +206,40 @@ def tool_error(error: RagmeshError) -> CallToolResult:
                           is_error=True)
 
 
+def _http_request(context: Any) -> Any:
+    """The HTTP request a tool call arrived with (None over stdio)."""
+    try:
+        return context.request_context.request
+    except (AttributeError, LookupError, ValueError):
+        return None
+
+
 class RagmeshMCP(MCPServer):
-    """MCPServer whose failed calls become tool errors in the ragmesh error shape."""
+    """MCPServer whose failed calls become tool errors in the ragmesh error shape, and whose calls are
+    checked against the caller's key (its collections) when keys are configured."""
+
+    api_keys: tuple = ()
+
+    def _principal(self, context: Any) -> Principal | None:
+        request = _http_request(context)
+        if not self.api_keys or request is None:
+            return None
+        return authenticate(request.headers.get("authorization"), self.api_keys)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        token = None
         try:
+            principal = self._principal(context)
+            if principal is not None and principal.collections is not None:
+                tool = self._tool_manager.get_tool(name)
+                if tool is not None and "collection" in tool.parameters.get("properties", {}):
+                    named = arguments.get("collection")
+                    principal.require_collections([named if isinstance(named, str) and named
+                                                   else validation.DEFAULT_COLLECTION])
+            token = current_principal.set(principal)
             return await super().call_tool(name, arguments, context)
+        except RagmeshError as exc:
+            return tool_error(exc)
         except ToolError as exc:
             cause = exc.__cause__
             if isinstance(cause, RagmeshError):
@@ -156,11 +252,50 @@ class RagmeshMCP(MCPServer):
                 return tool_error(not_found("TOOL_NOT_FOUND", f"no tool named {name!r}", tool=name))
             log.error("tool %s failed", name, exc_info=cause or exc)
             return tool_error(internal_error())
+        finally:
+            if token is not None:
+                current_principal.reset(token)
 
 
-def build_mcp(settings: GatewaySettings, clients: ClientsProvider) -> RagmeshMCP:
+    async def read_resource(self, uri: Any, context: Any = None) -> Any:
+        """As MCPServer's, with the caller's key current (a key limited to some collections reads only theirs)."""
+        token = current_principal.set(self._principal(context))
+        try:
+            return await super().read_resource(uri, context)
+        finally:
+            current_principal.reset(token)
+
+
+def mcp_scopes(settings: GatewaySettings) -> list[Scope]:
+    """The scopes MCP servers are needed for: those of the keys (or admin without keys), capped at read in
+    read-only mode."""
+    scopes = {key.scope for key in settings.api_keys} or {"admin"}
+    if settings.mcp_read_only:
+        scopes = {"read"}
+    return [scope for scope in SCOPES if scope in scopes]
+
+
+async def with_backpressure(ctx: Context, call: Callable[[], Awaitable[T]], *, what: str) -> T:
+    """Run `call`; while the mesh answers RESOURCE_EXHAUSTED (the embedder's queue is full), wait the
+    Retry-After it asks for, telling the client, and try again for up to INGEST_RETRY_SECONDS."""
+    deadline = time.monotonic() + INGEST_RETRY_SECONDS
+    while True:
+        try:
+            return await call()
+        except RagmeshError as exc:
+            wait = retry_after_seconds(exc) if exc.code == grpc.StatusCode.RESOURCE_EXHAUSTED else None
+            if wait is None or time.monotonic() + wait > deadline:
+                raise
+            log.info("%s: %s, retrying in %d s", what, exc.reason, wait)
+            await ctx.report_progress(0, 1, f"{exc.reason}: the mesh is busy, retrying in {wait} s")
+            await asyncio.sleep(wait)
+
+
+def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Scope | None = None) -> RagmeshMCP:
     """The MCP server with the ragmesh tools, calling `clients()` (the app's one MeshClients) for each call.
-    In read-only mode (RAGMESH_MCP_READ_ONLY) only the read tools are registered."""
+    Only the tools `scope` allows are registered (default: admin, or read in read-only mode)."""
+    scope = scope or ("read" if settings.mcp_read_only else "admin")
+    allowed = SCOPES[: SCOPES.index(scope) + 1]
     server = RagmeshMCP(
         "ragmesh",
         title="ragmesh",
@@ -171,9 +306,18 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider) -> RagmeshMCP
         version="1.0.0",
         log_level=settings.log_level,
     )
+    server.api_keys = settings.api_keys
     read = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 
-    @server.tool(annotations=read)
+    def tool(needs: Scope, annotations: ToolAnnotations) -> Callable[[Callable], Callable]:
+        """Register the tool when this server's scope covers `needs`."""
+
+        def register(fn: Callable) -> Callable:
+            return server.tool(annotations=annotations)(fn) if needs in allowed else fn
+
+        return register
+
+    @tool("read", annotations=read)
     async def search(
         query: Query, collection: Collection = validation.DEFAULT_COLLECTION, top_k: TopK = 5,
         mode: Mode = "hybrid", filters: Filters = None,
@@ -188,12 +332,12 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider) -> RagmeshMCP
             results=[
                 Snippet(doc_id=hit.doc_id, chunk_id=hit.chunk_id, chunk_index=hit.chunk_index, score=hit.score,
                         title=hit.title, collection=hit.collection, snippet=snippet(hit.text),
-                        metadata=hit.metadata)
+                        metadata=hit.metadata, uri=document_uri(hit.collection, hit.doc_id))
                 for hit in response.results
             ],
         )
 
-    @server.tool(annotations=read)
+    @tool("read", annotations=read)
     async def fetch_document(doc_id: DocId, collection: Collection = validation.DEFAULT_COLLECTION) -> FetchedDocument:
         """Fetch the whole text of a document (its chunks joined in order) by its doc_id."""
         document = await clients().get_document(doc_id, collection=collection)
@@ -203,7 +347,7 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider) -> RagmeshMCP
             filename=document.filename, mime_type=document.mime_type,
         )
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=True))
+    @tool("read", annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=True))
     async def convert_to_text(uri: Uri) -> ConvertResponse:
         """Convert a document to Markdown without storing it: an http(s) URL, or a local file (PDF, DOCX,
         PPTX, XLSX, HTML, EPUB, CSV, ...) inside the folders the server allows (RAGMESH_MCP_ROOTS)."""
@@ -217,16 +361,109 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider) -> RagmeshMCP
         path = local_path(uri, settings.mcp_roots)
         return await convert_local_file(clients(), path, max_bytes=settings.max_upload_bytes)
 
-    @server.tool(annotations=read)
+    @tool("read", annotations=read)
+    async def get_job(job_id: JobId) -> Job:
+        """A bulk ingestion job: its state (queued, running, done, failed, cancelled), counts, bytes,
+        per-document errors, skipped files and rate."""
+        job = await clients().get_job(job_id)
+        principal = current_principal.get()
+        if principal is not None:
+            principal.require_collections([job.collection])
+        return job
+
+    @tool("read", annotations=read)
     async def list_collections() -> CollectionsResponse:
         """List the collections with how many documents and chunks each holds."""
-        return CollectionsResponse(collections=await clients().list_collections())
+        principal = current_principal.get()
+        found = await clients().list_collections()
+        return CollectionsResponse(collections=[c for c in found if principal is None or principal.may_touch(c.name)])
 
-    if settings.mcp_read_only:
-        return server
+    # Not read-only in MCP's sense (the scores are added to the collection's history), but it changes no
+    # document: a read key has it, as its REST twin.
+    @tool("read", annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+                                              open_world_hint=False))
+    async def evaluate_collection(
+        ctx: Context, collection: Collection = validation.DEFAULT_COLLECTION,
+        modes: Annotated[list[SearchModeName] | None, Field(min_length=1, max_length=5, description=(
+            "Search modes to score (hybrid, dense, sparse, semantic, keyword); default: the service's default "
+            "mode."))] = None,
+    ) -> EvaluationsResponse:
+        """Score a collection's search quality on its golden set (judged queries stored with it): nDCG@10,
+        recall@10 and MRR@10 per mode, means over the golden queries. The scores are added to the collection's
+        evaluation history; compare them with earlier ones to see whether search got better or worse."""
+        await ctx.report_progress(0, 1, "searching the golden queries")
+        evaluations = await clients().evaluate_collection(collection, modes or ())
+        await ctx.report_progress(1, 1, f"scored {len(evaluations)} mode(s)")
+        return EvaluationsResponse(collection=collection or validation.DEFAULT_COLLECTION, evaluations=evaluations)
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
-                                             open_world_hint=False))
+    # Not read-only in MCP's sense (the turn is kept in its session, and a chat model may be called), but it
+    # changes no document: a read key (and read-only mode) has it.
+    @tool("read", annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+                                              open_world_hint=True))
+    async def ask(
+        query: Question, ctx: Context, collection: Collection = validation.DEFAULT_COLLECTION,
+        session_id: SessionId = None, top_k: AskTopK = 5,
+    ) -> AskResult:
+        """Answer a question from the documents of a collection, citing them by number ([1]); the answer
+        lists its sources (cited first) with their doc_id and resource URI. Pass the returned session_id with
+        a follow-up question. Reports progress while the answer is written."""
+        pieces = 0
+        answer: AskResponse | None = None
+        await ctx.report_progress(0, None, "searching")
+        async for event in clients().ask_stream(query, collections=(collection,), top_k=top_k,
+                                                session_id=session_id):
+            if isinstance(event, AskResponse):
+                answer = event
+            else:
+                pieces += 1
+                if pieces % ASK_PROGRESS_EVERY == 1:
+                    await ctx.report_progress(pieces, None, f"answering: {pieces} pieces written")
+        assert answer is not None
+        await ctx.report_progress(pieces, pieces, f"answered from {len(answer.sources)} sources")
+        return AskResult(
+            answer=answer.answer, session_id=answer.session_id, generator=answer.generator, model=answer.model,
+            standalone_query=answer.standalone_query,
+            sources=[AnswerSource(number=s.number, doc_id=s.doc_id, collection=s.collection, title=s.title,
+                                  cited=s.cited, snippet=s.snippet, uri=document_uri(s.collection, s.doc_id))
+                     for s in answer.sources],
+        )
+
+    @server.resource(DOCUMENT_URI, name="document", title="A ragmesh document", mime_type="text/markdown",
+                     description="The whole text of a document (its chunks joined in order).")
+    async def read_document(collection: str, doc_id: str) -> str:
+        try:
+            principal = current_principal.get()
+            if principal is not None:
+                principal.require_collections([collection])
+            document = await clients().get_document(unquote(doc_id), collection=collection)
+        except RagmeshError as exc:
+            # A request for what does not exist or may not be read is "invalid params" (SEP-2164); the data
+            # carries the REST error object.
+            code = INTERNAL_ERROR if http_status(exc) >= 500 else INVALID_PARAMS
+            raise MCPError(code=code, message=f"{exc.reason}: {exc.message}", data={"error": error_object(exc)}) \
+                from None
+        return document.text
+
+    @server.prompt(name="search_then_fetch", title="Research a question in ragmesh")
+    def search_then_fetch(
+        question: Annotated[str, Field(description="What to find out.")],
+        collection: Annotated[str, Field(description="The collection to search.")] = validation.DEFAULT_COLLECTION,
+    ) -> str:
+        """Tells the assistant to search the collection first, then fetch the most relevant documents whole
+        before answering with citations."""
+        return (
+            f"Answer this question from the documents in the ragmesh collection {collection!r}: {question}\n\n"
+            f"1. Call `search` with the question (collection={collection!r}); try other wordings if the snippets "
+            "do not cover it.\n"
+            "2. For the most relevant results, call `fetch_document` with their doc_id (or read the resource in "
+            "their `uri`) to read the whole document, not only the snippet.\n"
+            "3. Answer only from what you read. Cite each statement with the document's title and doc_id, and "
+            "say so if the documents do not answer the question.\n"
+            "(`ask` answers in one call with a chat model the server configured, if you prefer.)"
+        )
+
+    @tool("write", annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                                               open_world_hint=False))
     async def ingest_text(
         text: Text, ctx: Context, collection: Collection = validation.DEFAULT_COLLECTION, title: Title = None,
         metadata: Metadata = None,
@@ -236,33 +473,60 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider) -> RagmeshMCP
         """Store a text or Markdown document so search can find it: it is chunked, embedded and indexed.
         Ingesting the same content again changes nothing (status "unchanged")."""
         await ctx.report_progress(0, 1, "chunking and embedding")
-        result = await clients().ingest_text(
+        result = await with_backpressure(ctx, lambda: clients().ingest_text(
             text, collection=collection, doc_id=doc_id, title=title, metadata=metadata
-        )
+        ), what="ingest_text")
         await ctx.report_progress(1, 1, f"{result.status}: {result.chunks} chunks")
         return result
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
-                                             open_world_hint=True))
+    @tool("write", annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                                               open_world_hint=True))
     async def ingest_url(
         url: Url, ctx: Context, collection: Collection = validation.DEFAULT_COLLECTION
     ) -> IngestResult:
         """Fetch a web page or file from an http(s) URL, convert it to Markdown and store it for search."""
         await ctx.report_progress(0, 1, "fetching, converting, chunking and embedding")
-        result = await clients().ingest_url(url, collection=collection)
+        result = await with_backpressure(ctx, lambda: clients().ingest_url(url, collection=collection),
+                                         what="ingest_url")
         await ctx.report_progress(1, 1, f"{result.status}: {result.chunks} chunks")
         return result
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
-                                             open_world_hint=False))
+    @tool("write", annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                                               open_world_hint=False))
+    async def ingest_folder(
+        folder: Annotated[str, Field(min_length=1, max_length=4096, description=(
+            "A folder on the server's indexer, under RAGMESH_INDEXER_ROOTS (e.g. a repository or a share)."))],
+        ctx: Context, collection: Collection = validation.DEFAULT_COLLECTION,
+        prune: Annotated[bool, Field(description="Delete documents whose files are gone from the folder.")] = False,
+        wait: Wait = True,
+    ) -> Job:
+        """Index (or re-sync) a whole folder as a job: source code and text verbatim with line ranges, documents
+        converted; .gitignore rules and default skips apply, secrets are never read, unchanged files are
+        skipped. Reports progress while it waits; with wait=false returns at once (then call get_job)."""
+        job = await clients().create_job(collection=collection, folder=folder, prune=prune)
+        return await _follow(clients(), job, ctx) if wait else job
+
+    @tool("write", annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                                               open_world_hint=True))
+    async def ingest_urls(
+        urls: Annotated[list[str], Field(min_length=1, max_length=10_000, description="http(s) URLs.")],
+        ctx: Context, collection: Collection = validation.DEFAULT_COLLECTION, wait: Wait = True,
+    ) -> Job:
+        """Fetch, convert and index many URLs as one job; a URL that fails does not stop the others. Reports
+        progress while it waits; with wait=false returns at once (then call get_job)."""
+        job = await clients().create_job(collection=collection, urls=urls)
+        return await _follow(clients(), job, ctx) if wait else job
+
+    @tool("write", annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+                                               open_world_hint=False))
     async def delete_document(
         doc_id: DocId, collection: Collection = validation.DEFAULT_COLLECTION
     ) -> DeleteDocumentResponse:
         """Delete a document (all of its chunks) from a collection."""
         return DeleteDocumentResponse(deleted=await clients().delete_document(doc_id, collection=collection))
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
-                                             open_world_hint=False))
+    @tool("admin", annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+                                               open_world_hint=False))
     async def delete_collection(collection: Collection, confirm: Confirm = False) -> DeleteCollectionResponse:
         """Delete a collection and every document in it. Refuses (CONFIRMATION_REQUIRED) unless confirm is
         true: ask the user before setting it."""
@@ -272,30 +536,32 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider) -> RagmeshMCP
     return server
 
 
+JOB_POLL_SECONDS = 0.5
+
+
+async def _follow(mesh: MeshClients, job: Job, ctx: Context) -> Job:
+    """Wait for a job to finish, sending a progress notification whenever its count of handled documents
+    changes; returns the finished job."""
+    reported = -1
+    while True:
+        handled = job.indexed + job.unchanged + job.failed
+        if handled != reported:
+            await ctx.report_progress(handled, max(job.total, 1),
+                                      f"{job.state}: {job.indexed} indexed, {job.unchanged} unchanged, "
+                                      f"{job.failed} failed of {job.total}")
+            reported = handled
+        if job.state in ("done", "failed", "cancelled"):
+            return job
+        await asyncio.sleep(JOB_POLL_SECONDS)
+        job = await mesh.get_job(job.job_id)
+
+
 # --- local files for convert_to_text ------------------------------------------------------------------------
 def local_path(uri: str, roots: tuple[Path, ...]) -> Path:
     """The file `uri` (a path or file:// URI) names, resolved (`..` and symlinks followed) and inside one of
     `roots`; else PERMISSION_DENIED (LOCAL_PATHS_DISABLED, PATH_OUTSIDE_ROOTS) or NOT_FOUND FILE_NOT_FOUND.
     A relative path is taken relative to the first root."""
-    if not roots:
-        raise RagmeshError(
-            grpc.StatusCode.PERMISSION_DENIED, "LOCAL_PATHS_DISABLED",
-            "this server reads no local files (RAGMESH_MCP_ROOTS is empty); give an http(s) URL", DOMAIN,
-        )
-    raw = unquote(urlsplit(uri).path) if uri.lower().startswith("file://") else uri
-    try:
-        path = (roots[0] / Path(raw).expanduser()).resolve()
-    except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a NUL byte
-        raise invalid_argument("PATH_INVALID", f"not a usable path: {exc}", field="uri") from None
-    if not any(path.is_relative_to(root) for root in roots):
-        raise RagmeshError(
-            grpc.StatusCode.PERMISSION_DENIED, "PATH_OUTSIDE_ROOTS",
-            "the path is outside the folders this server may read", DOMAIN,
-            {"roots": ",".join(str(root) for root in roots)},
-        )
-    if not path.is_file():
-        raise not_found("FILE_NOT_FOUND", "no such file", path=str(path))
-    return path
+    return file_under_roots(uri, roots, domain=DOMAIN, setting="RAGMESH_MCP_ROOTS")
 
 
 class _ThreadFile:
@@ -322,30 +588,43 @@ async def convert_local_file(clients: MeshClients, path: Path, *, max_bytes: int
 
 # --- HTTP: the /mcp endpoint ---------------------------------------------------------------------------------
 class ApiKeyGuard:
-    """ASGI wrapper: with RAGMESH_API_KEYS set, requests need `Authorization: Bearer <key>`; others get the
-    REST 401 error body (and `WWW-Authenticate: Bearer`)."""
+    """ASGI front of /mcp: authenticates the key (with RAGMESH_API_KEYS set; others get the REST 401 error body
+    and `WWW-Authenticate: Bearer`), applies its rate limit (429 with Retry-After), and hands the request to
+    the MCP server of the key's scope."""
 
-    def __init__(self, app: ASGIApp, settings: GatewaySettings) -> None:
-        self.app = app
+    def __init__(self, apps: Mapping[Scope, ASGIApp], settings: GatewaySettings, rate_limiter: RateLimiter) -> None:
+        self.apps = apps
         self.settings = settings
+        self.rate_limiter = rate_limiter
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: ASGIScope, receive: Receive, send: Send) -> None:
         try:
-            check_api_key(Headers(scope=scope).get("authorization"), self.settings.api_keys)
+            client = scope.get("client") or ("", 0)
+            principal = authenticate(Headers(scope=scope).get("authorization"), self.settings.api_keys, client[0])
+            self.rate_limiter.check(principal)
         except RagmeshError as exc:
             await error_response(exc)(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        # The widest server the key may use (read-only mode builds only the read server).
+        usable = [s for s in self.apps if principal.allows(s)] or list(self.apps)
+        await self.apps[max(usable, key=SCOPES.index)](scope, receive, send)
 
 
-def http_endpoint(server: RagmeshMCP, settings: GatewaySettings) -> ASGIApp:
-    """The streamable-HTTP ASGI app for /mcp behind the API-key check. Run `server.session_manager.run()`
-    for as long as it serves (the gateway's lifespan does)."""
-    # Builds the session manager; on a loopback host it also turns on DNS-rebinding protection.
-    server.streamable_http_app(
-        streamable_http_path="/mcp", host=settings.http_host, max_request_body_size=settings.max_upload_bytes
-    )
-    return ApiKeyGuard(StreamableHTTPASGIApp(server.session_manager), settings)
+def http_endpoint(servers: Mapping[Scope, RagmeshMCP] | RagmeshMCP, settings: GatewaySettings,
+                  rate_limiter: RateLimiter | None = None) -> ASGIApp:
+    """The streamable-HTTP ASGI app for /mcp behind the API-key check. Run each server's
+    `session_manager.run()` for as long as it serves (the gateway's lifespan does)."""
+    if isinstance(servers, RagmeshMCP):
+        servers = {"read" if settings.mcp_read_only else "admin": servers}
+    apps: dict[Scope, ASGIApp] = {}
+    for scope, server in servers.items():
+        # Builds the session manager; on a loopback host it also turns on DNS-rebinding protection.
+        server.streamable_http_app(
+            streamable_http_path="/mcp", host=settings.http_host, max_request_body_size=settings.max_upload_bytes
+        )
+        apps[scope] = StreamableHTTPASGIApp(server.session_manager)
+    limiter = rate_limiter or RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
+    return ApiKeyGuard(apps, settings, limiter)
 
 
 # --- stdio: `ragmesh mcp` -------------------------------------------------------------------------------------

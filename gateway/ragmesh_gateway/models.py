@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
+from ragmesh_common import validation
 
 from .errors import ErrorObject
 
@@ -32,19 +33,50 @@ def _scalar_or_list(value: Any) -> Any:
 
 # One clear error per bad value (a plain union would report one error per member type).
 MetadataValue = Annotated[Any, AfterValidator(_scalar), WithJsonSchema(_SCALAR_SCHEMA)]
-FilterValue = Annotated[
-    Any, AfterValidator(_scalar_or_list),
-    WithJsonSchema({"anyOf": [*_SCALAR_SCHEMA["anyOf"], {"type": "array", "items": _SCALAR_SCHEMA}]}),
-]
+# Keys follow the shared rule; the schema states it, the shared check enforces it (METADATA_INVALID).
+MetadataDict = Annotated[dict[str, MetadataValue], WithJsonSchema({
+    "type": "object", "patternProperties": {validation.METADATA_KEY_RE.pattern: _SCALAR_SCHEMA},
+    "additionalProperties": False,
+})]
+_FILTER_VALUE_SCHEMA = {"anyOf": [*_SCALAR_SCHEMA["anyOf"], {"type": "array", "items": _SCALAR_SCHEMA, "minItems": 1}]}
+FilterValue = Annotated[Any, AfterValidator(_scalar_or_list), WithJsonSchema(_FILTER_VALUE_SCHEMA)]
+# Chunk fields take strings; metadata keys any scalar; a list matches any of its values (the search service's
+# FILTER_INVALID enforces it).
+Filters = Annotated[dict[str, FilterValue], WithJsonSchema({
+    "type": "object",
+    "properties": {name: {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]}
+                   for name in validation.CHUNK_FILTER_FIELDS},
+    "patternProperties": {validation.METADATA_KEY_RE.pattern: _FILTER_VALUE_SCHEMA},
+    "additionalProperties": False,
+})]
+
+
+# The schema states the rules exactly; the client layer checks them with the shared rules (ragmesh_common.validation),
+# so a violation gets the same specific reason (COLLECTION_NAME_INVALID, DOCUMENT_ID_INVALID) as from a service,
+# with the field's full path.
+CollectionName = Annotated[str, WithJsonSchema({
+    "type": "string", "pattern": validation.COLLECTION_NAME_RE.pattern, "minLength": 1, "maxLength": 63})]
+DocId = Annotated[str, WithJsonSchema({
+    "type": "string", "pattern": validation.DOC_ID_PATTERN, "minLength": 1, "maxLength": validation.DOC_ID_MAX_CHARS})]
+# http(s) URLs with a host; the converter decides what it may fetch (SSRF rules) and what it can read.
+_HOST = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_PORT = r"(?::(?:[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?"
+HTTP_URL_PATTERN = rf"^[Hh][Tt][Tt][Pp][Ss]?://(?:{_HOST}|\[[0-9A-Fa-f:.]+\]){_PORT}(?:[/?#][!-~]*)?$"
+HttpUrl = Annotated[str, Field(min_length=1, max_length=2048, pattern=HTTP_URL_PATTERN, description="An http(s) URL."),
+                    WithJsonSchema({"type": "string", "format": "uri", "pattern": HTTP_URL_PATTERN, "minLength": 1,
+                                    "maxLength": 2048})]
+# JSON Schema's integer includes 226.0 (a number with no fraction); strict mode alone would refuse it.
+WholeNumber = Annotated[int, BeforeValidator(lambda v: int(v) if isinstance(v, float) and v.is_integer() else v)]
 SearchModeName = Literal["hybrid", "dense", "sparse", "semantic", "keyword"]
-FusionName = Literal["relative_score", "rrf", "dbsf"]
+FusionName = Literal["adaptive", "relative_score", "rrf", "dbsf"]
 
 _TEXT_MAX_CHARS = 10_000_000
-_URL_MAX_CHARS = 2048
 _BATCH_MAX_DOCUMENTS = 1000
-_QUERY_MAX_CHARS = 8192
+# The search service's default limit (RAGMESH_SEARCH_MAX_QUERY_CHARS); the contract states it.
+_QUERY_MAX_CHARS = 2000
 
-_Strict = ConfigDict(extra="forbid")
+# Request bodies: no unknown fields, and no coercion (false is not 0, "5" is not 5), as the schema says.
+_Strict = ConfigDict(extra="forbid", strict=True)
 
 
 # --- requests ------------------------------------------------------------------------------------------
@@ -53,11 +85,12 @@ class IngestTextRequest(BaseModel):
 
     model_config = _Strict
 
-    text: str = Field(min_length=1, max_length=_TEXT_MAX_CHARS, description="Plain text or Markdown.")
-    collection: str = Field("default", description="Target collection, ^[a-z0-9][a-z0-9_-]{0,62}$.")
-    doc_id: str | None = Field(None, description="Document id; derived from the content's hash when omitted.")
+    text: str = Field(min_length=1, max_length=_TEXT_MAX_CHARS, description="Plain text or Markdown (not blank).",
+                      json_schema_extra={"pattern": validation.NOT_BLANK_PATTERN})
+    collection: CollectionName = Field("default", description="Target collection, ^[a-z0-9][a-z0-9_-]{0,62}$.")
+    doc_id: DocId | None = Field(None, description="Document id; derived from the content's hash when omitted.")
     title: str | None = Field(None, description="Document title.")
-    metadata: dict[str, MetadataValue] = Field(
+    metadata: MetadataDict = Field(
         default_factory=dict, description="Flat user metadata (key -> string, number or boolean); filterable."
     )
 
@@ -68,9 +101,9 @@ class BatchDocument(BaseModel):
     model_config = _Strict
 
     text: str = Field(min_length=1, max_length=_TEXT_MAX_CHARS)
-    doc_id: str | None = None
+    doc_id: DocId | None = None
     title: str | None = None
-    metadata: dict[str, MetadataValue] = Field(default_factory=dict)
+    metadata: MetadataDict = Field(default_factory=dict)
 
 
 class IngestBatchRequest(BaseModel):
@@ -78,7 +111,7 @@ class IngestBatchRequest(BaseModel):
 
     model_config = _Strict
 
-    collection: str = "default"
+    collection: CollectionName = "default"
     documents: list[BatchDocument] = Field(min_length=1, max_length=_BATCH_MAX_DOCUMENTS)
 
 
@@ -87,11 +120,11 @@ class IngestUrlRequest(BaseModel):
 
     model_config = _Strict
 
-    url: str = Field(min_length=1, max_length=_URL_MAX_CHARS, description="An http(s) URL.")
-    collection: str = "default"
-    doc_id: str | None = None
+    url: HttpUrl
+    collection: CollectionName = "default"
+    doc_id: DocId | None = None
     title: str | None = None
-    metadata: dict[str, MetadataValue] = Field(default_factory=dict)
+    metadata: MetadataDict = Field(default_factory=dict)
 
 
 class ConvertUrlRequest(BaseModel):
@@ -99,40 +132,63 @@ class ConvertUrlRequest(BaseModel):
 
     model_config = _Strict
 
-    url: str = Field(min_length=1, max_length=_URL_MAX_CHARS, description="An http(s) URL.")
+    url: HttpUrl
 
 
-class SearchRequest(BaseModel):
-    """A query over one collection (`collection`) or several (`collections`, searched in parallel)."""
+def blank_is_omitted(schema: dict, description: str | None = None) -> dict:
+    """The schema of a multipart form field as it is read: an empty value is the same as leaving the field out
+    (a browser sends a blank input so, and FastAPI reads form fields so)."""
+    outer = {key: schema[key] for key in ("title", "default") if key in schema}
+    inner = {key: value for key, value in schema.items() if key not in ("title", "default", "description")}
+    text = description or schema.get("description", "")
+    return {**outer, "anyOf": [inner, {"type": "string", "maxLength": 0}],
+            "description": f"{text} An empty value is the same as leaving it out.".strip()}
 
-    model_config = _Strict
 
-    query: str = Field(min_length=1, max_length=_QUERY_MAX_CHARS, description="The query text.")
-    collection: str | None = Field(None, description='One collection (default "default").')
-    collections: list[str] | None = Field(None, min_length=1, max_length=32, description="Several collections.")
-    top_k: int = Field(5, ge=1, le=100, description="How many results, 1..100.")
-    mode: SearchModeName = Field("hybrid", description=(
-        "hybrid (dense + BM25, fused), dense, sparse, or the weighted-RRF presets semantic (dense-heavy) and "
-        "keyword (BM25-heavy)."))
-    fusion: FusionName | None = Field(None, description=(
-        "How hybrid fuses dense and BM25 candidates: relative_score (min-max normalised scores, 0.75 dense + "
-        "0.25 BM25), rrf (reciprocal rank fusion) or dbsf (distribution-based score fusion); default: the "
-        "collection's, else the search service's (relative_score)."))
-    rrf_k: int | None = Field(None, ge=1, le=10_000, description="The k of reciprocal rank fusion (default 60).")
-    filters: dict[str, FilterValue] = Field(
-        default_factory=dict, description="Exact matches: field or metadata key -> value or list of values (any)."
-    )
-    group_by_document: bool = Field(False, description="At most one result (the best chunk) per document.")
-    score_threshold: float | None = Field(None, allow_inf_nan=False, description="Drop results scoring below this.")
+class _OverCollections(BaseModel):
+    """A request over one collection (`collection`) or several (`collections`), never both."""
+
+    model_config = ConfigDict(extra="forbid", strict=True,
+                              json_schema_extra={"not": {"required": ["collection", "collections"]}})
+
+    collection: CollectionName | None = Field(None, description='One collection (default "default").')
+    collections: list[CollectionName] | None = Field(None, min_length=1, max_length=32,
+                                                     description="Several collections.")
 
     @model_validator(mode="after")
-    def _one_way_to_name_collections(self) -> SearchRequest:
-        if self.collection is not None and self.collections is not None:
+    def _one_way_to_name_collections(self) -> _OverCollections:
+        if {"collection", "collections"} <= self.model_fields_set:
             raise ValueError("give either `collection` or `collections`, not both")
         return self
 
     def collection_names(self) -> list[str]:
-        return self.collections or [self.collection or "default"]
+        if self.collections is not None:
+            return self.collections
+        return [self.collection if self.collection is not None else validation.DEFAULT_COLLECTION]
+
+
+class SearchRequest(_OverCollections):
+    """A query over one collection (`collection`) or several (`collections`, searched in parallel)."""
+
+    query: str = Field(min_length=1, max_length=_QUERY_MAX_CHARS, description="The query text (not blank).",
+                       json_schema_extra={"pattern": validation.NOT_BLANK_PATTERN})
+    top_k: WholeNumber = Field(5, ge=1, le=100, description="How many results, 1..100.")
+    mode: SearchModeName = Field("hybrid", description=(
+        "hybrid (dense + BM25, fused), dense, sparse, or the weighted-RRF presets semantic (dense-heavy) and "
+        "keyword (BM25-heavy)."))
+    fusion: FusionName | None = Field(None, description=(
+        "How hybrid fuses dense and BM25 candidates: adaptive (per-query weights from each list's best match, "
+        "with dense pseudo-relevance feedback), relative_score (min-max normalised scores, 0.75 dense + 0.25 "
+        "BM25), rrf (reciprocal rank fusion) or dbsf (distribution-based score fusion); default: the "
+        "collection's, else the search service's (adaptive)."))
+    rrf_k: Annotated[WholeNumber, Field(ge=1, le=10_000), WithJsonSchema({"type": "integer", "minimum": 1,
+                                                                          "maximum": 10_000})] | None = Field(
+        None, description="The k of reciprocal rank fusion (default 60).")
+    filters: Filters = Field(
+        default_factory=dict, description="Exact matches: field or metadata key -> value or list of values (any)."
+    )
+    group_by_document: bool = Field(False, description="At most one result (the best chunk) per document.")
+    score_threshold: float | None = Field(None, allow_inf_nan=False, description="Drop results scoring below this.")
 
 
 # --- responses -----------------------------------------------------------------------------------------
@@ -199,6 +255,15 @@ class ConvertResponse(BaseModel):
     filename: str = ""
 
 
+class SourceLocation(BaseModel):
+    """Where a chunk lies in the file it came from."""
+
+    path: str = Field(description="The file's path relative to the folder it was indexed from.")
+    language: str = Field(description='A programming language ("python", "go", ...), "markdown" or "text".')
+    start_line: int = Field(description="The chunk's first line, from 1.")
+    end_line: int = Field(description="The chunk's last line, inclusive.")
+
+
 class SearchHit(BaseModel):
     """One matching chunk."""
 
@@ -214,6 +279,7 @@ class SearchHit(BaseModel):
     filename: str = ""
     url: str = ""
     mime_type: str = ""
+    location: SourceLocation | None = Field(None, description="For documents read from files: where it lies.")
 
 
 class SearchResponse(BaseModel):
@@ -230,6 +296,7 @@ class Chunk(BaseModel):
     chunk_id: str
     chunk_index: int
     text: str
+    location: SourceLocation | None = None
 
 
 class Document(BaseModel):
@@ -275,3 +342,338 @@ class HealthResponse(BaseModel):
 class ReadyResponse(BaseModel):
     status: Literal["ready"] = "ready"
     services: dict[str, str] = Field(description="Service -> SERVING.")
+
+
+# --- jobs ----------------------------------------------------------------------------------------------
+JobStateName = Literal["queued", "running", "done", "failed", "cancelled"]
+
+
+# A job's source: exactly one of these, stated in the schema (each alternative requires its own field as a
+# non-null value, so a body naming two of them, or none, matches no alternative or two).
+_ONE_SOURCE = {"oneOf": [{"required": [name], "properties": {name: {"type": kind}}}
+                         for name, kind in (("urls", "array"), ("documents", "array"), ("folder", "string"))]}
+JOB_ID_PATTERN = r"^[0-9a-f]{32}$"
+_MAX_FRESH_FOR_SECONDS = 100 * 365 * 24 * 3600  # the indexer's limit (100 years)
+JobId = Annotated[str, Field(pattern=JOB_ID_PATTERN, description="A job's id (32 hex digits)."),
+                  WithJsonSchema({"type": "string", "pattern": JOB_ID_PATTERN})]
+
+
+class CreateJobRequest(BaseModel):
+    """A bulk ingestion job: exactly one of `urls`, `documents` and `folder` (archives: POST /jobs/archive)."""
+
+    model_config = ConfigDict(**_Strict, json_schema_extra=_ONE_SOURCE)
+
+    collection: CollectionName = Field("default", description="Target collection, ^[a-z0-9][a-z0-9_-]{0,62}$.")
+    urls: list[HttpUrl] | None = Field(None, min_length=1, max_length=10_000, description="http(s) URLs to ingest.")
+    documents: list[BatchDocument] | None = Field(None, min_length=1, max_length=10_000,
+                                                  description="Texts to ingest.")
+    folder: str | None = Field(None, min_length=1, max_length=4096, description=(
+        "A folder on the indexer's machine, under RAGMESH_INDEXER_ROOTS; .gitignore/.ragmeshignore and the "
+        "default skips apply, secrets are never read."))
+    prune: bool = Field(False, description="Folder: delete documents whose files are gone from the folder.")
+    fresh_for_seconds: Annotated[WholeNumber, Field(ge=0, le=_MAX_FRESH_FOR_SECONDS), WithJsonSchema(
+        {"type": "integer", "minimum": 0, "maximum": _MAX_FRESH_FOR_SECONDS})] = Field(0, description=(
+        "Folder or URLs: how long the documents stay fresh (then `sync` re-runs the datasource and they can "
+        "be pruned as expired); 0: forever."))
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CreateJobRequest:
+        given = [name for name in ("urls", "documents", "folder") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of `urls`, `documents` and `folder`")
+        return self
+
+
+class JobDocumentError(BaseModel):
+    document: str = Field(description="The document: its path, URL or id.")
+    error: ErrorObject
+
+
+class SkippedFile(BaseModel):
+    path: str
+    reason: str = Field(description="SECRET, BINARY, TOO_LARGE, EMPTY, SYMLINK_OUTSIDE, UNREADABLE, ...")
+
+
+class Job(BaseModel):
+    """A bulk ingestion job and its progress. A failed document never fails the job: see `errors`."""
+
+    job_id: str
+    collection: str
+    state: JobStateName
+    kind: str = Field(description="folder, urls, documents or archive.")
+    source: str = ""
+    total: int = Field(description="Documents in the job.")
+    indexed: int = 0
+    unchanged: int = 0
+    failed: int = 0
+    skipped: int = Field(0, description="Files skipped before ingestion (see skipped_files).")
+    deleted: int = Field(0, description="Documents deleted because their files are gone (prune).")
+    bytes: int = 0
+    errors: list[JobDocumentError] = Field(default_factory=list)
+    skipped_files: list[SkippedFile] = Field(default_factory=list)
+    created_at: str = ""
+    started_at: str = ""
+    finished_at: str = ""
+    documents_per_second: float = 0.0
+    bytes_per_second: float = 0.0
+    datasource_id: str = ""
+    prune: bool = False
+    error: str = ""
+
+
+class JobAccepted(BaseModel):
+    """A queued job; follow it with GET /api/v1/jobs/{job_id}."""
+
+    job_id: str
+    job: Job
+
+
+class JobsResponse(BaseModel):
+    jobs: list[Job]
+
+
+class Datasource(BaseModel):
+    """A folder or URL list synced into a collection."""
+
+    datasource_id: str
+    collection: str
+    kind: Literal["folder", "urls"]
+    folder: str = ""
+    urls: list[str] = Field(default_factory=list)
+    prune: bool = False
+    fresh_for_seconds: int = 0
+    fresh_until: str = ""
+    last_job_id: str = ""
+    last_synced_at: str = ""
+    due: bool = Field(description="Whether a sync would re-run it now.")
+
+
+class DatasourcesResponse(BaseModel):
+    datasources: list[Datasource]
+
+
+class SyncRequest(BaseModel):
+    model_config = _Strict
+
+    collection: CollectionName | None = Field(None, description="Only this collection's datasources.")
+    all: bool = Field(False, description="Re-run every datasource, not only those that are due.")
+
+
+class ExpiredDocument(BaseModel):
+    doc_id: str
+    fresh_until: str
+    datasource_id: str = ""
+
+
+class ExpiredDocumentsResponse(BaseModel):
+    documents: list[ExpiredDocument]
+
+
+class PruneExpiredResponse(BaseModel):
+    deleted: list[str] = Field(description="The doc_ids deleted.")
+
+
+# --- answers and sessions ----------------------------------------------------------------------------------
+_ASK_MAX_CHARS = 1000
+_ASK_MAX_TOP_K = 50
+
+
+SESSION_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"  # the answer service's rule
+# Stated in the schema; checked by the answer service, so a bad one gets its own reason (SESSION_ID_INVALID).
+SessionId = Annotated[str, WithJsonSchema({"type": "string", "pattern": SESSION_ID_PATTERN,
+                                           "description": "A conversation's id."})]
+
+
+class AskRequest(_OverCollections):
+    """A question over one collection (`collection`) or several (`collections`)."""
+
+    query: str = Field(min_length=1, max_length=_ASK_MAX_CHARS, description="The question, 1..1000 characters.",
+                       json_schema_extra={"pattern": validation.NOT_BLANK_PATTERN})
+    top_k: WholeNumber = Field(5, ge=1, le=_ASK_MAX_TOP_K,
+                               description="How many chunks to retrieve for the context, 1..50.")
+    filters: Filters = Field(
+        default_factory=dict, description="Exact matches on chunk fields or metadata, as in /api/v1/search."
+    )
+    session_id: SessionId | None = Field(None, description=(
+        "Continue a conversation: a follow-up is rewritten with its earlier turns before retrieval. Omitted: a "
+        "new conversation, whose id the answer carries. 1-128 characters A-Z a-z 0-9 _ . : -"))
+    stream: bool = Field(False, description=(
+        "Stream Server-Sent Events (as does `Accept: text/event-stream`): `token` events {\"text\"} as the "
+        "answer is written, then one `done` event with the whole response; a failure after the stream started "
+        "is an `error` event with the error body."))
+
+
+class AskSource(BaseModel):
+    """A document the answer was written from; the answer cites it as [number]."""
+
+    number: int = Field(description="The source's number in the context, from 1; cited in the answer as [number].")
+    doc_id: str
+    collection: str
+    title: str = ""
+    url: str = ""
+    filename: str = ""
+    cited: bool = Field(description="Whether the answer cites this source (cited ones are listed first).")
+    snippet: str = Field("", description="The best-matching chunk, at most 300 characters.")
+    relevance_score: float = Field(0.0, description="The best relevance of the document's chunks, 0..1.")
+
+
+class MatchedChunk(BaseModel):
+    """A retrieved chunk the context was built from."""
+
+    chunk_id: str
+    doc_id: str
+    collection: str
+    chunk_index: int
+    text: str
+    relevance_score: float = Field(description="How relevant the chunk is to the question, 0..1.")
+    source: int = Field(description="The number of the chunk's document among the sources.")
+
+
+class AnswerUsage(BaseModel):
+    """Tokens the chat model read and wrote for this answer (rewriting a follow-up included)."""
+
+    input_tokens: int = 0
+    output_tokens: int = Field(0, description="For an extractive answer, its words.")
+
+
+class AskResponse(BaseModel):
+    """An answer with its sources: `answer` cites them by number ([1]); `sources` lists the cited ones first."""
+
+    answer: str
+    sources: list[AskSource]
+    matched_chunks: list[MatchedChunk] = Field(description="The retrieved chunks, best first.")
+    session_id: str = Field(description="The conversation's id: send it with a follow-up question.")
+    generator: Literal["model", "extractive"] = Field(description=(
+        "model: a chat model wrote the answer; extractive: no chat model is configured, the answer is the "
+        "retrieved sentences closest to the question, each cited."))
+    model: str = Field("", description="The chat model's name (empty when extractive).")
+    standalone_query: str = Field(description="The question as it was searched (a follow-up rewritten).")
+    usage: AnswerUsage
+    took_ms: float = Field(0.0, description="Time spent in the gateway and behind it, in milliseconds.")
+
+
+class SessionTurn(BaseModel):
+    """One question and its answer."""
+
+    query: str
+    standalone_query: str
+    answer: str
+    sources: list[AskSource]
+    generator: Literal["model", "extractive"]
+    created_at: str = Field(description="ISO 8601, UTC.")
+
+
+class SessionResponse(BaseModel):
+    """A conversation's stored turns, oldest first."""
+
+    session_id: str
+    turns: list[SessionTurn]
+
+
+class DeleteSessionResponse(BaseModel):
+    session_id: str
+    deleted_turns: int = Field(description="How many turns were forgotten (0: there was no such session).")
+
+
+# --- golden sets and evaluations ----------------------------------------------------------------------------
+_GRADE_SCHEMA = {"type": "integer", "minimum": 0, "maximum": validation.GOLDEN_MAX_GRADE}
+# doc_id -> grade; at least one grade above 0 (not every value 0). The search service enforces it (GOLDEN_*).
+Judgments = Annotated[dict[str, WholeNumber], WithJsonSchema({
+    "type": "object", "minProperties": 1, "maxProperties": validation.GOLDEN_MAX_JUDGMENTS_PER_QUERY,
+    "propertyNames": {"pattern": validation.DOC_ID_PATTERN, "minLength": 1, "maxLength": validation.DOC_ID_MAX_CHARS},
+    "additionalProperties": _GRADE_SCHEMA,
+    "not": {"additionalProperties": {"const": 0}},
+    "description": f"The judged documents: doc_id -> graded relevance, 0..{validation.GOLDEN_MAX_GRADE} (0: judged "
+                   "not relevant); at least one above 0, and each document graded above 0 must be in the "
+                   "collection.",
+})]
+
+
+class GoldenQuery(BaseModel):
+    """One judged query: its text and the documents a good search finds for it."""
+
+    model_config = _Strict
+
+    query_id: str = Field(min_length=1, max_length=validation.GOLDEN_QUERY_ID_MAX_CHARS,
+                          description="The query's id, unique in the set (a BEIR query id).",
+                          json_schema_extra={"pattern": validation.NOT_BLANK_PATTERN})
+    text: str = Field(min_length=1, max_length=_QUERY_MAX_CHARS, description="The query text (not blank).",
+                      json_schema_extra={"pattern": validation.NOT_BLANK_PATTERN})
+    relevant: Judgments
+
+
+class GoldenSetRequest(BaseModel):
+    """A collection's golden set: the judged queries its search quality is measured on (BEIR queries + qrels)."""
+
+    model_config = _Strict
+
+    queries: list[GoldenQuery] = Field(
+        min_length=1, max_length=validation.GOLDEN_MAX_QUERIES, json_schema_extra={"uniqueItems": True},
+        description=f"1..{validation.GOLDEN_MAX_QUERIES} queries with distinct query_id, at most "
+                    f"{validation.GOLDEN_MAX_JUDGMENTS} judgments in all.")
+
+
+class GoldenSetSummary(BaseModel):
+    """The stored golden set, in numbers."""
+
+    collection: str
+    queries: int
+    judgments: int = Field(description="(query, document, grade) judgments in the set.")
+    updated_at: str = Field(description="When the set was stored (ISO 8601, UTC).")
+    golden_set_id: str = Field(description="A fingerprint of the set's content; evaluations name it.")
+
+
+class GoldenSetResponse(BaseModel):
+    """A collection's golden set."""
+
+    collection: str
+    queries: list[GoldenQuery]
+    updated_at: str
+    golden_set_id: str
+
+
+class DeleteGoldenSetResponse(BaseModel):
+    collection: str
+    deleted_queries: int = Field(description="How many queries the removed set held.")
+
+
+class EvaluateRequest(BaseModel):
+    """Which search modes to score (default: the search service's default mode)."""
+
+    model_config = _Strict
+
+    modes: list[SearchModeName] | None = Field(None, min_length=1, max_length=5,
+                                               json_schema_extra={"uniqueItems": True},
+                                               description="Modes to score, each once.")
+
+    @model_validator(mode="after")
+    def _each_mode_once(self) -> EvaluateRequest:
+        if self.modes is not None and len(set(self.modes)) != len(self.modes):
+            raise ValueError("name each mode once")
+        return self
+
+
+class Evaluation(BaseModel):
+    """One scoring of a collection's index on its golden set in one mode: means over the golden queries of the
+    document ranking (best chunk per document), as `ragmesh eval` scores it."""
+
+    collection: str
+    evaluated_at: str = Field(description="ISO 8601, UTC.")
+    mode: SearchModeName
+    fusion: FusionName | None = Field(None, description="The fusion hybrid search used (null for dense, sparse).")
+    queries: int = Field(description="Golden queries scored.")
+    ndcg_at_10: float
+    recall_at_10: float
+    mrr_at_10: float
+    documents: int = Field(description="Documents in the collection when it was scored.")
+    chunks: int = Field(description="Chunks in the collection when it was scored.")
+    model: str = Field("", description="The embedding model that embedded the queries (empty for sparse).")
+    golden_set_id: str = Field(description="The golden set it was scored on.")
+    took_ms: float = Field(description="How long scoring took.")
+
+
+class EvaluationsResponse(BaseModel):
+    """Evaluations, oldest first."""
+
+    collection: str
+    evaluations: list[Evaluation]

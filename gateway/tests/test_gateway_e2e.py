@@ -9,7 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 from ragmesh_gateway.app import run_gateway
-from ragmesh_gateway.config import GatewaySettings
+
+from tests.support.gateway import assert_error, settings_for
 
 DOCUMENTS = Path("/work/shared/documents")
 KEY = "e2e-key"
@@ -21,20 +22,6 @@ PANDA_TEXT = (
 ROCKET_TEXT = "Liquid-fuel rockets burn kerosene and liquid oxygen in a combustion chamber to produce thrust."
 
 
-def gateway_settings(mesh, **overrides) -> GatewaySettings:
-    addrs = {f"{name}_addr": addr for name, addr in mesh.addrs.items()}
-    return GatewaySettings(http_port=0, **{**addrs, **overrides})
-
-
-def assert_error(response: httpx.Response, status: int, reason: str) -> dict:
-    assert response.status_code == status, response.text
-    error = response.json()["error"]
-    assert set(error) == {"code", "reason", "message", "details", "request_id", "trace_id"}
-    assert error["reason"] == reason, error
-    assert error["request_id"] == response.headers["x-request-id"]
-    return error
-
-
 @pytest.fixture(scope="module")
 async def mesh(mesh_factory):
     return await mesh_factory()
@@ -42,7 +29,7 @@ async def mesh(mesh_factory):
 
 @pytest.fixture(scope="module")
 async def api(mesh):
-    async with run_gateway(gateway_settings(mesh)) as url, httpx.AsyncClient(base_url=url, timeout=60) as client:
+    async with run_gateway(settings_for(mesh)) as url, httpx.AsyncClient(base_url=url, timeout=60) as client:
         yield client
 
 
@@ -151,6 +138,20 @@ async def test_ingest_real_file_and_refuse_unknown_format(api):
     assert_error(response, 415, "UNSUPPORTED_MEDIA_TYPE")
 
 
+async def test_a_blank_form_field_is_the_same_as_leaving_it_out(api):
+    """As a browser form sends an empty input, and as the OpenAPI document says (anyOf ... maxLength 0)."""
+    response = await api.post("/api/v1/ingest/file", files={"file": ("blank-fields.md", b"# Tides\n\nTwice a day.")},
+                              data={"collection": "", "doc_id": "", "title": ""})
+    assert response.status_code == 200, response.text
+    result = response.json()
+    assert result["collection"] == "default" and result["doc_id"] and result["title"]
+    spec = (await api.get("/openapi.json")).json()["paths"]
+    for path, field in (("/api/v1/ingest/file", "collection"), ("/api/v1/ingest/file", "doc_id"),
+                        ("/api/v1/jobs/archive", "collection")):
+        schema = spec[path]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]["properties"][field]
+        assert {"type": "string", "maxLength": 0} in schema["anyOf"], (path, field)
+
+
 async def test_convert_a_file_streams_it_to_the_converter(api):
     data = (DOCUMENTS / "test_blog.html").read_bytes()
     response = await api.post("/api/v1/convert", files={"file": ("test_blog.html", data, "text/html")})
@@ -217,7 +218,8 @@ async def test_ready_when_every_service_serves(api):
     response = await api.get("/ready")
     assert response.status_code == 200, response.text
     assert response.json() == {
-        "status": "ready", "services": dict.fromkeys(("converter", "embedder", "indexer", "search"), "SERVING")
+        "status": "ready",
+        "services": dict.fromkeys(("converter", "embedder", "indexer", "search", "answer"), "SERVING"),
     }
 
 
@@ -225,7 +227,7 @@ async def test_one_service_down_is_named_by_ready_and_by_the_call(mesh):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         dead = f"127.0.0.1:{sock.getsockname()[1]}"
-    settings = gateway_settings(mesh, search_addr=dead, gateway_ready_timeout_seconds=1.0)
+    settings = settings_for(mesh, search_addr=dead, gateway_ready_timeout_seconds=1.0)
     async with run_gateway(settings) as url, httpx.AsyncClient(base_url=url, timeout=60) as client:
         error = assert_error(await client.get("/ready"), 503, "SERVICES_NOT_READY")
         assert error["details"]["services"] == "search"
@@ -237,7 +239,7 @@ async def test_one_service_down_is_named_by_ready_and_by_the_call(mesh):
 
 
 async def test_api_keys_guard_the_api_but_not_health(mesh):
-    async with run_gateway(gateway_settings(mesh, api_keys=KEY)) as url, httpx.AsyncClient(base_url=url) as client:
+    async with run_gateway(settings_for(mesh, api_keys=KEY)) as url, httpx.AsyncClient(base_url=url) as client:
         assert_error(await client.get("/api/v1/collections"), 401, "API_KEY_MISSING")
         assert_error(await client.get("/api/v1/collections", headers={"Authorization": "Bearer nope"}),
                      401, "API_KEY_INVALID")

@@ -31,7 +31,7 @@ def closed_port_addr() -> str:
 
 
 def dead_settings(**overrides) -> GatewaySettings:
-    addrs = {f"{svc}_addr": closed_port_addr() for svc in ("converter", "embedder", "indexer", "search")}
+    addrs = {f"{svc}_addr": closed_port_addr() for svc in ("converter", "embedder", "indexer", "search", "answer")}
     return GatewaySettings(http_port=0, gateway_ready_timeout_seconds=1.0, **{**addrs, **overrides})
 
 
@@ -134,9 +134,13 @@ async def test_openapi_lists_the_routes(gateway):
     assert set(paths["/api/v1/convert"]["post"]["requestBody"]["content"]) == {
         "multipart/form-data", "application/json"}
     assert (await gateway.get("/docs")).status_code == 200
-    schemes = response.json()["components"]["securitySchemes"]
-    assert schemes["HTTPBearer"]["scheme"] == "bearer"
+    assert "securitySchemes" not in response.json()["components"]  # no keys: no auth to declare
     assert "ErrorResponse" in response.json()["components"]["schemas"]
+
+
+async def test_openapi_declares_bearer_auth_when_keys_are_set(keyed):
+    schemes = (await keyed.get("/openapi.json")).json()["components"]["securitySchemes"]
+    assert schemes["HTTPBearer"]["scheme"] == "bearer"
 
 
 # --- validation (decided in the gateway, before any backend is called) -------------------------------------
@@ -227,6 +231,11 @@ async def test_ingest_file_form_errors(gateway):
         assert error["details"]["field_violations"][0]["field"] == "metadata"
     error = assert_error(await gateway.post("/api/v1/ingest/file", data={"collection": "x"}), 400, "REQUEST_INVALID")
     assert error["details"]["field_violations"][0]["field"] == "file"
+    for field, value, reason in (("collection", "Not Valid!", "COLLECTION_NAME_INVALID"),
+                                 ("doc_id", " leading-space", "DOCUMENT_ID_INVALID")):
+        error = assert_error(await gateway.post("/api/v1/ingest/file", files=files, data={field: value}),
+                             400, reason)
+        assert error["details"]["field_violations"][0]["field"] == field
 
 
 async def test_convert_needs_a_file_or_a_url(gateway):
@@ -317,7 +326,7 @@ async def test_health_ready_and_docs_stay_open_with_keys(keyed):
 async def test_ready_is_503_naming_every_service_that_is_down(gateway):
     error = assert_error(await gateway.get("/ready"), 503, "SERVICES_NOT_READY")
     assert error["code"] == "UNAVAILABLE"
-    assert error["details"]["services"].split(",") == ["converter", "embedder", "indexer", "search"]
+    assert error["details"]["services"].split(",") == ["converter", "embedder", "indexer", "search", "answer"]
 
 
 @pytest.mark.parametrize(
@@ -330,6 +339,9 @@ async def test_ready_is_503_naming_every_service_that_is_down(gateway):
         ("DELETE", "/api/v1/documents/some-doc", {}, "indexer"),
         ("POST", "/api/v1/convert", {"json": {"url": "https://example.com"}}, "converter"),
         ("POST", "/api/v1/convert", {"files": {"file": ("a.txt", b"hi", "text/plain")}}, "converter"),
+        ("POST", "/api/v1/ask", {"json": {"query": "hello"}}, "answer"),
+        ("POST", "/api/v1/ask", {"json": {"query": "hello", "stream": True}}, "answer"),
+        ("GET", "/api/v1/sessions/abc", {}, "answer"),
     ],
 )
 async def test_a_backend_that_is_down_is_503_naming_it(gateway, method, path, kwargs, service):

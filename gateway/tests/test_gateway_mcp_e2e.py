@@ -20,12 +20,14 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 from ragmesh_gateway.app import run_gateway
-from ragmesh_gateway.config import GatewaySettings
 from ragmesh_gateway.models import SearchModeName
 
+from tests.support.gateway import settings_for
+
 KEY = "mcp-key"
-READ_TOOLS = {"search", "fetch_document", "convert_to_text", "list_collections"}
-WRITE_TOOLS = {"ingest_text", "ingest_url", "delete_document", "delete_collection"}
+READ_TOOLS = {"search", "fetch_document", "convert_to_text", "list_collections", "get_job", "ask",
+              "evaluate_collection"}
+WRITE_TOOLS = {"ingest_text", "ingest_url", "ingest_urls", "ingest_folder", "delete_document", "delete_collection"}
 RAGMESH = str(Path(sys.executable).with_name("ragmesh"))
 
 # Distinct paragraphs, long enough to make several chunks and snippets that have to be cut.
@@ -44,11 +46,6 @@ GLACIER_TEXT = "\n\n".join(
 @pytest.fixture(scope="module")
 async def mesh(mesh_factory):
     return await mesh_factory()
-
-
-def settings_for(mesh, **overrides) -> GatewaySettings:
-    addrs = {f"{name}_addr": addr for name, addr in mesh.addrs.items()}
-    return GatewaySettings(http_port=0, **{**addrs, **overrides})
 
 
 @pytest.fixture(scope="module")

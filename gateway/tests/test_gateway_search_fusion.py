@@ -26,7 +26,8 @@ async def api(mesh_factory):
 
 
 @pytest.mark.parametrize(("body", "mode", "fusion"), [
-    ({}, "hybrid", "relative_score"),
+    ({}, "hybrid", "adaptive"),
+    ({"fusion": "relative_score"}, "hybrid", "relative_score"),
     ({"fusion": "dbsf"}, "hybrid", "dbsf"),
     ({"fusion": "rrf", "rrf_k": 10}, "hybrid", "rrf"),
     ({"mode": "semantic"}, "semantic", "rrf"),

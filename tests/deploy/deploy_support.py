@@ -21,13 +21,11 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "deploy" / "k8s"
-COMPONENTS = ("observability", "network-policies", "embedder-queue-autoscaling")
-GRPC_SERVICES = ("converter", "embedder", "indexer", "search")
+COMPONENTS = ("observability", "network-policies", "embedder-queue-autoscaling", "gpu-embedder")
+GRPC_SERVICES = ("converter", "embedder", "indexer", "search", "answer")
 SERVICES = (*GRPC_SERVICES, "gateway")
-# Where each image's Dockerfile lives (the build context is the repository root).
-DOCKERFILES = {name: REPO / "services" / name / "Dockerfile" for name in GRPC_SERVICES} | {
-    "gateway": REPO / "gateway" / "Dockerfile"
-}
+# The one Dockerfile of every image, a target per service (the build context is the repository root).
+DOCKERFILE = REPO / "Dockerfile"
 
 
 def _kubectl() -> str:

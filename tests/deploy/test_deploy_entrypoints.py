@@ -20,9 +20,9 @@ from pathlib import Path
 import grpc
 import httpx
 import pytest
-from deploy_support import DOCKERFILES, SERVICES, container_env, ragmesh_containers
+from deploy_support import REPO, SERVICES, container_env, ragmesh_containers
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from ragmesh_common import mesh
+from ragmesh_cli import mesh
 
 RAGMESH = str(Path(sys.executable).parent / "ragmesh")
 STARTUP_ATTEMPTS = 600  # x 0.2 s: generous, the embedder loads its model on 2 shared cores
@@ -44,10 +44,11 @@ def pod_env(renders, service: str) -> tuple[dict[str, str], dict]:
 
 
 def entrypoint_args(service: str) -> list[str]:
-    line = next(line for line in DOCKERFILES[service].read_text().splitlines() if line.startswith("ENTRYPOINT"))
     import json
 
-    args = json.loads(line.removeprefix("ENTRYPOINT"))
+    from test_deploy_images import final_stage
+
+    args = json.loads(next(value for kind, value in final_stage(service) if kind == "ENTRYPOINT"))
     assert args[0] == "ragmesh"
     return [RAGMESH, *args[1:]]
 
@@ -93,11 +94,15 @@ def grpc_serving(port: int) -> bool:
     return reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
-@pytest.mark.parametrize("service", ["converter", "embedder"])
+@pytest.mark.parametrize("service", ["converter", "embedder", "answer"])
 def test_grpc_service_entrypoint_serves_its_probe_and_drains_on_sigterm(renders, service, tmp_path):
     env, workload = pod_env(renders, service)
     port = free_port()
-    env |= {f"RAGMESH_{service.upper()}_HOST": "127.0.0.1", f"RAGMESH_{service.upper()}_PORT": str(port)}
+    env |= {f"RAGMESH_{service.upper()}_HOST": "127.0.0.1", f"RAGMESH_{service.upper()}_PORT": str(port),
+            "RAGMESH_DATA_DIR": str(tmp_path / "data")}  # the answer's sessions: not the manifests' shared /tmp
+    if service == "embedder":
+        # The image carries the model's ONNX export (its Dockerfile sets this); the repository's cache stands in.
+        env.setdefault("RAGMESH_EMBEDDER_MODEL_CACHE_DIR", str(REPO / ".ragmesh" / "models"))
     proc = start(service, env, tmp_path)
     try:
         wait_until(lambda: grpc_serving(port), proc, tmp_path, service)

@@ -1,8 +1,10 @@
-"""The Dockerfiles: hadolint-clean, multi-stage, non-root, exec-form `ragmesh serve <service>`, and each image
-installs only its own packages: the local ones its pyproject.toml needs, and no torch outside the embedder.
+"""The Dockerfile: one multi-stage file with a target per service, hadolint-clean; each target is non-root,
+runs exec-form `ragmesh serve <service>`, and installs only its own packages: the local ones its
+pyproject.toml needs, and no torch outside the embedder.
 
-No image is built here (the machines reach PyPI only, not a container registry nor the PyTorch index); the
-dependency closure is computed from the installed distributions' metadata, which is what pip resolves."""
+No image is built here (the machines reach PyPI only, not a container registry nor the PyTorch index); a
+target's instructions are read by following its stages (FROM <stage>, COPY --from=<stage>), and the dependency
+closure is computed from the installed distributions' metadata, which is what pip resolves."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from deploy_support import DOCKERFILES, GRPC_SERVICES, REPO, SERVICES, named_port, ragmesh_containers
+from deploy_support import DOCKERFILE, GRPC_SERVICES, REPO, SERVICES, named_port, ragmesh_containers
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -26,9 +28,10 @@ LOCAL = {
         *REPO.glob("libs/*/pyproject.toml"),
         *REPO.glob("services/*/pyproject.toml"),
         REPO / "gateway/pyproject.toml",
+        REPO / "cli/pyproject.toml",
     ]
 }
-NO_TORCH = ("converter", "indexer", "search", "gateway")
+NO_TORCH = ("converter", "indexer", "search", "answer", "gateway")
 
 
 def hadolint() -> str:
@@ -38,7 +41,7 @@ def hadolint() -> str:
     return path
 
 
-def instructions(dockerfile: Path) -> list[tuple[str, str]]:
+def instructions(dockerfile: Path = DOCKERFILE) -> list[tuple[str, str]]:
     """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
     text = re.sub(
         r"\\\n",
@@ -48,20 +51,44 @@ def instructions(dockerfile: Path) -> list[tuple[str, str]]:
     return [(m.group(1).upper(), m.group(2).strip()) for m in re.finditer(r"^\s*(\w+)\s+(.*)$", text, re.M)]
 
 
-def stages(dockerfile: Path) -> list[list[tuple[str, str]]]:
-    result: list[list[tuple[str, str]]] = []
-    for ins in instructions(dockerfile):
-        if ins[0] == "FROM":
-            result.append([])
-        if result:
-            result[-1].append(ins)
+def stages(dockerfile: Path = DOCKERFILE) -> dict[str, tuple[str, list[tuple[str, str]]]]:
+    """Stage name -> (what it is FROM, its instructions after FROM)."""
+    result: dict[str, tuple[str, list[tuple[str, str]]]] = {}
+    current: list[tuple[str, str]] | None = None
+    for kind, args in instructions(dockerfile):
+        if kind == "FROM":
+            base, _, name = args.partition(" AS ")
+            assert name, f"every stage is named: FROM {args}"
+            current = []
+            result[name.strip()] = (base.strip(), current)
+        elif current is not None:
+            current.append((kind, args))
     return result
 
 
-def pip_installs(dockerfile: Path) -> list[tuple[list[str], bool, list[str]]]:
-    """(packages, no_deps, options) for every `pip install` in the Dockerfile."""
+def chain(stage: str) -> list[tuple[str, str]]:
+    """A stage's instructions including those of the stages it is built FROM."""
+    all_stages = stages()
+    base, own = all_stages[stage]
+    return (chain(base) if base in all_stages else []) + own
+
+
+def final_stage(service: str) -> list[tuple[str, str]]:
+    """What the image of `service` (the target of that name) is made of at run time."""
+    return chain(service)
+
+
+def build_stages(service: str) -> list[tuple[str, str]]:
+    """The instructions of the stages the target copies its virtualenv from."""
+    sources = [args.split()[0].removeprefix("--from=") for kind, args in final_stage(service)
+               if kind == "COPY" and args.startswith("--from=")]
+    return [ins for source in sources for ins in chain(source)]
+
+
+def pip_installs(service: str) -> list[tuple[list[str], bool, list[str]]]:
+    """(packages, no_deps, options) for every `pip install` that builds the image of `service`."""
     found = []
-    for kind, args in instructions(dockerfile):
+    for kind, args in build_stages(service):
         if kind != "RUN":
             continue
         for command in re.split(r"&&|;", args):
@@ -101,11 +128,11 @@ def requirements(dist: str, extras: frozenset[str] = frozenset()) -> list[Requir
     return reqs
 
 
-def image_closure(dockerfile: Path) -> set[str]:
-    """Every distribution pip would install for this Dockerfile (dependencies of --no-deps installs skipped)."""
+def image_closure(service: str) -> set[str]:
+    """Every distribution pip would install for this image (dependencies of --no-deps installs skipped)."""
     seen: set[str] = set()
     stack: list[tuple[str, frozenset[str], bool]] = []
-    for packages, no_deps, _ in pip_installs(dockerfile):
+    for packages, no_deps, _ in pip_installs(service):
         for package in packages:
             extras = frozenset() if package.startswith("./") else frozenset(Requirement(package).extras)
             stack.append((dist_name(package), extras, no_deps))
@@ -119,10 +146,16 @@ def image_closure(dockerfile: Path) -> set[str]:
     return {name for name, _ in seen}
 
 
-@pytest.mark.parametrize("service", SERVICES)
-def test_dockerfile_is_hadolint_clean(service):
-    proc = subprocess.run([hadolint(), "--no-color", str(DOCKERFILES[service])], capture_output=True, text=True)
+def test_dockerfile_is_hadolint_clean():
+    proc = subprocess.run([hadolint(), "--no-color", str(DOCKERFILE)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_one_dockerfile_has_a_target_per_service_and_no_other_dockerfiles_remain():
+    finals = {name for name, (base, _) in stages().items() if base == "runtime"}
+    assert finals == set(SERVICES)
+    others = [p for p in REPO.rglob("Dockerfile*") if ".venv" not in p.parts and p != DOCKERFILE]
+    assert not others, f"one Dockerfile for every image: {others}"
 
 
 def test_hadolint_does_flag_a_bad_dockerfile(tmp_path):
@@ -135,12 +168,10 @@ def test_hadolint_does_flag_a_bad_dockerfile(tmp_path):
 
 @pytest.mark.parametrize("service", SERVICES)
 def test_image_is_multi_stage_non_root_and_runs_ragmesh_serve(service):
-    build, final = stages(DOCKERFILES[service])[0], stages(DOCKERFILES[service])[-1]
-    assert len(stages(DOCKERFILES[service])) == 2
-    assert build[0][1].endswith(" AS build")
+    final = final_stage(service)
     # The final stage carries the built virtualenv, not the sources or pip's work.
     assert not any(kind == "RUN" and "pip" in args for kind, args in final)
-    assert ("COPY", "--from=build /opt/ragmesh /opt/ragmesh") in final
+    assert [args for kind, args in final if kind == "COPY"] == [f"--from={service}-build /opt/ragmesh /opt/ragmesh"]
     user = [args for kind, args in final if kind == "USER"][-1]
     uid = user.split(":")[0]
     assert uid.isdigit() and int(uid) > 0, "numeric non-root user, so runAsNonRoot can verify it"
@@ -150,23 +181,23 @@ def test_image_is_multi_stage_non_root_and_runs_ragmesh_serve(service):
 
 @pytest.mark.parametrize("service", SERVICES)
 def test_image_copies_exactly_the_local_packages_it_needs(service):
-    dockerfile = DOCKERFILES[service]
     own = canonicalize_name(f"ragmesh-{service}")
-    needed, stack = set(), [own]
+    # The service's package, and the CLI whose `ragmesh serve` is the entrypoint.
+    needed, stack = set(), [own, "ragmesh-cli"]
     while stack:
         name = stack.pop()
         needed.add(name)
         stack += [canonicalize_name(r.name) for r in requirements(name) if canonicalize_name(r.name) in LOCAL]
     copies = {
-        args.split()[0] for kind, args in instructions(dockerfile) if kind == "COPY" and not args.startswith("--from")
+        args.split()[0] for kind, args in build_stages(service) if kind == "COPY" and not args.startswith("--from")
     }
     assert copies == {"constraints.txt"} | {LOCAL[n] for n in needed}
     installed_local = {
-        dist_name(p) for packages, _, _ in pip_installs(dockerfile) for p in packages if p.startswith("./")
+        dist_name(p) for packages, _, _ in pip_installs(service) for p in packages if p.startswith("./")
     }
     assert installed_local == needed
     # Every install is constrained by the repository's pins, except torch's own CPU index.
-    for _, _, options in pip_installs(dockerfile):
+    for _, _, options in pip_installs(service):
         assert "--no-cache-dir" in options
         assert "-c constraints.txt" in " ".join(options) or options[-2:] == [
             "--index-url",
@@ -177,7 +208,7 @@ def test_image_copies_exactly_the_local_packages_it_needs(service):
 @pytest.mark.parametrize("service", SERVICES)
 def test_image_satisfies_every_requirement_of_the_local_packages(service):
     """--no-deps installs must not drop a requirement the service's code declares."""
-    closure = image_closure(DOCKERFILES[service])
+    closure = image_closure(service)
     for name in closure & set(LOCAL):
         for req in requirements(name):
             assert canonicalize_name(req.name) in closure, f"{service}: {name} needs {req.name}"
@@ -185,17 +216,17 @@ def test_image_satisfies_every_requirement_of_the_local_packages(service):
 
 @pytest.mark.parametrize("service", NO_TORCH)
 def test_only_the_embedder_image_carries_torch(service):
-    closure = image_closure(DOCKERFILES[service])
+    closure = image_closure(service)
     assert "torch" not in closure and "sentence-transformers" not in closure, service
-    if service == "gateway":
+    if service in ("gateway", "answer"):
         assert "qdrant-client" not in closure and "qdrant-edge-py" not in closure
-    assert "torch" in image_closure(DOCKERFILES["embedder"])
+    assert "torch" in image_closure("embedder")
 
 
 def test_the_embedder_installs_cpu_torch_first_at_the_pinned_version():
     constraints = (REPO / "constraints.txt").read_text()
     pinned = re.search(r"^torch==([\d.]+)\+cpu$", constraints, re.M).group(1)
-    installs = pip_installs(DOCKERFILES["embedder"])
+    installs = pip_installs("embedder")
     packages, _, options = installs[0]
     assert packages == [f"torch=={pinned}"]
     assert options[-2:] == ["--index-url", "https://download.pytorch.org/whl/cpu"]
@@ -203,7 +234,7 @@ def test_the_embedder_installs_cpu_torch_first_at_the_pinned_version():
 
 @pytest.mark.parametrize("service", SERVICES)
 def test_manifests_run_the_images_entrypoint_on_the_exposed_port(renders, service):
-    final = stages(DOCKERFILES[service])[-1]
+    final = final_stage(service)
     exposed = {int(args) for kind, args in final if kind == "EXPOSE"}
     for _, container, svc in ragmesh_containers(renders["default"]):
         if svc == service:
@@ -217,7 +248,7 @@ def test_dockerignore_keeps_what_the_images_copy_and_drops_the_rest():
     assert lines[0] == "**"
     kept = {line.removeprefix("!").rstrip("/") for line in lines if line.startswith("!")}
     for service in SERVICES:
-        for kind, args in instructions(DOCKERFILES[service]):
+        for kind, args in build_stages(service):
             if kind == "COPY" and not args.startswith("--from"):
                 assert args.split()[0] in kept
     assert {"**/tests/", "**/*.egg-info/", "**/__pycache__/"} <= set(lines)

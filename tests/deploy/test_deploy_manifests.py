@@ -186,11 +186,11 @@ def test_prod_is_replicated_with_disruption_budgets_and_a_distributed_qdrant(ren
 def test_prod_requests_follow_the_measurements(renders):
     docs = renders["prod"]
     embedder = by_name(docs, "Deployment", "embedder")["spec"]["template"]["spec"]["containers"][0]
-    # torch keeps 2 threads busy (~40 passages/s per pod): request the cores it was measured on, and pin its
-    # thread pool to them (torch would otherwise size it from the node's cores).
+    # The model keeps 2 threads busy (~40 passages/s per pod): request the cores it was measured on, and pin
+    # its thread pool to them (OpenMP would otherwise size it from the node's cores).
     assert embedder["resources"]["requests"]["cpu"] == embedder["resources"]["limits"]["cpu"] == "2"
     env = container_env(docs, embedder)
-    assert env["OMP_NUM_THREADS"] == env["RAGMESH_EMBEDDER_TORCH_THREADS"] == "2"
+    assert env["OMP_NUM_THREADS"] == env["RAGMESH_EMBEDDER_THREADS"] == "2"
     # ~600 MB RSS with the model loaded.
     assert _mebibytes(embedder["resources"]["requests"]["memory"]) >= 600
     converter = by_name(docs, "Deployment", "converter")["spec"]["template"]["spec"]["containers"][0]
@@ -228,6 +228,31 @@ def test_the_queue_depth_component_adds_the_adapter_metric_to_the_hpa(renders):
     pod = by_name(renders["base"], "Deployment", "embedder")["spec"]["template"]
     port = named_port(pod["spec"]["containers"][0], "metrics")
     assert pod["metadata"]["annotations"]["prometheus.io/port"] == str(port)
+
+
+@pytest.mark.parametrize("name", [n for n in RENDER_NAMES if "gpu-embedder" in n])
+def test_the_gpu_component_puts_the_embedder_on_a_gpu_node_in_cuda(renders, name):
+    docs = renders[name]
+    pod = by_name(docs, "Deployment", "embedder")["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    assert pod["nodeSelector"]
+    assert container["image"].endswith("-cuda")
+    env = container_env(docs, container)
+    assert env["RAGMESH_EMBEDDER_DEVICE"] == "cuda"
+    assert env["OMP_NUM_THREADS"] == env["RAGMESH_EMBEDDER_THREADS"] == container["resources"]["limits"]["cpu"]
+    # Only the embedder moves to the GPU pool.
+    for workload in workloads(docs):
+        if workload["metadata"]["name"] != "embedder":
+            spec = workload["spec"]["template"]["spec"]
+            assert "nodeSelector" not in spec and "nvidia.com/gpu" not in str(spec), workload["metadata"]["name"]
+    # The HPA still scales the GPU Deployment, on queue depth too when that component is there.
+    hpa = by_name(docs, "HorizontalPodAutoscaler", "embedder")
+    assert hpa["spec"]["scaleTargetRef"]["name"] == "embedder"
+    metrics = {m["type"]: m for m in hpa["spec"]["metrics"]}
+    if "embedder-queue-autoscaling" in name:
+        assert metrics["Pods"]["pods"]["metric"]["name"] == "ragmesh_embedder_queue_depth"
 
 
 @pytest.mark.parametrize("name", [n for n in RENDER_NAMES if "observability" in n or n in ("default", "dev", "prod")])

@@ -118,7 +118,8 @@ def test_policies_allow_exactly_the_real_edges_of_the_mesh(renders, name):
     docs = renders[name]
     expected = real_edges(docs)
     # The edges the issue names must be among them, or the derivation above is broken.
-    assert {("gateway", "search", 50054), ("indexer", "embedder", 50052), ("search", "qdrant", 6333)} <= expected
+    assert {("gateway", "search", 50054), ("indexer", "embedder", 50052), ("search", "qdrant", 6333),
+            ("gateway", "answer", 50055), ("answer", "search", 50054), ("answer", "embedder", 50052)} <= expected
     assert allowed_edges(docs) == expected
 
 
@@ -159,8 +160,8 @@ def test_only_the_gateway_is_open_to_clients_and_only_egress_to_public_addresses
                     public_egress.add(target)
     gateway = by_name(docs, "Deployment", "gateway")["spec"]["template"]["spec"]["containers"][0]
     assert open_ports == {("gateway", named_port(gateway, "http"))}
-    # URL ingestion (converter) and the /ask model (gateway) reach out; nothing else does.
-    assert public_egress == {"converter", "gateway"}
+    # URL ingestion (converter) and the chat model (answer) reach out; nothing else does.
+    assert public_egress == {"converter", "answer"}
 
 
 @pytest.mark.parametrize("name", WITH_POLICIES)

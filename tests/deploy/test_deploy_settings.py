@@ -24,6 +24,7 @@ SETTINGS = {
     "embedder": ["ragmesh_embedder.config:EmbedderSettings"],
     "indexer": ["ragmesh_indexer.config:IndexerSettings", "ragmesh_store.config:StoreSettings"],
     "search": ["ragmesh_search.config:SearchSettings", "ragmesh_store.config:StoreSettings"],
+    "answer": ["ragmesh_answer.config:AnswerSettings"],
     "gateway": ["ragmesh_gateway.config:GatewaySettings"],
 }
 OURS = ("RAGMESH_", "QDRANT_")

@@ -14,7 +14,9 @@ from pathlib import Path
 import httpx
 
 RAGMESH = str(Path(sys.executable).parent / "ragmesh")
-SERVICES = ("converter", "embedder", "indexer", "search")
+SERVICES = ("converter", "embedder", "indexer", "search", "answer")
+# Where the embedder caches its ONNX export: the default of a mesh started from the repository root.
+MODEL_CACHE = Path(__file__).resolve().parents[2] / ".ragmesh" / "models"
 
 
 def free_port() -> int:
@@ -68,6 +70,8 @@ class Mesh:
         env.update(
             RAGMESH_DATA_DIR=str(self.data_dir), RAGMESH_HTTP_PORT=str(self.http_port), HF_HUB_OFFLINE="1",
             RAGMESH_LOG_LEVEL="INFO",
+            # One ONNX export of the model for every mesh under test (the repository's default cache).
+            RAGMESH_EMBEDDER_MODEL_CACHE_DIR=str(MODEL_CACHE),
         )
         for name, port in self.ports.items():
             env[f"RAGMESH_{name.upper()}_PORT"] = str(port)

@@ -11,7 +11,7 @@ def test_services_in_separate_processes_serve_the_api(tmp_path):
     # The hash embedder keeps this test fast; the real model runs in test_e2e_up.
     mesh = Mesh(tmp_path / "data", extra_env={"RAGMESH_EMBEDDER_BACKEND": "hash"})
     env = mesh.env()
-    groups = [["converter"], ["embedder"], ["indexer", "search"], ["gateway"]]
+    groups = [["converter"], ["embedder"], ["indexer", "search"], ["answer"], ["gateway"]]
     procs = [Proc(["serve", *g], env, tmp_path / f"{'-'.join(g)}.log").start() for g in groups]
     try:
         wait_ready(mesh.url, procs, timeout=120)
@@ -21,6 +21,16 @@ def test_services_in_separate_processes_serve_the_api(tmp_path):
             assert ingested.status_code == 200, ingested.text
             results = http.post("/api/v1/search", json={"query": "separate processes"}).json()["results"]
             assert results[0]["doc_id"] == "sep"
+            # The answer service in a process of its own: gateway -> answer -> search and embedder.
+            asked = http.post("/api/v1/ask", json={"query": "do separate processes share one contract?"})
+            assert asked.status_code == 200, asked.text
+            assert asked.json()["generator"] == "extractive" and asked.json()["sources"][0]["doc_id"] == "sep"
+
+            # Stop the answer service: /ask is 503 naming it, search keeps working.
+            assert procs[3].stop() == 0
+            down = http.post("/api/v1/ask", json={"query": "separate processes"})
+            assert down.status_code == 503 and down.json()["error"]["details"]["service"] == "answer", down.text
+            assert http.post("/api/v1/search", json={"query": "separate processes"}).status_code == 200
 
             # Stop the embedder: search fails with 503 naming it, and the gateway reports not ready.
             assert procs[1].stop() == 0

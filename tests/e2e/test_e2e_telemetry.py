@@ -151,11 +151,11 @@ def _ancestors(span: Span, by_id: dict[str, Span]) -> Iterator[Span]:
         yield span
 
 
-def _start_mesh(tmp_path, otlp_port: int) -> tuple[Mesh, list[Proc], dict[str, int]]:
-    """converter, embedder, indexer+search (one owner of the embedded store) and gateway as four processes,
-    each exporting spans to the receiver and serving /metrics on a port of its own."""
+def _start_mesh(tmp_path, otlp_port: int, **env: str) -> tuple[Mesh, list[Proc], dict[str, int]]:
+    """converter, embedder, indexer+search (one owner of the embedded store), answer and gateway as five
+    processes, each exporting spans to the receiver and serving /metrics on a port of its own."""
     metrics_ports = {name: free_port() for name in SERVICES}
-    mesh = Mesh(tmp_path / "data", extra_env={
+    mesh = Mesh(tmp_path / "data", extra_env={**env,
         "RAGMESH_EMBEDDER_BACKEND": "hash",
         "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{otlp_port}",
         "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
@@ -163,7 +163,7 @@ def _start_mesh(tmp_path, otlp_port: int) -> tuple[Mesh, list[Proc], dict[str, i
         **{f"RAGMESH_{name.upper()}_METRICS_PORT": str(port) for name, port in metrics_ports.items()},
     })
     env = mesh.env()
-    groups = [["converter"], ["embedder"], ["indexer", "search"], ["gateway"]]
+    groups = [["converter"], ["embedder"], ["indexer", "search"], ["answer"], ["gateway"]]
     procs = [Proc(["serve", *g], env, tmp_path / f"{'-'.join(g)}.log").start() for g in groups]
     return mesh, procs, metrics_ports
 
@@ -173,9 +173,10 @@ def _stop(procs: list[Proc]) -> None:
     assert all(code == 0 for code in codes), [(p.args, c, p.log()[-1500:]) for p, c in zip(procs, codes, strict=True)]
 
 
-def test_one_request_is_one_trace_across_processes_and_every_process_has_metrics(tmp_path, receiver):
+def test_one_request_is_one_trace_across_processes_and_every_process_has_metrics(tmp_path, receiver, fake_chat):
     otlp, otlp_port = receiver
-    mesh, procs, metrics_ports = _start_mesh(tmp_path, otlp_port)
+    mesh, procs, metrics_ports = _start_mesh(tmp_path, otlp_port, RAGMESH_ANSWER_BASE_URL=fake_chat.url,
+                                             RAGMESH_ANSWER_MODEL="fake-chat", RAGMESH_ANSWER_MIN_RELEVANCE="0.1")
     try:
         wait_ready(mesh.url, procs, timeout=120)  # /ready fans out to every gRPC health check
         with httpx.Client(base_url=mesh.url, timeout=60) as http:
@@ -221,10 +222,12 @@ def test_one_request_is_one_trace_across_processes_and_every_process_has_metrics
             otlp, lambda s: s.service == "ragmesh-gateway" and s.kind == SERVER and s.name.endswith("/search")
             and s.attributes.get("http.response.status_code", s.attributes.get("http.status_code")) == 200,
             lambda spans: _crosses(spans, "ragmesh-search", "ragmesh-embedder", "Embed")
-            and any(s.name == "store.query" for s in spans),
+            and any(s.name == "store.hybrid_evidence" for s in spans),
         )
         assert _crosses(search, "ragmesh-gateway", "ragmesh-search", "Search"), _edges(search)
-        assert _child_of(search, "ragmesh-search", "Search", "store.query") is not None, _edges(search)
+        # The default (adaptive) hybrid reads both lists in one batched store call, then the kept hits' payloads.
+        assert _child_of(search, "ragmesh-search", "Search", "store.hybrid_evidence") is not None, _edges(search)
+        assert _child_of(search, "ragmesh-search", "Search", "store.payloads") is not None, _edges(search)
         served = _server_span(search, "ragmesh-search", "Search")
         assert served.attributes[Attr.COLLECTION] == "traced" and served.attributes[Attr.TOP_K] == 3
         assert served.attributes[Attr.MODE] == "hybrid" and served.attributes[Attr.RESULT_COUNT] >= 1
@@ -260,6 +263,9 @@ def test_one_request_is_one_trace_across_processes_and_every_process_has_metrics
         assert "ragmesh_embedder_tokens_total" in embedder
         assert 'ragmesh_indexer_documents_total{status="indexed"} 1.0' in scraped["indexer"]
         assert "ragmesh_indexer_chunks_total" in scraped["indexer"]
+
+        # --- REST ask: gateway -> answer -> search -> embedder, and the chat model's call --------------------------
+        _assert_one_ask_is_one_trace(mesh, otlp, fake_chat, metrics_ports["answer"])
     finally:
         _stop(procs)
 
@@ -278,8 +284,15 @@ def test_each_mcp_tool_call_is_one_trace_through_the_same_hops(tmp_path, receive
             return [s for s in spans if s.service == "ragmesh-search" and s.kind == SERVER
                     and s.name.endswith("/Search")]
 
+        def complete(spans: list[Span]) -> bool:
+            # Each process exports its own spans in its own batches: wait for the embedder's too.
+            calls = searches(spans)
+            return len(calls) >= 2 and all(
+                _crosses([s for s in spans if s.trace_id == c.trace_id], "ragmesh-search", "ragmesh-embedder",
+                         "Embed") for c in calls)
+
         deadline = time.monotonic() + 60
-        while len(searches(otlp.snapshot())) < 2 and time.monotonic() < deadline:
+        while not complete(otlp.snapshot()) and time.monotonic() < deadline:
             time.sleep(0.2)
         spans = otlp.snapshot()
         by_id = {s.span_id: s for s in spans}
@@ -294,3 +307,41 @@ def test_each_mcp_tool_call_is_one_trace_through_the_same_hops(tmp_path, receive
             assert _crosses(trace, "ragmesh-search", "ragmesh-embedder", "Embed"), _edges(trace)
     finally:
         _stop(procs)
+
+
+def _assert_one_ask_is_one_trace(mesh: Mesh, otlp: Receiver, chat, metrics_port: int) -> None:
+    """One ask is one trace through answer, search and embedder with the chat model's call as a gen_ai span,
+    and the answer service's metrics count it."""
+    with httpx.Client(base_url=mesh.url, timeout=60) as http:
+        ingested = http.post("/api/v1/ingest", json={
+            "text": "Answers are traced from the gateway to the chat model.", "collection": "traced",
+            "doc_id": "answers"})
+        assert ingested.status_code == 200, ingested.text
+        asked = http.post("/api/v1/ask", json={"query": "are answers traced to the chat model?",
+                                               "collection": "traced"})
+        assert asked.status_code == 200, asked.text
+        usage = asked.json()["usage"]
+    scraped = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).text
+
+    spans = _trace_of(
+        otlp, lambda s: s.service == "ragmesh-gateway" and s.kind == SERVER and s.name.endswith("/ask"),
+        lambda spans: _crosses(spans, "ragmesh-search", "ragmesh-embedder", "Embed")
+        and any(s.name == "chat fake-chat" for s in spans),
+    )
+    assert len({s.trace_id for s in spans}) == 1
+    assert _crosses(spans, "ragmesh-gateway", "ragmesh-answer", "Ask"), _edges(spans)
+    assert _crosses(spans, "ragmesh-answer", "ragmesh-search", "Search"), _edges(spans)
+    model = _child_of(spans, "ragmesh-answer", "Ask", "chat fake-chat")
+    assert model is not None and model.kind == CLIENT, _edges(spans)
+    attributes = model.attributes
+    assert attributes["gen_ai.operation.name"] == "chat" and attributes["gen_ai.request.model"] == "fake-chat"
+    assert attributes["gen_ai.usage.input_tokens"] == usage["input_tokens"] > 0
+    assert attributes["gen_ai.usage.output_tokens"] == usage["output_tokens"] > 0
+    assert attributes["server.address"] == "127.0.0.1" and attributes["server.port"] == chat.port
+    served = _server_span(spans, "ragmesh-answer", "Ask")
+    assert served.attributes[Attr.GENERATOR] == "model" and served.attributes[Attr.MODEL] == "fake-chat"
+    assert served.attributes[Attr.COLLECTION] == "traced" and served.attributes[Attr.RESULT_COUNT] >= 1
+
+    assert {"generator": "model", "le": "0.25"} in _labels(scraped, "ragmesh_answer_time_to_first_token_seconds")
+    assert 'ragmesh_answer_tokens_per_answer_count{generator="model"} 1.0' in scraped
+    assert f'ragmesh_answer_model_tokens_total{{type="output"}} {float(usage["output_tokens"])}' in scraped

@@ -10,8 +10,9 @@ from pydantic import ValidationError
 from ragmesh_common.errors import RagmeshError
 from starlette.datastructures import UploadFile
 
+from ..auth import require_scope
 from ..deps import Clients
-from ..errors import DOMAIN, UPLOAD_ERROR_RESPONSES, validation_error
+from ..errors import DOMAIN, NOT_ALLOWED_RESPONSES, UPLOAD_ERROR_RESPONSES, validation_error
 from ..models import ConvertResponse, ConvertUrlRequest
 
 router = APIRouter(prefix="/api/v1", tags=["convert"], responses=UPLOAD_ERROR_RESPONSES)
@@ -31,7 +32,8 @@ _REQUEST_BODY = {
 }
 
 
-@router.post("/convert", response_model=ConvertResponse, openapi_extra={"requestBody": _REQUEST_BODY})
+@router.post("/convert", response_model=ConvertResponse, openapi_extra={"requestBody": _REQUEST_BODY},
+             dependencies=[require_scope("read", collections=False)], responses=NOT_ALLOWED_RESPONSES)
 async def convert(request: Request, clients: Clients) -> ConvertResponse:
     """Convert a document to Markdown: send multipart `file`, or JSON `{"url": "https://..."}`.
 

@@ -8,9 +8,12 @@ from typing import Annotated
 from fastapi import APIRouter, File, Form, UploadFile
 from ragmesh_common.errors import RagmeshError, invalid_argument
 
+from ..auth import require_scope
 from ..deps import Clients
-from ..errors import UPLOAD_ERROR_RESPONSES, error_object
+from ..errors import NOT_ALLOWED_RESPONSES, UPLOAD_ERROR_RESPONSES, error_object
 from ..models import (
+    CollectionName,
+    DocId,
     FailedIngest,
     IngestBatchRequest,
     IngestBatchResponse,
@@ -20,12 +23,13 @@ from ..models import (
     IngestTextRequest,
     IngestUrlRequest,
     IngestUrlResponse,
+    blank_is_omitted,
 )
 
 router = APIRouter(prefix="/api/v1", tags=["ingest"], responses=UPLOAD_ERROR_RESPONSES)
 
 
-@router.post("/ingest", response_model=IngestResponse)
+@router.post("/ingest", response_model=IngestResponse, dependencies=[require_scope("write")])
 async def ingest_text(body: IngestTextRequest, clients: Clients) -> IngestResult:
     """Ingest one text or Markdown document: chunk, embed and store it.
 
@@ -36,7 +40,7 @@ async def ingest_text(body: IngestTextRequest, clients: Clients) -> IngestResult
     )
 
 
-@router.post("/ingest/batch", response_model=IngestBatchResponse)
+@router.post("/ingest/batch", response_model=IngestBatchResponse, dependencies=[require_scope("write")])
 async def ingest_batch(body: IngestBatchRequest, clients: Clients) -> IngestBatchResponse:
     """Ingest several documents into one collection.
 
@@ -53,12 +57,37 @@ async def ingest_batch(body: IngestBatchRequest, clients: Clients) -> IngestBatc
     return IngestBatchResponse(results=results)
 
 
-@router.post("/ingest/file", response_model=IngestFileResponse)
+def _file_form() -> dict:
+    """The multipart body as it is read: `metadata` is a JSON object sent as one part (application/json)."""
+    text = IngestTextRequest.model_json_schema()["properties"]
+    return {
+        "required": True,
+        "content": {"multipart/form-data": {
+            "schema": {
+                "type": "object",
+                "required": ["file"],
+                "properties": {
+                    "file": {"type": "string", "format": "binary",
+                             "description": "The file (PDF, DOCX, PPTX, XLSX, HTML, EPUB, CSV, ...)."},
+                    "collection": blank_is_omitted(text["collection"]),
+                    "doc_id": blank_is_omitted(text["doc_id"]["anyOf"][0],
+                                               "Document id; derived from the file name if omitted."),
+                    "title": {"type": "string", "description": "Document title."},
+                    "metadata": {key: value for key, value in text["metadata"].items() if key != "default"},
+                },
+            },
+            "encoding": {"metadata": {"contentType": "application/json"}},
+        }},
+    }
+
+
+@router.post("/ingest/file", response_model=IngestFileResponse, dependencies=[require_scope("write")],
+             openapi_extra={"requestBody": _file_form()})
 async def ingest_file(
     file: Annotated[UploadFile, File(description="The file (PDF, DOCX, PPTX, XLSX, HTML, EPUB, CSV, ...).")],
     clients: Clients,
-    collection: Annotated[str, Form()] = "default",
-    doc_id: Annotated[str | None, Form(description="Document id; derived from the file name if omitted.")] = None,
+    collection: Annotated[CollectionName, Form()] = "default",
+    doc_id: Annotated[DocId | None, Form(description="Document id; derived from the file name if omitted.")] = None,
     title: Annotated[str | None, Form()] = None,
     metadata: Annotated[str | None, Form(description="Flat user metadata as a JSON object.")] = None,
 ) -> IngestResult:
@@ -73,7 +102,8 @@ async def ingest_file(
     )
 
 
-@router.post("/ingest_url", response_model=IngestUrlResponse)
+@router.post("/ingest_url", response_model=IngestUrlResponse, dependencies=[require_scope("write")],
+             responses=NOT_ALLOWED_RESPONSES)
 async def ingest_url(body: IngestUrlRequest, clients: Clients) -> IngestResult:
     """Fetch an http(s) URL, convert it to Markdown and ingest it.
 

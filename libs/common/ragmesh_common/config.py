@@ -11,16 +11,17 @@ Environment variables:
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # The default port of each gRPC service; the gateway's HTTP port is RAGMESH_HTTP_PORT (8000).
-DEFAULT_PORTS = {"converter": 50051, "embedder": 50052, "indexer": 50053, "search": 50054}
+DEFAULT_PORTS = {"converter": 50051, "embedder": 50052, "indexer": 50053, "search": 50054, "answer": 50055}
 # Each gRPC service's Prometheus port (RAGMESH_<SERVICE>_METRICS_PORT): distinct, so that `ragmesh up` (all
 # services in one process) serves them all; in containers every service uses 9464.
-DEFAULT_METRICS_PORTS = {"converter": 9464, "embedder": 9465, "indexer": 9466, "search": 9467}
+DEFAULT_METRICS_PORTS = {"converter": 9464, "embedder": 9465, "indexer": 9466, "search": 9467, "answer": 9468}
 SERVICES = tuple(DEFAULT_PORTS)
 
 
@@ -49,6 +50,10 @@ class ServiceSettings(BaseSettings):
     )
 
 
+# Variables whose values are never repeated in an error message.
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
+
+
 class ConfigError(SystemExit):
     """Raised at start-up when the environment does not make valid settings; the message says which."""
 
@@ -61,10 +66,20 @@ def load(settings_cls: type[BaseSettings], **overrides):
         prefix = settings_cls.model_config.get("env_prefix", "")
         lines = []
         for err in exc.errors():
-            name = ".".join(str(p) for p in err["loc"])
+            message = err["msg"].removeprefix("Value error, ")
+            if not err["loc"]:  # a check across fields: its message names the variables
+                lines.append(f"  {message}")
+                continue
+            name, *inner = (str(p) for p in err["loc"])
             field = settings_cls.model_fields.get(name)
             env = (field.validation_alias if field and isinstance(field.validation_alias, str) else None) or (
                 f"{prefix}{name}".upper()
             )
-            lines.append(f"  {env}: {err['msg']} (got {err.get('input')!r})")
+            # A place inside a structured value (a JSON list of objects): RAGMESH_X_MODELS[0].name
+            env += "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in inner)
+            # Never a secret, nor a whole object or text that may hold one (JSON with an "api_key").
+            value = err.get("input")
+            secret = _SECRET_NAME.search(env) or isinstance(value, dict | list) or _SECRET_NAME.search(str(value))
+            shown = "" if secret else f" (got {value!r})"
+            lines.append(f"  {env}: {message}{shown}")
         raise ConfigError("invalid configuration:\n" + "\n".join(lines)) from None

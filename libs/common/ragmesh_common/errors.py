@@ -36,6 +36,8 @@ class RagmeshError(Exception):
     domain: str = ""
     metadata: Mapping[str, str] = field(default_factory=dict)
     field_violations: Sequence[FieldViolation] = ()
+    # Seconds after which a retry may succeed (google.rpc.RetryInfo; HTTP Retry-After): back-pressure.
+    retry_after: float | None = None
 
     def __post_init__(self) -> None:
         super().__init__(self.message)
@@ -64,6 +66,10 @@ class RagmeshError(Exception):
                 ]
             )
             details.append(_pack(bad))
+        if self.retry_after is not None:
+            retry = error_details_pb2.RetryInfo()
+            retry.retry_delay.FromNanoseconds(int(max(self.retry_after, 0) * 1e9))
+            details.append(_pack(retry))
         return status_pb2.Status(code=self.code.value[0], message=self.message, details=details)
 
     def trailing_metadata(self) -> tuple[tuple[str, bytes], ...]:
@@ -138,6 +144,7 @@ def _from_status(status: status_pb2.Status) -> RagmeshError:
     code = _CODES_BY_VALUE.get(status.code, grpc.StatusCode.UNKNOWN)
     reason, domain, metadata = code.name, "", {}
     violations: list[FieldViolation] = []
+    retry_after: float | None = None
     for detail in status.details:
         if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
             info = error_details_pb2.ErrorInfo()
@@ -147,6 +154,10 @@ def _from_status(status: status_pb2.Status) -> RagmeshError:
             bad = error_details_pb2.BadRequest()
             detail.Unpack(bad)
             violations.extend(FieldViolation(v.field, v.description) for v in bad.field_violations)
-    return RagmeshError(code, reason, status.message, domain, metadata, tuple(violations))
+        elif detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+            retry = error_details_pb2.RetryInfo()
+            detail.Unpack(retry)
+            retry_after = retry.retry_delay.ToNanoseconds() / 1e9
+    return RagmeshError(code, reason, status.message, domain, metadata, tuple(violations), retry_after)
 
 

@@ -2,7 +2,7 @@
 graceful shutdown.
 
 A service's `create_server(settings)` calls `new_server(...)`, registers its servicer and returns
-`(server, port)`; `ragmesh_common.mesh.run` (`ragmesh up` / `ragmesh serve`) runs it until SIGTERM/SIGINT.
+`(server, port)`; `ragmesh_cli.mesh.run` (`ragmesh up` / `ragmesh serve`) runs it until SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from grpc_reflection.v1alpha import reflection
 
 from .config import ServiceSettings
 from .errors import RagmeshError
+from .meshauth import MeshTokenServerInterceptor, mesh_token
+from .ports import port_free, port_in_use
 from .telemetry import setup_telemetry
 
 log = logging.getLogger(__name__)
@@ -157,15 +159,25 @@ def new_server(
     ]
     # Outermost first: tracing and metrics see the status the error interceptor maps a failure to.
     interceptors = [*setup_telemetry(name).server_interceptors(), ErrorInterceptor(domain)]
+    token = mesh_token()
+    if token:
+        interceptors.insert(0, MeshTokenServerInterceptor(token, domain))  # refused before anything runs
     server = grpc.aio.server(interceptors=interceptors, options=options)
     register(server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = tuple(service_names)
     reflection.enable_server_reflection((*names, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-    port = server.add_insecure_port(f"{_bind_host(settings.host)}:{settings.port}")
+    prefix = settings.model_config.get("env_prefix", "RAGMESH_")
+    # Checked first so that a taken port is one clear line, not also gRPC's own error log.
+    if settings.port and not port_free(settings.host, settings.port):
+        raise port_in_use(f"the {name} service", settings.host, settings.port, f"{prefix}PORT")
+    try:
+        port = server.add_insecure_port(f"{_bind_host(settings.host)}:{settings.port}")
+    except RuntimeError:  # grpc's "Failed to bind to address"
+        port = 0
     if port == 0:
-        raise RuntimeError(f"{name}: could not bind {settings.host}:{settings.port}")
+        raise port_in_use(f"the {name} service", settings.host, settings.port, f"{prefix}PORT")
     return Service(name, server, port, health_servicer, names, settings.shutdown_grace_seconds)
 
 

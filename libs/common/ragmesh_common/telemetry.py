@@ -54,11 +54,16 @@ class Attr:
     CHUNK_COUNT = "ragmesh.chunk_count"
     BATCH_SIZE = "ragmesh.batch_size"
     MODEL = "ragmesh.model"
+    # The name a request picked a model by, where one service serves several (the embedder).
+    MODEL_NAME = "ragmesh.model_name"
     TOP_K = "ragmesh.top_k"
     MODE = "ragmesh.mode"
     RESULT_COUNT = "ragmesh.result_count"
     STATUS = "ragmesh.status"
     STORE_OPERATION = "ragmesh.store.operation"
+    GENERATOR = "ragmesh.generator"
+    QUERY_COUNT = "ragmesh.query_count"
+    NDCG_AT_10 = "ragmesh.ndcg_at_10"
 
 
 def tracing_configured() -> bool:
@@ -317,7 +322,8 @@ def serve_metrics(telemetry: Telemetry, host: str, port: int) -> Callable[[], No
     try:
         server, thread = start_http_server(port, addr=host, registry=telemetry.registry)
     except OSError as exc:
-        log.error("%s: cannot serve metrics on %s:%d: %s", telemetry.service, host, port, exc)
+        log.error("%s: cannot serve metrics on %s:%d: %s; set RAGMESH_%s_METRICS_PORT to a free port (0: off)",
+                  telemetry.service, host, port, exc.strerror or exc, telemetry.service.upper())
         return None
     log.info("%s metrics on http://%s:%d/metrics", telemetry.service, host, port)
 

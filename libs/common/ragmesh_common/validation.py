@@ -11,8 +11,29 @@ from .errors import invalid_argument
 
 COLLECTION_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 DOC_ID_MAX_CHARS = 512
+# Whitespace as str.strip() knows it, spelled out so that the pattern means the same in every regex engine
+# (the OpenAPI schema publishes DOC_ID_PATTERN; JSON Schema validators use ECMA regexes).
+_SPACE = r" \t\n\r\f\v\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+_PRINTABLE = r"\x00-\x1f"
+# 1-512 characters, none a control character (below U+0020), not starting or ending with whitespace.
+DOC_ID_PATTERN = (
+    rf"^[^{_PRINTABLE}{_SPACE}](?:[^{_PRINTABLE}]{{0,{DOC_ID_MAX_CHARS - 2}}}[^{_PRINTABLE}{_SPACE}])?$"
+)
+DOC_ID_RE = re.compile(DOC_ID_PATTERN)
+# Text with at least one character that is not whitespace (what `text.strip()` leaves something of).
+NOT_BLANK_PATTERN = rf"[^{_SPACE}]"
 METADATA_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 DEFAULT_COLLECTION = "default"
+# Golden sets (judged queries a collection's search quality is measured on): the search service enforces these,
+# the gateway's schema states them.
+GOLDEN_MAX_QUERIES = 1000
+GOLDEN_MAX_JUDGMENTS_PER_QUERY = 1000
+GOLDEN_MAX_JUDGMENTS = 50_000
+GOLDEN_MAX_GRADE = 10
+GOLDEN_QUERY_ID_MAX_CHARS = 256
+# Chunk payload fields search can filter on besides user metadata keys (their values are strings).
+CHUNK_FILTER_FIELDS = ("doc_id", "title", "source", "filename", "mime_type", "url", "language", "path",
+                       "path_prefix", "datasource")
 
 
 def collection_name(name: str, *, field: str = "collection") -> str:
@@ -30,8 +51,9 @@ def collection_name(name: str, *, field: str = "collection") -> str:
 
 
 def doc_id(value: str, *, field: str = "doc_id") -> str:
-    """Return a valid document id or raise DOCUMENT_ID_INVALID (empty ids are the caller's business)."""
-    if len(value) > DOC_ID_MAX_CHARS or any(ord(c) < 32 for c in value) or value != value.strip():
+    """Return a valid document id (DOC_ID_PATTERN) or raise DOCUMENT_ID_INVALID. Callers for which an id is
+    optional check for "" before calling."""
+    if not DOC_ID_RE.fullmatch(value):
         raise invalid_argument(
             "DOCUMENT_ID_INVALID",
             f"doc_id must be at most {DOC_ID_MAX_CHARS} printable characters without surrounding spaces",
@@ -41,6 +63,13 @@ def doc_id(value: str, *, field: str = "doc_id") -> str:
 
 
 Scalar = str | int | float | bool
+_INT64 = 2**63
+
+
+def whole_number(value: float) -> int | float:
+    """A double that carries a whole number as an int (protobuf's Struct carries every number as a double);
+    beyond the 64-bit range the store's integers hold, it stays a float."""
+    return int(value) if value.is_integer() and -_INT64 <= value < _INT64 else value
 
 
 def flat_metadata(struct: struct_pb2.Struct | dict | None, *, field: str = "metadata") -> dict[str, Scalar]:
@@ -56,8 +85,8 @@ def flat_metadata(struct: struct_pb2.Struct | dict | None, *, field: str = "meta
                 f"metadata key {key[:70]!r} is invalid: use 1-64 characters A-Z, a-z, 0-9, '_', '.', '-'",
                 field=f"{field}.{key[:70]}",
             )
-        if isinstance(value, float) and value.is_integer() and isinstance(struct, struct_pb2.Struct):
-            value = int(value)  # Struct carries every number as a double
+        if isinstance(value, float) and isinstance(struct, struct_pb2.Struct):
+            value = whole_number(value)
         if value is None or isinstance(value, (dict, list)):
             raise invalid_argument(
                 "METADATA_INVALID",

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from ._common import path_prefixes, tie_key
 from .base import (
     DENSE,
     INTEGER_FIELDS,
@@ -13,12 +14,14 @@ from .base import (
     CollectionNotFound,
     CollectionStats,
     Hit,
+    HybridEvidence,
     Query,
     SearchDefaults,
     Sparse,
     Store,
     StoreBusyError,
     StoreError,
+    StoreFormatError,
 )
 from .config import StoreSettings
 from .edge import EdgeStore
@@ -34,14 +37,18 @@ __all__ = [
     "CollectionStats",
     "EdgeStore",
     "Hit",
+    "HybridEvidence",
     "Query",
     "SearchDefaults",
     "Sparse",
     "Store",
     "StoreBusyError",
     "StoreError",
+    "StoreFormatError",
     "StoreSettings",
     "open_store",
+    "tie_key",
+    "path_prefixes",
 ]
 
 
@@ -52,4 +59,5 @@ def open_store(settings: StoreSettings, dimension: int) -> Store:
 
         return QdrantClientStore.from_settings(settings, dimension)
     return EdgeStore(settings.data_dir, dimension, hnsw_ef=settings.hnsw_ef,
-                     flush_interval=settings.flush_interval_seconds)
+                     flush_interval=settings.flush_interval_seconds, hnsw_m=settings.hnsw_m,
+                     hnsw_ef_construct=settings.hnsw_ef_construct)

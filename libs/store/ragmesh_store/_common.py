@@ -3,20 +3,29 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from ragmesh_common.validation import COLLECTION_NAME_RE
 
 from .base import (
+    DENSE,
     INTEGER_FIELDS,
     KEYWORD_FIELDS,
     METADATA_PREFIX,
+    PATH_PREFIX_FILTER,
+    PATH_PREFIXES_FIELD,
+    RECORD_KEY_RE,
+    SPARSE,
     ChunkPoint,
     FilterValue,
     Hit,
+    HybridEvidence,
     Query,
     SearchDefaults,
 )
@@ -29,7 +38,20 @@ FIXED_INDEXES: dict[str, IndexKind] = {
     **dict.fromkeys(KEYWORD_FIELDS, "keyword"),
     **dict.fromkeys(INTEGER_FIELDS, "integer"),
 }
+EVIDENCE_TIE_ROOM = 16
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_]+$")
+
+
+def usable_cpus() -> int:
+    """CPUs this process may use: its affinity, capped by the cgroup v2 CPU quota (a container's limit)."""
+    cpus = len(os.sched_getaffinity(0))
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+        if quota != "max":
+            cpus = min(cpus, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, cpus)
 
 
 def checked_name(name: str) -> str:
@@ -39,16 +61,41 @@ def checked_name(name: str) -> str:
     return name
 
 
+def checked_record_key(key: str) -> str:
+    """The collection record key, or ValueError (see `Store.set_collection_record`)."""
+    if not RECORD_KEY_RE.fullmatch(key):
+        raise ValueError(f"invalid collection record key {key!r}")
+    return key
+
+
 def metadata_path(key: str) -> str:
     """The payload path of user metadata `key` (quoted when it holds '.', '-', ... so it is not nested)."""
     return f"{METADATA_PREFIX}{key}" if _PLAIN_KEY.fullmatch(key) else f'{METADATA_PREFIX}"{key}"'
 
 
 def payload_path(filter_key: str) -> str:
-    """`metadata.<key>` -> the metadata path; any other key is a top-level payload field."""
+    """`metadata.<key>` -> the metadata path; `path_prefix` -> the ancestor-folder list; any other key is a
+    top-level payload field."""
     if filter_key.startswith(METADATA_PREFIX):
         return metadata_path(filter_key[len(METADATA_PREFIX) :])
+    if filter_key == PATH_PREFIX_FILTER:
+        return PATH_PREFIXES_FIELD
     return filter_key
+
+
+def path_prefixes(path: str) -> list[str]:
+    """The folders a relative POSIX path lies in, outermost first, then the path itself:
+    "a/b/c.py" -> ["a", "a/b", "a/b/c.py"]."""
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def normalise_prefix(value: str) -> str:
+    """A path_prefix filter value as stored: no leading "./", no trailing "/"."""
+    value = value.strip()
+    while value.startswith("./"):
+        value = value[2:]
+    return value.rstrip("/")
 
 
 def index_kind(value: object) -> IndexKind | None:
@@ -106,10 +153,22 @@ def conditions(filters: Mapping[str, FilterValue]) -> list[Condition]:
                 strings.append(value)
             else:
                 raise ValueError(f"filter {key!r}: unsupported value {value!r}")
+        if key == PATH_PREFIX_FILTER:
+            strings = [normalise_prefix(s) for s in strings]
         out.append(
             Condition(payload_path(key), tuple(strings), tuple(integers), tuple(floats), tuple(dict.fromkeys(bools)))
         )
     return out
+
+
+def first_chunk_conditions(filters: Mapping[str, FilterValue]) -> list[Condition]:
+    """`filters` plus chunk_index = 0: one point per document (list_documents)."""
+    return [*conditions(filters), Condition("chunk_index", integers=(0,))]
+
+
+def document_row(payload: Mapping[str, Any] | None, fields: Sequence[str]) -> dict[str, Any]:
+    payload = payload or {}
+    return {key: payload.get(key) for key in ("doc_id", *fields)}
 
 
 def tie_key(hit: Hit) -> tuple:
@@ -128,7 +187,7 @@ def stable_query(run: Callable[[int], list[Hit]], limit: int, *, max_fetch: int 
     calls. Fetching past `limit` until the score at the cut-off is strictly above the last fetched one (or
     everything was fetched) makes the whole tie group visible before sorting.
     """
-    fetch = max(2 * limit, limit + 1)
+    fetch = limit + 1  # one past the cut shows whether the cut falls inside a group of equal scores
     while True:
         hits = run(fetch)
         cut_inside_ties = len(hits) >= fetch and hits[limit - 1].score == hits[-1].score
@@ -159,10 +218,59 @@ def relative_score_query(query_fn: Callable[[Query], list[Hit]], query: Query) -
     return hits[:query.limit]
 
 
+def evidence_depth(query: Query) -> int:
+    """How deep `hybrid_evidence` reads each list: `EVIDENCE_TIE_ROOM` past the candidates it keeps
+    (`prefetch_limit`, at least `limit`), so that which of a few equally scored chunks make the cut does not depend
+    on the engine's order (they are cut by `tie_key`). Reading twice as deep, as `stable_query` may, would double
+    the cost of the hybrid query for a rare case."""
+    return max(query.prefetch_limit, query.limit) + EVIDENCE_TIE_ROOM
+
+
+def absent_term_idf(points: int) -> float:
+    """Qdrant's IDF, ln(1 + (N - n + 0.5) / (n + 0.5)), of a term that no chunk contains (n = 0)."""
+    return math.log(1.0 + (points + 0.5) / 0.5)
+
+
+def term_probe(result: Sequence[Any], term: int) -> tuple[float, float] | None:
+    """(score, the term's weight in the chunk) of a single-term BM25 query's best hit (a scored point of either
+    client, read with its sparse vector), or None if no chunk has the term."""
+    vectors = getattr(result[0], "vector", None) if result else None
+    if not isinstance(vectors, dict):
+        return None
+    weights = dict(zip(vectors[SPARSE].indices, vectors[SPARSE].values, strict=True))
+    return result[0].score, weights.get(term, 0.0)
+
+
+def hybrid_evidence_of(
+    query: Query, results: Sequence[Sequence[Any]], terms: Sequence[int], points: Callable[[], int],
+) -> HybridEvidence:
+    """Assemble `HybridEvidence` from one batch's results (scored points of either client), in this order: the
+    dense and the sparse list (read `evidence_depth` deep), each list's candidates re-scored by the other vector,
+    for each query term the best single-term BM25 hit (read with its sparse vector: its score / the term's
+    weight in that chunk is the term's IDF, query weights being 1), then any searches read for their dense
+    vectors. `points` (the number of chunks) is only called when a term is in no chunk."""
+    dense, sparse, sparse_of_dense, dense_of_sparse = (
+        [Hit(str(p.id), p.score, p.payload or {}) for p in result] for result in results[:4])
+    probes = [term_probe(result, term) for result, term in zip(results[4:4 + len(terms)], terms, strict=True)]
+    vectors = {str(p.id): list(p.vector[DENSE]) for result in results[4 + len(terms):] for p in result
+               if isinstance(p.vector, dict)}
+    keep = max(query.prefetch_limit, query.limit)
+    dense, sparse = sorted(dense, key=tie_key)[:keep], sorted(sparse, key=tie_key)[:keep]  # no payload: ties by id
+    dense_scores = {h.id: h.score for h in dense} | {h.id: h.score for h in dense_of_sparse}
+    sparse_scores = {h.id: h.score for h in sparse} | {h.id: h.score for h in sparse_of_dense}
+    term_idf: dict[int, float] = {}
+    for term, probe in zip(query.sparse.indices if query.sparse else (), probes, strict=True):
+        if probe is not None and probe[1] > 0:
+            term_idf[term] = probe[0] / probe[1]
+        else:
+            term_idf[term] = absent_term_idf(points())
+    return HybridEvidence(dense, sparse, dense_scores, sparse_scores, term_idf, vectors)
+
+
 def defaults_from(raw: Mapping[str, Any] | None) -> SearchDefaults:
     """Stored search defaults (a JSON object) -> SearchDefaults; unknown or invalid values are ignored."""
     raw = raw or {}
-    fusion = raw.get("fusion") if raw.get("fusion") in ("rrf", "dbsf", "relative_score") else None
+    fusion = raw.get("fusion") if raw.get("fusion") in ("rrf", "dbsf", "relative_score", "adaptive") else None
     rrf_k = raw.get("rrf_k") if isinstance(raw.get("rrf_k"), int) and raw["rrf_k"] > 0 else None
     return SearchDefaults(fusion=fusion, rrf_k=rrf_k)
 

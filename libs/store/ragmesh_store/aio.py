@@ -13,7 +13,7 @@ from ragmesh_common.config import ConfigError, load
 from ragmesh_common.errors import not_found, unavailable
 
 from . import open_store
-from .base import CollectionNotFound, Store, StoreBusyError, StoreError
+from .base import CollectionNotFound, Store, StoreBusyError, StoreError, StoreFormatError
 from .config import StoreSettings
 
 log = logging.getLogger(__name__)
@@ -34,8 +34,19 @@ async def store_call(fn: Callable[..., T], *args: object) -> T:
 
 async def open_store_for(service: str, embedder: ServiceClient, wait_seconds: float) -> Store:
     """Open the configured store with the embedder's dense dimension (waiting for the embedder to load its
-    model); a store owned by another process stops start-up with a message that says what to do."""
+    model); a store owned by another process, in a format this version cannot read, or in a directory that
+    cannot be written stops start-up with a message that says what to do."""
+    settings = load(StoreSettings)
+    dimension = await model_dimension(embedder, wait_seconds)
     try:
-        return open_store(load(StoreSettings), await model_dimension(embedder, wait_seconds))
-    except StoreBusyError as exc:
+        return open_store(settings, dimension)
+    except (StoreBusyError, StoreFormatError) as exc:
         raise ConfigError(f"{service}: cannot open the store: {exc}") from None
+    except OSError as exc:
+        if settings.qdrant_url:
+            raise
+        raise ConfigError(
+            f"{service}: cannot use RAGMESH_DATA_DIR={settings.data_dir.resolve()}: "
+            f"{exc.strerror or exc} ({exc.filename or settings.data_dir}); "
+            "point RAGMESH_DATA_DIR at a directory this user can write"
+        ) from None

@@ -9,6 +9,7 @@ A collection holds chunk points with a named dense vector "dense" (cosine) and a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -16,12 +17,20 @@ from typing import Any, Literal, Protocol
 DENSE = "dense"
 SPARSE = "bm25"
 # Payload fields every chunk carries; the keyword-like ones get a payload index.
-KEYWORD_FIELDS = ("doc_id", "source", "filename", "mime_type", "url", "title", "content_hash")
+KEYWORD_FIELDS = ("doc_id", "source", "filename", "mime_type", "url", "title", "content_hash",
+                  "language", "path", "path_prefixes", "datasource")
 INTEGER_FIELDS = ("chunk_index",)
 METADATA_PREFIX = "metadata."  # user metadata lives under payload["metadata"]
+# A filter on "path_prefix" matches the folders a document's path lies in: each chunk of a file stored under a
+# path carries the list of its ancestor folders ("a", "a/b" for "a/b/c.py") in "path_prefixes", so a prefix
+# filter is an exact match on one of them (keyword-indexed, no scan).
+PATH_PREFIX_FILTER = "path_prefix"
+PATH_PREFIXES_FIELD = "path_prefixes"
+# The keys of collection records (`Store.set_collection_record`).
+RECORD_KEY_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 
 Mode = Literal["dense", "sparse", "hybrid"]
-Fusion = Literal["rrf", "dbsf", "relative_score"]
+Fusion = Literal["rrf", "dbsf", "relative_score", "adaptive"]
 FilterValue = str | int | float | bool | Sequence[str | int | float | bool]
 
 
@@ -70,6 +79,28 @@ class Query:
 
 
 @dataclass(frozen=True)
+class HybridEvidence:
+    """Everything one hybrid query (`Store.hybrid_evidence`, one batched store call) tells about its candidates,
+    for fusions that weigh each list per query (the search service's adaptive fusion):
+
+    - `dense` / `sparse`: each list's best `max(prefetch_limit, limit)` chunks, best first, without payloads
+      (reading payloads costs more than the search; `Store.payloads` fetches those of the chunks kept);
+    - `dense_scores` / `sparse_scores`: the cosine and the BM25 score of every candidate of either list (a chunk
+      missing from `sparse_scores` contains no query term: its BM25 score is 0);
+    - `term_idf`: the collection's IDF of each query term, as Qdrant's IDF modifier computes it,
+      ln(1 + (N - n + 0.5) / (n + 0.5)) (a term in no chunk: n = 0), unaffected by filters;
+    - `vectors`: the dense vectors of the best `vectors_of` chunks of each list (for pseudo-relevance feedback).
+    """
+
+    dense: list[Hit]
+    sparse: list[Hit]
+    dense_scores: dict[str, float]
+    sparse_scores: dict[str, float]
+    term_idf: dict[int, float]
+    vectors: dict[str, list[float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class SearchDefaults:
     """A collection's own search defaults, persisted with it (None: the search service's default)."""
 
@@ -90,6 +121,10 @@ class StoreError(Exception):
 
 class StoreBusyError(StoreError):
     """The embedded store's data directory is owned by another process."""
+
+
+class StoreFormatError(StoreError):
+    """The embedded store's data directory was written in a format this version cannot read."""
 
 
 class CollectionNotFound(StoreError):
@@ -129,8 +164,19 @@ class Store(Protocol):
     def document_hash(self, name: str, doc_id: str) -> str | None:
         """The stored content_hash of the document, or None if it is not stored."""
 
+    def list_documents(self, name: str, filters: Mapping[str, FilterValue], fields: Sequence[str]) -> list[dict]:
+        """One payload per document whose chunks match `filters` (as in `Query.filters`): the `fields` (and
+        `doc_id`) of its first chunk, ordered by doc_id. CollectionNotFound if missing."""
+
     def query(self, name: str, query: Query) -> list[Hit]:
         """Best first; equal scores ordered by (doc_id, chunk_index) so results are stable."""
+
+    def hybrid_evidence(self, name: str, query: Query, vectors_of: int = 0) -> HybridEvidence:
+        """The candidates of a hybrid `query` with both scores each and the query terms' IDF (see
+        `HybridEvidence`), in one batched call to the engine. CollectionNotFound if missing."""
+
+    def payloads(self, name: str, ids: Sequence[str]) -> dict[str, Mapping[str, Any]]:
+        """The payloads of the given point ids (a lookup by id, no search); unknown ids are left out."""
 
     def stats(self, name: str) -> CollectionStats: ...
 
@@ -139,5 +185,15 @@ class Store(Protocol):
 
     def set_search_defaults(self, name: str, defaults: SearchDefaults) -> None:
         """Replace the collection's search defaults. CollectionNotFound if missing."""
+
+    def collection_record(self, name: str, key: str) -> Any | None:
+        """The JSON value kept with the collection under `key` (see `set_collection_record`), None if there is
+        none. CollectionNotFound if missing."""
+
+    def set_collection_record(self, name: str, key: str, value: Any | None) -> None:
+        """Keep a JSON value (object, list, ...) with the collection under `key` (RECORD_KEY_RE), replacing the
+        one there; None removes it. Records survive restarts, go with the collection (deleting it deletes them)
+        and are meant for small things about it (a golden set, an evaluation history: a few MiB at most).
+        CollectionNotFound if missing; ValueError for a key that breaks the rule."""
 
     def close(self) -> None: ...

@@ -11,7 +11,7 @@ import contextlib
 import dataclasses
 import functools
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -24,9 +24,14 @@ from ._common import (
     Condition,
     IndexKind,
     checked_name,
+    checked_record_key,
     chunk_order_key,
     conditions,
     defaults_from,
+    document_row,
+    evidence_depth,
+    first_chunk_conditions,
+    hybrid_evidence_of,
     metadata_indexes,
     relative_score_query,
     stable_query,
@@ -37,7 +42,9 @@ from .base import (
     ChunkPoint,
     CollectionNotFound,
     CollectionStats,
+    FilterValue,
     Hit,
+    HybridEvidence,
     Query,
     SearchDefaults,
     StoreError,
@@ -46,6 +53,7 @@ from .config import StoreSettings
 
 _SCROLL_PAGE = 1024
 _DEFAULTS_KEY = "ragmesh_search_defaults"  # the collection metadata key holding its SearchDefaults
+_RECORD_KEY = "ragmesh_record_{key}"  # the collection metadata key holding a collection record
 _SCHEMAS: dict[IndexKind, models.PayloadSchemaType] = {
     "keyword": models.PayloadSchemaType.KEYWORD,
     "integer": models.PayloadSchemaType.INTEGER,
@@ -255,6 +263,20 @@ class QdrantClientStore:
         records = self._scroll(name, doc_id, ["content_hash"], limit=1)
         return records[0].payload.get("content_hash") if records and records[0].payload else None
 
+    def list_documents(self, name: str, filters: Mapping[str, FilterValue], fields: Sequence[str]) -> list[dict]:
+        query_filter = _client_filter(first_chunk_conditions(filters))
+        rows: list[dict] = []
+        offset = None
+        while True:
+            with self._call(name):
+                batch, offset = self.client.scroll(
+                    self._full(name), scroll_filter=query_filter, limit=_SCROLL_PAGE, offset=offset,
+                    with_payload=["doc_id", *fields], with_vectors=False,
+                )
+            rows.extend(document_row(r.payload, fields) for r in batch)
+            if offset is None:
+                return sorted(rows, key=lambda row: str(row["doc_id"]))
+
     def query(self, name: str, query: Query) -> list[Hit]:
         if query.mode == "hybrid" and query.fusion == "relative_score":
             return relative_score_query(functools.partial(self.query, name), query)
@@ -293,6 +315,53 @@ class QdrantClientStore:
 
         return stable_query(run, query.limit)
 
+    def hybrid_evidence(self, name: str, query: Query, vectors_of: int = 0) -> HybridEvidence:
+        query_filter = _client_filter(conditions(query.filters))
+        params = models.SearchParams(hnsw_ef=self._hnsw_ef) if self._hnsw_ef else None
+        depth = evidence_depth(query)
+        dense, sparse = _vector(query, "dense"), _vector(query, "sparse")
+        terms = list(query.sparse.indices) if query.sparse else []
+
+        def nearest(vector: Any, using: str, limit: int, **options: Any) -> models.QueryRequest:
+            return models.QueryRequest(query=vector, using=using, filter=query_filter, limit=limit,
+                                       params=params if using == DENSE else None, **options)
+
+        def rescored(first: Any, first_using: str, then: Any, then_using: str) -> models.QueryRequest:
+            prefetch = models.Prefetch(query=first, using=first_using, limit=depth, filter=query_filter,
+                                       params=params if first_using == DENSE else None)
+            return models.QueryRequest(prefetch=[prefetch], query=then, using=then_using, limit=depth,
+                                       with_payload=False)
+
+        requests = [
+            nearest(dense, DENSE, depth, with_payload=False),
+            nearest(sparse, SPARSE, depth, with_payload=False),
+            rescored(dense, DENSE, sparse, SPARSE),
+            rescored(sparse, SPARSE, dense, DENSE),
+            # One single-term BM25 query per query term, unfiltered: its best chunk's score / the term's weight in
+            # that chunk is the term's IDF.
+            *(models.QueryRequest(query=models.SparseVector(indices=[t], values=[1.0]), using=SPARSE, limit=1,
+                                  with_payload=False, with_vector=[SPARSE]) for t in terms),
+        ]
+        if vectors_of:
+            requests += [nearest(dense, DENSE, vectors_of, with_payload=False, with_vector=[DENSE]),
+                         nearest(sparse, SPARSE, vectors_of, with_payload=False, with_vector=[DENSE])]
+        with self._call(name):
+            results = [r.points for r in self.client.query_batch_points(self._full(name), requests=requests)]
+
+        def points() -> int:
+            with self._call(name):
+                return self.client.count(self._full(name), exact=True).count
+
+        return hybrid_evidence_of(query, results, terms, points)
+
+    def payloads(self, name: str, ids: Sequence[str]) -> dict[str, Any]:
+        if not ids:
+            self._require(name)
+            return {}
+        with self._call(name):
+            records = self.client.retrieve(self._full(name), ids=list(ids), with_payload=True, with_vectors=False)
+        return {str(r.id): r.payload or {} for r in records}
+
     def search_defaults(self, name: str) -> SearchDefaults:
         with self._call(name):
             metadata = self.client.get_collection(self._full(name)).config.metadata or {}
@@ -301,6 +370,18 @@ class QdrantClientStore:
     def set_search_defaults(self, name: str, defaults: SearchDefaults) -> None:
         with self._call(name):
             self.client.update_collection(self._full(name), metadata={_DEFAULTS_KEY: dataclasses.asdict(defaults)})
+
+    def collection_record(self, name: str, key: str) -> Any | None:
+        field = _RECORD_KEY.format(key=checked_record_key(key))
+        with self._call(name):
+            metadata = self.client.get_collection(self._full(name)).config.metadata or {}
+        return metadata.get(field)
+
+    def set_collection_record(self, name: str, key: str, value: Any | None) -> None:
+        # Qdrant merges the metadata given into the collection's (top-level keys); a key set to null is removed.
+        field = _RECORD_KEY.format(key=checked_record_key(key))
+        with self._call(name):
+            self.client.update_collection(self._full(name), metadata={field: value})
 
     def stats(self, name: str) -> CollectionStats:
         first_chunks = models.Filter(must=[models.FieldCondition(key="chunk_index", match=models.MatchValue(value=0))])

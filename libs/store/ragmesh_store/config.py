@@ -46,6 +46,15 @@ class StoreSettings(BaseSettings):
                      "an OS crash too, at 25-50 ms per write)."),
     )
     hnsw_ef: int | None = Field(
-        None, ge=1, validation_alias="QDRANT_HNSW_EF",
-        description="HNSW ef at search time (higher: better recall, slower); unset = Qdrant's default.",
+        128, ge=1, validation_alias="QDRANT_HNSW_EF",
+        description=("HNSW ef at search time (higher: better recall, slower). 128 keeps dense recall@10 >= 0.95 "
+                     "against exact search in bench/bench_store.py (see the README's Benchmarks)."),
+    )
+    hnsw_m: int = Field(
+        16, ge=4, le=128, validation_alias="RAGMESH_STORE_HNSW_M",
+        description="Embedded store: edges per node of the HNSW graph built by optimize (Qdrant's default).",
+    )
+    hnsw_ef_construct: int = Field(
+        100, ge=4, le=4096, validation_alias="RAGMESH_STORE_HNSW_EF_CONSTRUCT",
+        description="Embedded store: candidates considered while building the HNSW graph (Qdrant's default).",
     )

@@ -1,10 +1,11 @@
 """`EdgeStore`: the embedded store on qdrant-edge-py (Qdrant's own engine, in process).
 
-Layout: `<data_dir>/.lock` (the process that owns the directory, `fcntl.flock`) and one EdgeShard per
-collection under `<data_dir>/collections/<name>/`. The WAL stays on: an acknowledged write survives a killed
-process. Segments are flushed by a background thread every `flush_interval` seconds (default 1, as a Qdrant
-server does: WAL first, flush later), so a write does not wait for a flush (25-50 ms here); with
-`flush_interval=0` every write is flushed before it returns (group commit), for an OS crash too.
+Layout: `<data_dir>/.lock` (the process that owns the directory, `fcntl.flock`), `<data_dir>/ragmesh-store.json`
+(the format version, see FORMAT_VERSION) and one EdgeShard per collection under `<data_dir>/collections/<name>/`.
+The WAL stays on: an acknowledged write survives a killed process. Segments are flushed by a background thread
+every `flush_interval` seconds (default 1, as a Qdrant server does: WAL first, flush later), so a write does not
+wait for a flush (25-50 ms here); with `flush_interval=0` every write is flushed before it returns (group commit),
+for an OS crash too.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +33,19 @@ from ._common import (
     Condition,
     IndexKind,
     checked_name,
+    checked_record_key,
     chunk_order_key,
     conditions,
     defaults_from,
+    document_row,
+    evidence_depth,
+    first_chunk_conditions,
+    hybrid_evidence_of,
     metadata_indexes,
     relative_score_query,
     stable_query,
+    tie_key,
+    usable_cpus,
 )
 from .base import (
     DENSE,
@@ -45,17 +53,25 @@ from .base import (
     ChunkPoint,
     CollectionNotFound,
     CollectionStats,
+    FilterValue,
     Hit,
+    HybridEvidence,
     Query,
     SearchDefaults,
     StoreBusyError,
     StoreError,
+    StoreFormatError,
 )
 
 log = logging.getLogger(__name__)
 _TRASH_PREFIX = ".deleting-"
 _DEFAULTS_FILE = "ragmesh-search-defaults.json"  # inside the shard's directory, so it goes with the collection
+_RECORD_FILE = "ragmesh-record-{key}.json"  # a collection record (Store.set_collection_record), beside it
 _SCROLL_PAGE = 1024
+# The on-disk format of a data directory. Bump it when a release writes something older releases cannot read,
+# and teach `_check_format` to upgrade from the versions before it.
+FORMAT_VERSION = 1
+FORMAT_FILE = "ragmesh-store.json"
 _SCHEMAS: dict[IndexKind, qe.PayloadSchemaType] = {
     "keyword": qe.PayloadSchemaType.Keyword,
     "integer": qe.PayloadSchemaType.Integer,
@@ -66,10 +82,66 @@ _SCHEMAS: dict[IndexKind, qe.PayloadSchemaType] = {
 
 def busy_message(data_dir: Path, pid: str) -> str:
     return (
-        f"the embedded store at {data_dir} is already open in another process (pid {pid}); run the indexer and "
-        "search in one process (`ragmesh serve indexer search` or `ragmesh up`) or set QDRANT_URL to use a "
+        f"the embedded store at RAGMESH_DATA_DIR={data_dir} is already open in another process (pid {pid}); "
+        "stop that process or set RAGMESH_DATA_DIR to another directory. The indexer and search share one store: "
+        "run them in one process (`ragmesh serve indexer search` or `ragmesh up`), or set QDRANT_URL to use a "
         "Qdrant server"
     )
+
+
+def lock_data_dir(data_dir: Path, *, busy_hint: str = "") -> int:
+    """Own `data_dir` (an exclusive `flock` on its .lock, holding this process's pid); returns the descriptor,
+    whose closing releases it. StoreBusyError naming the holder when another process owns it."""
+    fd = os.open(data_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise StoreBusyError(busy_message(data_dir, holder) + busy_hint) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def read_format(data_dir: Path) -> dict[str, Any] | None:
+    """The format record of a data directory ({"format_version", "created_by", ...}), None when it has none."""
+    try:
+        record = json.loads((data_dir / FORMAT_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise StoreFormatError(f"cannot read {data_dir / FORMAT_FILE}: {exc}") from None
+    if not isinstance(record, dict) or not isinstance(record.get("format_version"), int):
+        raise StoreFormatError(f"{data_dir / FORMAT_FILE} is not a ragmesh store format record")
+    return record
+
+
+def write_format(data_dir: Path, version: int = FORMAT_VERSION) -> None:
+    """Record the format of a data directory (atomically: never a half-written file)."""
+    from importlib.metadata import version as package_version
+
+    record = {"format_version": version, "created_by": f"ragmesh-store {package_version('ragmesh-store')}"}
+    temporary = data_dir / f"{FORMAT_FILE}.tmp"
+    temporary.write_text(json.dumps(record), encoding="utf-8")
+    os.replace(temporary, data_dir / FORMAT_FILE)
+
+
+def check_format(data_dir: Path) -> None:
+    """Refuse a data directory written in a format this version cannot read; record the format of a new one
+    (or of one made before formats were recorded, which is version 1)."""
+    record = read_format(data_dir)
+    if record is None:
+        write_format(data_dir)
+        return
+    found = record["format_version"]
+    if found > FORMAT_VERSION or found < 1:
+        raise StoreFormatError(
+            f"the embedded store at RAGMESH_DATA_DIR={data_dir} has format version {found} "
+            f"(written by {record.get('created_by', 'an unknown version')}), and this ragmesh reads version "
+            f"{FORMAT_VERSION}: run the ragmesh release that wrote it, or restore a snapshot into a new "
+            "RAGMESH_DATA_DIR"
+        )
 
 
 class _Collection:
@@ -147,14 +219,20 @@ class EdgeStore:
     share it in one process (it is thread-safe); a second process gets `StoreBusyError`."""
 
     def __init__(self, data_dir: str | os.PathLike[str], dimension: int, *, hnsw_ef: int | None = None,
-                 flush_interval: float = 1.0) -> None:
+                 flush_interval: float = 1.0, hnsw_m: int = 16, hnsw_ef_construct: int = 100) -> None:
         self.dimension = dimension
+        self._hnsw = qe.HnswIndexConfig(m=hnsw_m, ef_construct=hnsw_ef_construct, full_scan_threshold=10_000)
         self._flush_interval = flush_interval
         self.data_dir = Path(data_dir).resolve()
         self._hnsw_ef = hnsw_ef
         self._collections_dir = self.data_dir / "collections"
         self._collections_dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = self._take_ownership()
+        try:
+            check_format(self.data_dir)
+        except BaseException:
+            os.close(self._lock_fd)  # closing the descriptor releases the lock
+            raise
         self._lock = threading.RLock()  # guards _open and creating/deleting collections
         self._open: dict[str, _Collection] = {}
         self._closed = False
@@ -184,17 +262,7 @@ class EdgeStore:
 
     # --- ownership ---------------------------------------------------------------------------------------
     def _take_ownership(self) -> int:
-        lock_path = self.data_dir / ".lock"
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            raise StoreBusyError(busy_message(self.data_dir, holder)) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        return fd
+        return lock_data_dir(self.data_dir)
 
     @contextlib.contextmanager
     def _edge_errors(self) -> Iterator[None]:
@@ -216,6 +284,10 @@ class EdgeStore:
         return qe.EdgeConfig(
             vectors={DENSE: qe.EdgeVectorParams(size=self.dimension, distance=qe.Distance.Cosine)},
             sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+            hnsw_config=self._hnsw,
+            # qdrant-edge sizes each shard's search pool from the host's CPUs (8 threads per collection on a
+            # 2-core container); a query uses one thread per segment, so the usable cores are plenty.
+            max_search_threads=usable_cpus(),
         )
 
     def _get(self, name: str) -> _Collection:
@@ -230,6 +302,10 @@ class EdgeStore:
                 raise CollectionNotFound(name)
             with self._edge_errors():
                 shard = qe.EdgeShard.load(str(path), self._config())
+                indexed = set(shard.info().payload_schema)
+                for field, kind in FIXED_INDEXES.items():  # fields added since the collection was created
+                    if field not in indexed:
+                        shard.update(qe.UpdateOperation.create_field_index(field, _SCHEMAS[kind]))
             collection = self._open[name] = _Collection(name, path, shard)
             return collection
 
@@ -340,9 +416,43 @@ class EdgeStore:
         records = self._scroll(name, doc_id, ["content_hash"], limit=1)
         return records[0].payload.get("content_hash") if records and records[0].payload else None
 
+    def list_documents(self, name: str, filters: Mapping[str, FilterValue], fields: Sequence[str]) -> list[dict]:
+        collection = self._get(name)
+        edge_filter = _edge_filter(first_chunk_conditions(filters))
+        rows: list[dict] = []
+        offset = None
+        with collection.use() as shard, self._edge_errors():
+            while True:
+                batch, offset = shard.scroll(qe.ScrollRequest(offset=offset, limit=_SCROLL_PAGE, filter=edge_filter,
+                                                              with_payload=["doc_id", *fields]))
+                rows.extend(document_row(r.payload, fields) for r in batch)
+                if offset is None:
+                    return sorted(rows, key=lambda row: str(row["doc_id"]))
+
     def query(self, name: str, query: Query) -> list[Hit]:
         if query.mode == "hybrid" and query.fusion == "relative_score":
-            return relative_score_query(functools.partial(self.query, name), query)
+            return self._relative_score(name, query)
+        return self._query(name, query)
+
+    def _relative_score(self, name: str, query: Query) -> list[Hit]:
+        """Relative score fusion with candidate lists that carry no payloads (turning hundreds of payloads into
+        dicts costs more than the searches): the whole fused list comes back (limit = the candidate depth), the
+        top `limit` and every hit tied with the last of them get their payloads, and tie_key orders them."""
+        depth = max(query.prefetch_limit, query.limit)
+        fused = relative_score_query(functools.partial(self._query, name, payload=False),
+                                     dataclasses.replace(query, limit=depth))
+        if len(fused) > query.limit:
+            cut = fused[query.limit - 1].score
+            fused = [h for h in fused if h.score >= cut]
+        if not fused:
+            return fused
+        collection = self._get(name)
+        with collection.use() as shard, self._edge_errors():
+            records = shard.retrieve([h.id for h in fused], with_payload=True, with_vector=False)
+        payloads = {str(r.id): r.payload or {} for r in records}
+        return sorted((Hit(h.id, h.score, payloads.get(h.id, {})) for h in fused), key=tie_key)[:query.limit]
+
+    def _query(self, name: str, query: Query, payload: bool | list[str] = True) -> list[Hit]:
         collection = self._get(name)
         edge_filter = _edge_filter(conditions(query.filters))
         params = qe.SearchParams(hnsw_ef=self._hnsw_ef) if self._hnsw_ef else None
@@ -365,12 +475,57 @@ class EdgeStore:
                 filter=edge_filter,
                 score_threshold=query.score_threshold,
                 params=params if query.mode == "dense" else None,
-                with_payload=True,
+                with_payload=payload,
             )
             with collection.use() as shard, self._edge_errors():
                 return [Hit(str(p.id), p.score, p.payload or {}) for p in shard.query(request)]
 
         return stable_query(run, query.limit)
+
+    def hybrid_evidence(self, name: str, query: Query, vectors_of: int = 0) -> HybridEvidence:
+        collection = self._get(name)
+        edge_filter = _edge_filter(conditions(query.filters))
+        params = qe.SearchParams(hnsw_ef=self._hnsw_ef) if self._hnsw_ef else None
+        depth = evidence_depth(query)
+        dense, sparse = _nearest(query, "dense"), _nearest(query, "sparse")
+        terms = list(query.sparse.indices) if query.sparse else []
+
+        def nearest(vector: qe.Query, limit: int, **options: Any) -> qe.QueryRequest:
+            return qe.QueryRequest(limit=limit, query=vector, filter=edge_filter,
+                                   params=params if vector is dense else None, **options)
+
+        def rescored(first: qe.Query, then: qe.Query) -> qe.QueryRequest:
+            prefetch = qe.Prefetch(limit=depth, query=first, filter=edge_filter,
+                                   params=params if first is dense else None)
+            return qe.QueryRequest(limit=depth, prefetches=[prefetch], query=then)
+
+        requests = [
+            nearest(dense, depth, with_payload=False),
+            nearest(sparse, depth, with_payload=False),
+            rescored(dense, sparse),
+            rescored(sparse, dense),
+            # One single-term BM25 query per query term, unfiltered: its best chunk's score / the term's weight in
+            # that chunk is the term's IDF.
+            *(qe.QueryRequest(limit=1, query=qe.Query.Nearest(qe.SparseVector([t], [1.0]), using=SPARSE),
+                              with_vector=[SPARSE]) for t in terms),
+        ]
+        if vectors_of:
+            requests += [nearest(dense, vectors_of, with_vector=[DENSE]),
+                         nearest(sparse, vectors_of, with_vector=[DENSE])]
+        with collection.use() as shard, self._edge_errors():
+            results = shard.query_batch(qe.QueryBatchRequest(requests))
+
+            def points() -> int:
+                return shard.info().points_count
+
+            return hybrid_evidence_of(query, results, terms, points)
+
+    def payloads(self, name: str, ids: Sequence[str]) -> dict[str, Any]:
+        collection = self._get(name)
+        if not ids:
+            return {}
+        with collection.use() as shard, self._edge_errors():
+            return {str(r.id): r.payload or {} for r in shard.retrieve(list(ids), True, False)}
 
     def stats(self, name: str) -> CollectionStats:
         collection = self._get(name)
@@ -386,14 +541,31 @@ class EdgeStore:
     def set_search_defaults(self, name: str, defaults: SearchDefaults) -> None:
         collection = self._get(name)
         with collection.use():
-            target = collection.path / _DEFAULTS_FILE
-            temporary = target.with_suffix(".tmp")
-            temporary.write_text(json.dumps(dataclasses.asdict(defaults)), encoding="utf-8")
-            os.replace(temporary, target)  # atomic: never a half-written file
+            _write_json(collection.path / _DEFAULTS_FILE, dataclasses.asdict(defaults))
             collection.defaults = defaults
 
+    def collection_record(self, name: str, key: str) -> Any | None:
+        path = self._get(name).path / _RECORD_FILE.format(key=checked_record_key(key))
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"cannot read {path}: {exc}") from None
+
+    def set_collection_record(self, name: str, key: str, value: Any | None) -> None:
+        collection = self._get(name)
+        target = collection.path / _RECORD_FILE.format(key=checked_record_key(key))
+        with collection.use():
+            if value is None:
+                target.unlink(missing_ok=True)
+            else:
+                _write_json(target, value)
+
     def optimize(self, name: str) -> bool:
-        """Build the HNSW and payload indexes of the collection's segments (blocking; minutes at 1M points)."""
+        """Build the HNSW and payload indexes of the collection's segments. Until then dense search scans the
+        vectors (fine to ~100k chunks). Blocking, minutes at 1M points, and qdrant-edge-py 0.9 holds the GIL
+        for the whole build (every other thread of the process stops): run it while nothing else is served."""
         collection = self._get(name)
         with collection.use() as shard, self._edge_errors():
             return shard.optimize()
@@ -413,6 +585,17 @@ class EdgeStore:
                     collection.close()
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             os.close(self._lock_fd)
+
+
+def _write_json(target: Path, value: Any) -> None:
+    """Write a JSON file atomically (never a half-written file) and durably (fsync'd before it replaces the old
+    one)."""
+    temporary = target.with_suffix(".tmp")
+    with temporary.open("w", encoding="utf-8") as f:
+        json.dump(value, f, separators=(",", ":"))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temporary, target)
 
 
 def _read_defaults(path: Path) -> SearchDefaults:

@@ -29,6 +29,7 @@ from ragmesh_store import (
     StoreSettings,
     open_store,
 )
+from ragmesh_store._common import path_prefixes
 from ragmesh_store.client import QdrantClientStore
 
 # Local mode warns that payload indexes have no effect there (the adapter still creates them, for servers);
@@ -65,14 +66,19 @@ def chunk(
     )
 
 
+# alpha and gamma are source files (path, its folders, language); beta is not.
+ALPHA_FILE = {"path": "src/a/alpha.py", "path_prefixes": path_prefixes("src/a/alpha.py"), "language": "python"}
+GAMMA_FILE = {"path": "src/b/gamma.go", "path_prefixes": path_prefixes("src/b/gamma.go"), "language": "go"}
 # alpha: 2 chunks near axis 0, terms 1-2; beta: 1 chunk on axis 1, term 3; gamma: 3 chunks near axis 2, term 4.
 CORPUS = [
-    chunk("alpha", 0, [1, 0, 0, 0], [1, 2], metadata={"lang": "en", "year": 2020, "draft": False, "ratio": 0.5}),
-    chunk("alpha", 1, [0.9, 0.1, 0, 0], [1], metadata={"lang": "en", "year": 2020, "draft": False, "ratio": 0.5}),
+    chunk("alpha", 0, [1, 0, 0, 0], [1, 2], metadata={"lang": "en", "year": 2020, "draft": False, "ratio": 0.5},
+          **ALPHA_FILE),
+    chunk("alpha", 1, [0.9, 0.1, 0, 0], [1], metadata={"lang": "en", "year": 2020, "draft": False, "ratio": 0.5},
+          **ALPHA_FILE),
     chunk("beta", 0, [0, 1, 0, 0], [3], source="url", metadata={"lang": "de", "year": 2021, "draft": True}),
-    chunk("gamma", 0, [0, 0, 1, 0], [4, 5], metadata={"lang": "fr", "team.name": "core"}),
-    chunk("gamma", 1, [0, 0, 0.9, 0.1], [4], metadata={"lang": "fr", "team.name": "core"}),
-    chunk("gamma", 2, [0, 0.1, 0.9, 0], [4, 6], metadata={"lang": "fr", "team.name": "core"}),
+    chunk("gamma", 0, [0, 0, 1, 0], [4, 5], metadata={"lang": "fr", "team.name": "core"}, **GAMMA_FILE),
+    chunk("gamma", 1, [0, 0, 0.9, 0.1], [4], metadata={"lang": "fr", "team.name": "core"}, **GAMMA_FILE),
+    chunk("gamma", 2, [0, 0.1, 0.9, 0], [4, 6], metadata={"lang": "fr", "team.name": "core"}, **GAMMA_FILE),
 ]
 
 
@@ -237,6 +243,15 @@ def test_limit_is_respected(readonly: Store) -> None:
         ({"metadata.lang": "en", "source": "url"}, set()),
         ({"metadata.lang": "xx"}, set()),
         ({"metadata.unknown_key": "x"}, set()),
+        ({"language": "python"}, {"alpha"}),
+        ({"language": ["go", "rust"]}, {"gamma"}),
+        ({"path": "src/b/gamma.go"}, {"gamma"}),
+        ({"path_prefix": "src"}, {"alpha", "gamma"}),
+        ({"path_prefix": "src/a/"}, {"alpha"}),
+        ({"path_prefix": "./src/b"}, {"gamma"}),
+        ({"path_prefix": "src/b/gamma.go"}, {"gamma"}),
+        ({"path_prefix": "sr"}, set()),
+        ({"path_prefix": "src/a", "language": "go"}, set()),
     ],
 )
 def test_filters(readonly: Store, filters, expected_docs) -> None:
@@ -249,6 +264,27 @@ def test_filters_apply_in_every_mode(readonly: Store, mode) -> None:
     query = Query(mode=mode, limit=10, dense=[1, 0, 0, 0], sparse=Sparse([1, 3], [1.0, 1.0]),
                   filters={"metadata.lang": "de"})
     assert ids_of(readonly.query("docs", query)) == [("beta", 0)]
+
+
+def test_path_prefixes_are_the_folders_then_the_path() -> None:
+    assert path_prefixes("a/b/c.py") == ["a", "a/b", "a/b/c.py"]
+    assert path_prefixes("./top.md") == ["top.md"]
+
+
+def test_list_documents_gives_one_row_per_document(readonly: Store) -> None:
+    rows = readonly.list_documents("docs", {}, ["content_hash", "path"])
+    assert rows == [
+        {"doc_id": "alpha", "content_hash": "hash-alpha", "path": "src/a/alpha.py"},
+        {"doc_id": "beta", "content_hash": "hash-beta", "path": None},
+        {"doc_id": "gamma", "content_hash": "hash-gamma", "path": "src/b/gamma.go"},
+    ]
+    assert [r["doc_id"] for r in readonly.list_documents("docs", {"path_prefix": "src"}, [])] == ["alpha", "gamma"]
+    assert readonly.list_documents("docs", {"doc_id": "nope"}, ["title"]) == []
+
+
+def test_list_documents_of_a_missing_collection(store: Store) -> None:
+    with pytest.raises(CollectionNotFound):
+        store.list_documents("absent", {}, [])
 
 
 def test_score_threshold(readonly: Store) -> None:
@@ -552,7 +588,8 @@ def test_edge_second_process_gets_store_busy_error(edge: EdgeStore) -> None:
         """
     )
     message = result.stdout.strip()
-    assert message.startswith(f"the embedded store at {edge.data_dir} is already open in another process")
+    assert message.startswith(
+        f"the embedded store at RAGMESH_DATA_DIR={edge.data_dir} is already open in another process")
     assert f"(pid {os.getpid()})" in message
     assert "ragmesh serve indexer search" in message and "QDRANT_URL" in message
 
@@ -619,6 +656,59 @@ def test_edge_search_defaults_survive_a_reopen(tmp_path: Path) -> None:
         store.close()
 
 
+GOLDEN = {"queries": [{"query_id": "q1", "text": "alpha things", "relevant": {"alpha": 2, "beta": 0}}]}
+
+
+def test_collection_records_are_kept_with_the_collection(store: Store) -> None:
+    store.ensure_collection("docs")
+    assert store.collection_record("docs", "golden_set") is None
+    store.set_collection_record("docs", "golden_set", GOLDEN)
+    store.set_collection_record("docs", "evaluations", {"runs": [{"ndcg_at_10": 0.5}]})
+    assert store.collection_record("docs", "golden_set") == GOLDEN
+    store.set_search_defaults("docs", SearchDefaults(fusion="rrf"))  # records and defaults do not touch each other
+    assert store.collection_record("docs", "evaluations") == {"runs": [{"ndcg_at_10": 0.5}]}
+    store.set_collection_record("docs", "evaluations", {"runs": []})  # replaced whole
+    assert store.collection_record("docs", "evaluations") == {"runs": []}
+    assert store.search_defaults("docs") == SearchDefaults(fusion="rrf")
+    store.set_collection_record("docs", "golden_set", None)  # None removes it
+    assert store.collection_record("docs", "golden_set") is None
+    assert store.collection_record("docs", "evaluations") == {"runs": []}
+
+
+def test_collection_records_go_with_the_collection_and_refuse_bad_keys(store: Store) -> None:
+    with pytest.raises(CollectionNotFound):
+        store.collection_record("missing", "golden_set")
+    with pytest.raises(CollectionNotFound):
+        store.set_collection_record("missing", "golden_set", GOLDEN)
+    store.ensure_collection("docs")
+    for key in ("", "Golden", "../x", "golden-set", "a" * 64):
+        with pytest.raises(ValueError):
+            store.set_collection_record("docs", key, GOLDEN)
+    store.set_collection_record("docs", "golden_set", GOLDEN)
+    store.delete_collection("docs")
+    store.ensure_collection("docs")  # a new collection of the same name starts without it
+    assert store.collection_record("docs", "golden_set") is None
+
+
+@pytest.mark.parametrize("kind", ADAPTERS)
+def test_collection_records_survive_a_reopen(kind: str, tmp_path: Path) -> None:
+    def reopen() -> Store:  # the embedded store, or qdrant-client's local mode on disk
+        if kind == "edge":
+            return EdgeStore(tmp_path / "data", DIM)
+        return QdrantClientStore(QdrantClient(path=str(tmp_path / "local")), DIM, prefix="test_")
+
+    store = reopen()
+    store.ensure_collection("docs")
+    store.set_collection_record("docs", "golden_set", GOLDEN)
+    store.close()
+    store = reopen()
+    try:
+        assert store.collection_record("docs", "golden_set") == GOLDEN
+        assert store.stats("docs").chunks == 0
+    finally:
+        store.close()
+
+
 @pytest.mark.parametrize("fusion", ["rrf", "dbsf", "relative_score"])
 def test_hybrid_fusions_and_rrf_weights(corpus: Store, fusion: str) -> None:
     query = Query(mode="hybrid", limit=3, dense=[1, 0, 0, 0], sparse=Sparse([4], [1.0]), fusion=fusion)
@@ -635,3 +725,50 @@ def test_relative_score_fusion_is_a_weighted_sum_of_min_max_normalised_scores(co
                                        fusion="relative_score", dense_weight=1.0))
     assert ids_of(fused) == ids_of(corpus.query("docs", dense_query(dense, limit=3)))  # all weight on dense
     assert fused[0].score == pytest.approx(1.0) and all(0.0 <= h.score <= 1.0 for h in fused)
+
+
+def test_hybrid_evidence_scores_every_candidate_by_both_vectors_and_gives_each_terms_idf(corpus: Store) -> None:
+    import math
+
+    dense, sparse = [1.0, 0.0, 0.0, 0.0], Sparse([4, 99], [1.0, 1.0])  # term 99 is in no chunk
+    query = Query(mode="hybrid", limit=2, dense=dense, sparse=sparse, prefetch_limit=3)
+    evidence = corpus.hybrid_evidence("docs", query, vectors_of=2)
+    # Each list as its own query would give it (prefetch_limit deep; without payloads, so ties go by point id).
+    assert [h.id for h in evidence.dense][:2] == [h.id for h in corpus.query("docs", dense_query(dense, limit=2))]
+    sparse_hits = corpus.query("docs", Query(mode="sparse", limit=3, sparse=sparse))
+    assert {h.id for h in evidence.sparse} == {h.id for h in sparse_hits}
+    assert len(evidence.dense) == 3 and all(h.payload == {} for h in evidence.dense + evidence.sparse)
+    # Every candidate has its cosine; BM25 scores exist for exactly the candidates that hold a query term.
+    candidates = {h.id for h in evidence.dense + evidence.sparse}
+    assert set(evidence.dense_scores) == candidates
+    by_id = {p.id: p for p in CORPUS}
+    assert set(evidence.sparse_scores) == {i for i in candidates if 4 in by_id[i].sparse.indices}
+    for hit in evidence.sparse:
+        assert evidence.sparse_scores[hit.id] == pytest.approx(hit.score, rel=1e-5)
+    gamma2 = point_id("gamma", 2)  # a sparse candidate: its cosine with the query, computed by the engine
+    assert evidence.dense_scores[gamma2] == pytest.approx(0.0, abs=1e-6)
+    assert evidence.dense_scores[point_id("alpha", 0)] == pytest.approx(1.0, abs=1e-6)
+    # Qdrant's IDF: ln(1 + (N - n + 0.5) / (n + 0.5)); term 4 is in 3 of 6 chunks, term 99 in none.
+    assert evidence.term_idf[4] == pytest.approx(math.log(1 + 3.5 / 3.5), rel=1e-4)
+    assert evidence.term_idf[99] == pytest.approx(math.log(1 + 6.5 / 0.5), rel=1e-4)
+    # The dense vectors of the top chunks of each list, for feedback.
+    assert point_id("alpha", 0) in evidence.vectors and len(evidence.vectors[point_id("alpha", 0)]) == DIM
+
+
+def test_hybrid_evidence_applies_filters_to_the_candidates_but_not_to_the_idf(corpus: Store) -> None:
+    query = Query(mode="hybrid", limit=3, dense=[1.0, 0, 0, 0], sparse=Sparse([4], [1.0]),
+                  filters={"metadata.lang": "en"})
+    evidence = corpus.hybrid_evidence("docs", query)
+    assert {h.id for h in evidence.dense + evidence.sparse} == {point_id("alpha", 0), point_id("alpha", 1)}
+    assert evidence.sparse == [] and evidence.vectors == {}
+    assert evidence.term_idf[4] == pytest.approx(0.6931, rel=1e-3)  # corpus-wide: 3 of 6 chunks
+
+
+def test_payloads_by_id(corpus: Store) -> None:
+    wanted = [point_id("beta", 0), point_id("alpha", 1), "00000000-0000-4000-8000-000000000000"]
+    payloads = corpus.payloads("docs", wanted)
+    assert set(payloads) == set(wanted[:2])  # an unknown id is left out
+    assert (payloads[wanted[0]]["doc_id"], payloads[wanted[1]]["chunk_index"]) == ("beta", 1)
+    assert corpus.payloads("docs", []) == {}
+    with pytest.raises(CollectionNotFound):
+        corpus.payloads("nope", wanted)

@@ -1,38 +1,73 @@
 """Dense embedding backends behind one small interface.
 
-A backend first `prepare`s texts (tokenises them where it can, off the event loop, once per request) and
-then `embed`s micro-batches of prepared texts in the batcher's worker thread. Every backend returns unit
-vectors (cosine), float32, one row per text.
+A backend first `prepare`s one request's texts (tokenises them in one call of the fast tokenizer, off the
+event loop) into numpy arrays, then `embed`s padded micro-batches that the batcher cuts from everything
+queued, in the batcher's model thread. Every backend returns unit vectors (cosine), float32, one row per text.
+
+The local model runs on ONNX Runtime (default) or torch, on the CPU or a CUDA GPU (see `resolve_plan`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import os
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+from ragmesh_common.config import ConfigError
 from ragmesh_common.errors import unavailable
 
 from .config import EmbedderSettings
+from .cpus import available_cpus
+
+log = logging.getLogger(__name__)
+
+# What precision="auto" means on the CPU: int8, because `ragmesh eval` on msmarco-5k stayed within 0.005
+# nDCG@10 of fp32 in every mode (README, "The embedder") while the model runs ~2x faster.
+CPU_AUTO_PRECISION = "int8"
+# Micro-batch limits by device when the settings leave them unset: on a CPU bigger batches are slower (padding,
+# attention cost; shared/MEASUREMENTS.md), a GPU needs large ones to be busy. The CPU token budgets are the best
+# of a side-by-side sweep (1024-16384 padded tokens, msmarco passages, 2 cores): int8 1024, fp32 2048-4096.
+DEFAULT_BATCH_SIZE = {"cpu": 256, "cuda": 1024}
+DEFAULT_MAX_BATCH_TOKENS = {"cpu": 4096, "cpu-int8": 1024, "cuda": 131072}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Prepared:
-    """One text ready for a backend's `embed`."""
+    """One request's texts, ready for the batcher: numpy arrays, no per-text objects."""
 
-    text: str
-    # The text's length in model tokens, special tokens included (0 when the backend cannot tell).
-    token_count: int
-    # True when the model sees only the start of the text.
-    truncated: bool
-    # How much work the text is for the model (tokens it sees, or characters); the batcher sorts by it.
+    texts: Sequence[str]
+    # What each text costs the model (the tokens it sees; words or characters for backends without a
+    # tokenizer): the batcher sorts and budgets by it.
+    lengths: np.ndarray
+    # Each text's length in model tokens, special tokens included (0 when the backend cannot tell).
+    token_counts: np.ndarray
+    # True where the model sees only the start of the text.
+    truncated: np.ndarray
+    # Token backends: every text's (truncated) token ids, concatenated, and where each text starts.
+    ids: np.ndarray | None = None
+    starts: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+@dataclass(frozen=True, eq=False)
+class MicroBatch:
+    """One model call: padded token ids and mask (token backends) or the texts themselves."""
+
     size: int
-    # Backend-specific input: the truncated token encoding (local) or the words (hash).
-    features: object = None
+    input_ids: np.ndarray | None = None
+    attention_mask: np.ndarray | None = None
+    texts: Sequence[str] | None = None
 
 
 class DenseBackend(Protocol):
@@ -43,118 +78,271 @@ class DenseBackend(Protocol):
     dimension: int
     # The longest input (in tokens, special tokens included) embedded whole; 0 when the backend has no window.
     max_sequence_length: int
+    # True: `embed` gets padded input_ids/attention_mask; False: it gets the texts.
+    tokenized: bool
+    # Micro-batch limits: the most texts, and the most padded length units (None: no budget).
+    batch_size: int
+    max_batch_tokens: int | None
+    # How the local model runs ("" for the other backends).
+    runtime: str
+    device: str
+    precision: str
 
-    def prepare(self, texts: Sequence[str]) -> list[Prepared]: ...
+    def prepare(self, texts: Sequence[str]) -> Prepared: ...
 
-    def embed(self, batch: Sequence[Prepared]) -> np.ndarray:
-        """Unit vectors, shape (len(batch), dimension). Called from one thread at a time."""
+    def embed(self, batch: MicroBatch) -> np.ndarray:
+        """Unit vectors, shape (batch.size, dimension). Called from one thread at a time."""
 
     def close(self) -> None: ...
 
 
 def unit_rows(matrix: np.ndarray) -> np.ndarray:
-    """Scale each row to length 1 (rows of zeros stay zero)."""
+    """Scale each row to length 1 (rows of zeros stay zero), in place when already float32."""
     matrix = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return matrix / np.where(norms == 0, 1, norms)
+    norms[norms == 0] = 1
+    return np.divide(matrix, norms, out=matrix if matrix.flags.writeable else None)
 
 
-class LocalBackend:
-    """A sentence-transformers model on this machine's CPU.
+# --- the local model ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Plan:
+    """How the local model will run, from the settings and what this machine has."""
 
-    Texts are tokenised once, in `prepare`, with the model's own (fast) tokenizer and no truncation, which
-    gives the true token count; the encoding is then cut to the model's window exactly as
-    sentence-transformers would, and `embed` pads a micro-batch and runs the model on it directly.
-    """
+    runtime: str  # "onnx" or "torch"
+    device: str  # "cpu" or "cuda"
+    precision: str  # "fp32", "fp16" or "int8"
+    threads: int
+    batch_size: int
+    max_batch_tokens: int
+
+
+def _ort_has_cuda() -> bool:
+    import onnxruntime
+
+    return "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+
+
+def _torch_has_cuda() -> bool:
+    from importlib import metadata
+
+    try:
+        version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return False
+    if "+cpu" in version:  # a CPU-only build: no need to import torch to know
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def resolve_plan(settings: EmbedderSettings, *, ort_cuda=_ort_has_cuda, torch_cuda=_torch_has_cuda) -> Plan:
+    """Pick runtime, device and precision. CUDA goes through ONNX Runtime's CUDA execution provider when it is
+    installed (onnxruntime-gpu), else through torch; `device=cuda` without either is a start-up error."""
+    runtime, device = settings.runtime, "cpu"
+    if settings.device != "cpu":
+        if runtime == "onnx" and ort_cuda():
+            device = "cuda"
+        elif torch_cuda():
+            if runtime == "onnx":
+                log.warning("onnxruntime has no CUDAExecutionProvider (install onnxruntime-gpu): torch runs the "
+                            "model on CUDA")
+            runtime, device = "torch", "cuda"
+        elif settings.device == "cuda":
+            raise ConfigError(
+                "RAGMESH_EMBEDDER_DEVICE=cuda but no CUDA device is usable: onnxruntime has no "
+                "CUDAExecutionProvider and torch sees no GPU (torch.cuda.is_available() is False). Use "
+                "RAGMESH_EMBEDDER_DEVICE=cpu or auto, or run on a GPU node with the NVIDIA driver and a CUDA "
+                "build of onnxruntime-gpu or torch."
+            )
+    precision = settings.precision
+    if precision == "auto":
+        precision = "fp16" if device == "cuda" else CPU_AUTO_PRECISION if runtime == "onnx" else "fp32"
+    if precision == "int8" and device == "cuda":
+        raise ConfigError("RAGMESH_EMBEDDER_PRECISION=int8 runs on the CPU only, but RAGMESH_EMBEDDER_DEVICE=auto "
+                          "found a GPU: set RAGMESH_EMBEDDER_PRECISION=fp16 (or auto), or DEVICE=cpu")
+    if precision == "int8" and runtime != "onnx":
+        raise ConfigError("RAGMESH_EMBEDDER_PRECISION=int8 needs the onnx runtime, which has no CUDA provider here")
+    return Plan(
+        runtime=runtime, device=device, precision=precision, threads=settings.threads or available_cpus(),
+        batch_size=settings.batch_size or DEFAULT_BATCH_SIZE[device],
+        max_batch_tokens=settings.max_batch_tokens or DEFAULT_MAX_BATCH_TOKENS.get(
+            f"{device}-{precision}", DEFAULT_MAX_BATCH_TOKENS[device]),
+    )
+
+
+class _Tokenized:
+    """The model's own fast tokenizer, cut to its window: one `encode_batch` per request, arrays out."""
 
     name = "local"
+    tokenized = True
 
-    def __init__(self, model_path: str, model_id: str, *, torch_threads: int | None = None) -> None:
+    def __init__(self, model_path: str, model_id: str, plan: Plan) -> None:
+        from tokenizers import Tokenizer
+
+        root = Path(model_path)
+        config = root / "sentence_bert_config.json"
+        self.max_sequence_length = int(json.loads(config.read_text()).get("max_seq_length", 512)) if config.is_file() \
+            else 512
+        self._tokenizer = Tokenizer.from_file(str(root / "tokenizer.json"))
+        self._tokenizer.no_padding()  # the batcher pads each micro-batch to its own longest text
+        self._tokenizer.enable_truncation(self.max_sequence_length)
+        # Without character offsets (which nothing here needs) where the tokenizers version has it: ~1.3x faster.
+        self._encode_batch = getattr(self._tokenizer, "encode_batch_fast", self._tokenizer.encode_batch)
+        self._whole = Tokenizer.from_file(str(root / "tokenizer.json"))  # counts the tokens a truncated text had
+        self._whole.no_padding()
+        self._whole.no_truncation()
+        self.pad_id = self._tokenizer.token_to_id("[PAD]") or 0
+        self.model_id = model_id
+        self.runtime, self.device, self.precision = plan.runtime, plan.device, plan.precision
+        self.batch_size, self.max_batch_tokens = plan.batch_size, plan.max_batch_tokens
+
+    def prepare(self, texts: Sequence[str]) -> Prepared:
+        texts = list(texts)
+        encodings = self._encode_batch(texts) if len(texts) > 1 else [self._tokenizer.encode(texts[0])]
+        lengths = np.fromiter(map(len, encodings), dtype=np.int64, count=len(texts))
+        ids = np.fromiter(chain.from_iterable(e.ids for e in encodings), dtype=np.int64, count=int(lengths.sum()))
+        starts = np.zeros(len(texts), dtype=np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        token_counts = lengths.astype(np.int32)
+        full = np.flatnonzero(lengths >= self.max_sequence_length)
+        if full.size:  # maybe cut: count the whole text (rare for chunks sized in model tokens)
+            whole = self._whole.encode_batch([texts[i] for i in full])
+            token_counts[full] = [len(e) for e in whole]
+        return Prepared(texts, lengths, token_counts, token_counts > self.max_sequence_length, ids, starts)
+
+
+class OnnxBackend(_Tokenized):
+    """The model exported to ONNX (cached; see export.py) on ONNX Runtime: mean pooling inside the graph,
+    L2 normalisation in numpy."""
+
+    def __init__(self, settings: EmbedderSettings, plan: Plan) -> None:
+        import onnxruntime as ort
+
+        from .export import OUTPUT, ExportError, ensure_export
+
+        super().__init__(settings.model_path, settings.model_id, plan)
+        try:
+            self.path = ensure_export(settings.onnx_cache_dir, settings.model_id, Path(settings.model_path),
+                                      plan.precision)
+        except ExportError as exc:
+            raise ConfigError(f"RAGMESH_EMBEDDER_RUNTIME=onnx: {exc}") from None
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = plan.threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # Spinning threads burn the CPU the tokenizer and gRPC need between batches.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        providers = ["CPUExecutionProvider"]
+        if plan.device == "cuda":
+            providers.insert(0, "CUDAExecutionProvider")
+            if hasattr(ort, "preload_dlls"):  # CUDA and cuDNN from the nvidia-* wheels, when that is where they are
+                ort.preload_dlls()
+        self._session = ort.InferenceSession(str(self.path), options, providers=providers)
+        if plan.device == "cuda" and "CUDAExecutionProvider" not in self._session.get_providers():
+            raise ConfigError("RAGMESH_EMBEDDER_DEVICE: onnxruntime lists CUDAExecutionProvider but could not start "
+                              "it (CUDA or cuDNN libraries missing?); use RAGMESH_EMBEDDER_RUNTIME=torch or DEVICE=cpu")
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        self._output = [OUTPUT]
+        self.dimension = int(self._session.get_outputs()[0].shape[-1])
+
+    def embed(self, batch: MicroBatch) -> np.ndarray:
+        feed = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask}
+        if "token_type_ids" in self._inputs:
+            feed["token_type_ids"] = np.zeros_like(batch.input_ids)
+        return unit_rows(self._session.run(self._output, feed)[0])
+
+    def close(self) -> None:
+        """Nothing to release: the session goes with the process."""
+
+
+class TorchBackend(_Tokenized):
+    """sentence-transformers on torch (CPU, or CUDA in fp16), fed the same padded micro-batches."""
+
+    def __init__(self, settings: EmbedderSettings, plan: Plan) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach out to the Hugging Face Hub
         # Imported here: torch is heavy, and the other backends do not need it.
         import torch
         from sentence_transformers import SentenceTransformer
-        from tokenizers import Tokenizer
 
-        if torch_threads:
-            torch.set_num_threads(torch_threads)
+        super().__init__(settings.model_path, settings.model_id, plan)
+        torch.set_num_threads(plan.threads)
         self._torch = torch
-        self._model = SentenceTransformer(model_path, device="cpu", local_files_only=True)
+        self._model = SentenceTransformer(settings.model_path, device=plan.device, local_files_only=True)
+        if plan.precision == "fp16":
+            self._model.half()
         self._model.eval()
-        self.model_id = model_id
         self.dimension = int(self._model.get_embedding_dimension())
         self.max_sequence_length = int(self._model.max_seq_length)
-        hf_tokenizer = self._model.tokenizer
-        # A private copy of the fast tokenizer without truncation or padding (we do both ourselves).
-        self._tokenizer = Tokenizer.from_str(hf_tokenizer.backend_tokenizer.to_str())
-        self._tokenizer.no_truncation()
-        self._tokenizer.no_padding()
-        self._specials = self._tokenizer.num_special_tokens_to_add(False)
-        self._pad_id = hf_tokenizer.pad_token_id or 0
-        self._with_type_ids = "token_type_ids" in hf_tokenizer.model_input_names
+        self._with_type_ids = "token_type_ids" in self._model.tokenizer.model_input_names
 
-    def prepare(self, texts: Sequence[str]) -> list[Prepared]:
-        prepared = []
-        for text, encoding in zip(texts, self._tokenizer.encode_batch(list(texts), add_special_tokens=False),
-                                  strict=True):
-            token_count = len(encoding.ids) + self._specials
-            truncated = token_count > self.max_sequence_length
-            if truncated:
-                encoding.truncate(self.max_sequence_length - self._specials)
-            encoding = self._tokenizer.post_process(encoding)
-            prepared.append(Prepared(text, token_count, truncated, len(encoding.ids), encoding))
-        return prepared
-
-    def embed(self, batch: Sequence[Prepared]) -> np.ndarray:
-        width = max(item.size for item in batch)
-        ids = np.full((len(batch), width), self._pad_id, dtype=np.int64)
-        mask = np.zeros_like(ids)
-        types = np.zeros_like(ids)
-        for row, item in enumerate(batch):
-            encoding = item.features
-            ids[row, : item.size] = encoding.ids
-            mask[row, : item.size] = 1
-            types[row, : item.size] = encoding.type_ids
-        features = {"input_ids": self._torch.from_numpy(ids), "attention_mask": self._torch.from_numpy(mask)}
+    def embed(self, batch: MicroBatch) -> np.ndarray:
+        torch, device = self._torch, self.device
+        features = {
+            "input_ids": torch.from_numpy(batch.input_ids).to(device, non_blocking=True),
+            "attention_mask": torch.from_numpy(batch.attention_mask).to(device, non_blocking=True),
+        }
         if self._with_type_ids:
-            features["token_type_ids"] = self._torch.from_numpy(types)
-        with self._torch.inference_mode():
+            features["token_type_ids"] = torch.zeros_like(features["input_ids"])
+        with torch.inference_mode():
             vectors = self._model(features)["sentence_embedding"]
-        return unit_rows(vectors.float().numpy())
+        return unit_rows(vectors.float().cpu().numpy())
 
     def close(self) -> None:
         """Nothing to release: the model goes with the process."""
 
 
+# --- the other backends ------------------------------------------------------------------------------
 _WORD = re.compile(r"\w+")
+
+
+def _untokenized(texts: Sequence[str], lengths: np.ndarray) -> Prepared:
+    zeros = np.zeros(len(texts), dtype=np.int32)
+    return Prepared(list(texts), lengths, zeros, zeros.astype(bool))
 
 
 class HashBackend:
     """Hashed word unigrams and bigrams, L2-normalised: fast and deterministic, so texts that share words
-    are similar. For tests and development only - it knows nothing about meaning."""
+    are similar. For tests and development only - it knows nothing about meaning. Its words count as tokens
+    (for token_count and the batcher's budget), so batching behaves as with a model."""
 
     name = "hash"
     max_sequence_length = 0
+    tokenized = False
+    runtime = device = precision = ""
 
-    def __init__(self, dimension: int) -> None:
+    def __init__(self, dimension: int, *, batch_size: int = 256, max_batch_tokens: int | None = 4096,
+                 delay: float = 0.0) -> None:
         self.dimension = dimension
         self.model_id = f"ragmesh/hash-{dimension}"
+        self.batch_size, self.max_batch_tokens = batch_size, max_batch_tokens
+        self.delay = delay  # seconds each micro-batch takes, as a model would (rehearsing load without one)
 
-    def prepare(self, texts: Sequence[str]) -> list[Prepared]:
-        prepared = []
-        for text in texts:
-            words = _WORD.findall(text.lower()) or [text.strip()]
-            prepared.append(Prepared(text, len(words), False, len(words), words))
-        return prepared
+    @staticmethod
+    def _words(text: str) -> list[str]:
+        return _WORD.findall(text.lower()) or [text.strip()]
 
-    def embed(self, batch: Sequence[Prepared]) -> np.ndarray:
-        vectors = np.zeros((len(batch), self.dimension), dtype=np.float32)
-        for row, item in enumerate(batch):
-            words = item.features
+    def prepare(self, texts: Sequence[str]) -> Prepared:
+        lengths = np.fromiter((len(self._words(text)) for text in texts), dtype=np.int64, count=len(texts))
+        return Prepared(list(texts), lengths, lengths.astype(np.int32), np.zeros(len(texts), dtype=bool))
+
+    def embed(self, batch: MicroBatch) -> np.ndarray:
+        if self.delay:
+            time.sleep(self.delay)
+        vectors = np.zeros((batch.size, self.dimension), dtype=np.float32)
+        for row, text in enumerate(batch.texts):
+            words = self._words(text)
             for feature in (*words, *(f"{a} {b}" for a, b in zip(words, words[1:], strict=False))):
                 digest = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "little")
                 vectors[row, (digest >> 1) % self.dimension] += 1.0 if digest & 1 else -1.0
         return unit_rows(vectors)
+
+    def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for texts directly (no batcher): the reference the tests compare with."""
+        return self.embed(MicroBatch(len(texts), texts=list(texts)))
 
     def close(self) -> None:
         """Nothing to release."""
@@ -163,15 +351,19 @@ class HashBackend:
 class OpenAIBackend:
     """Any OpenAI-compatible /v1/embeddings API through the `openai` package (which retries with backoff).
 
-    The API does not report per-text token counts, so token_count is 0 and truncated is False. The vector
-    size is `dimensions` when set, else learnt from the first answer (the start-up warm-up)."""
+    The API does not report per-text token counts, so token_count is 0 and truncated is False; micro-batches
+    are `batch_size` texts (no token budget). The vector size is `dimensions` when set, else learnt from the
+    first answer (the start-up warm-up)."""
 
     name = "openai"
     max_sequence_length = 0
+    tokenized = False
+    max_batch_tokens = None
+    runtime = device = precision = ""
 
     def __init__(
         self, *, base_url: str, api_key: str | None, model: str, dimensions: int | None, timeout: float,
-        max_retries: int,
+        max_retries: int, batch_size: int,
     ) -> None:
         import openai
 
@@ -184,22 +376,23 @@ class OpenAIBackend:
         self._dimensions = dimensions
         self.model_id = model
         self.dimension = dimensions or 0
+        self.batch_size = batch_size
 
-    def prepare(self, texts: Sequence[str]) -> list[Prepared]:
-        return [Prepared(text, 0, False, len(text)) for text in texts]
+    def prepare(self, texts: Sequence[str]) -> Prepared:
+        return _untokenized(texts, np.ones(len(texts), dtype=np.int64))
 
-    def embed(self, batch: Sequence[Prepared]) -> np.ndarray:
+    def embed(self, batch: MicroBatch) -> np.ndarray:
         extra = {"dimensions": self._dimensions} if self._dimensions else {}
         try:
             response = self._client.embeddings.create(
-                input=[item.text for item in batch], model=self.model_id, encoding_format="float", **extra
+                input=list(batch.texts), model=self.model_id, encoding_format="float", **extra
             )
         except self._openai.OpenAIError as exc:
             status = getattr(exc, "status_code", None)
             raise self._failed(f"{type(exc).__name__}: {exc}", **({"status": status} if status else {})) from exc
         rows = sorted(response.data, key=lambda item: item.index)
-        if len(rows) != len(batch) or len({len(row.embedding) for row in rows}) != 1:
-            raise self._failed(f"it returned {len(rows)} embeddings of mixed or wrong shape for {len(batch)} texts")
+        if len(rows) != batch.size or len({len(row.embedding) for row in rows}) != 1:
+            raise self._failed(f"it returned {len(rows)} embeddings of mixed or wrong shape for {batch.size} texts")
         vectors = np.asarray([row.embedding for row in rows], dtype=np.float32)
         if self.dimension == 0:
             self.dimension = vectors.shape[1]
@@ -218,14 +411,19 @@ class OpenAIBackend:
 
 
 def create_backend(settings: EmbedderSettings) -> DenseBackend:
-    """The dense backend the settings ask for (loads the local model)."""
+    """The dense backend the settings ask for (loads the local model; exports it to ONNX on first use)."""
     if settings.backend == "openai":
         key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
         return OpenAIBackend(
             base_url=settings.openai_base_url, api_key=key, model=settings.openai_model,
             dimensions=settings.openai_dimensions, timeout=settings.openai_timeout_seconds,
-            max_retries=settings.openai_max_retries,
+            max_retries=settings.openai_max_retries, batch_size=settings.batch_size or 16,
         )
     if settings.backend == "hash":
-        return HashBackend(settings.hash_dimension)
-    return LocalBackend(settings.model_path, settings.model_id, torch_threads=settings.torch_threads)
+        return HashBackend(settings.hash_dimension, batch_size=settings.batch_size or DEFAULT_BATCH_SIZE["cpu"],
+                           max_batch_tokens=settings.max_batch_tokens or DEFAULT_MAX_BATCH_TOKENS["cpu"],
+                           delay=settings.hash_delay_ms / 1000)
+    plan = resolve_plan(settings)
+    log.info("local model: %s on %s, %s, %d threads, micro-batches of <= %d texts / %d tokens", plan.runtime,
+             plan.device, plan.precision, plan.threads, plan.batch_size, plan.max_batch_tokens)
+    return (OnnxBackend if plan.runtime == "onnx" else TorchBackend)(settings, plan)

@@ -1,49 +1,64 @@
-"""Dynamic batching: concurrent requests share one queue and one worker thread that runs the model.
+"""Dynamic batching: concurrent requests share one queue and a two-stage pipeline that keeps the model fed.
 
-The worker takes up to a window of texts from the head of the queue (waiting at most `max_wait` for the
-window to fill), sorts them by size so that each micro-batch pads little, runs micro-batches of
-`batch_size`, and resolves each request as soon as its last text is embedded. Texts of requests whose
-caller gave up (cancelled, deadline passed) are skipped.
+- The *feeder* thread takes whatever is queued the moment it is free (it never waits for more to arrive: an
+  idle embedder runs a lone query at once), up to a window of a few micro-batches, sorts the window's texts by
+  length and cuts them into micro-batches that fit the backend's token budget (padded tokens = longest text x
+  texts, as TEI counts them) and text limit. It pads each micro-batch with numpy (one gather, no per-text
+  Python work) and hands it over through a one-slot queue, so the next micro-batch is ready while the model
+  runs the current one.
+- The *runner* thread calls the model, scatters the rows back to their requests and resolves each request
+  as soon as its last text is embedded.
+
+Requests are numpy arrays end to end (`Prepared`); a request whose caller gave up (cancelled, deadline
+passed) is skipped wherever it is, and a full queue is refused with QUEUE_FULL.
+
+Queries (`urgent`) have a lane of their own that every window takes from first: a search waits for the
+micro-batches already handed to the model, never for the bulk ingestion queued before it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
-import time
 from collections import deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import chain
 
 import grpc
 import numpy as np
 from ragmesh_common.errors import RagmeshError, unavailable
 
-from .backends import DenseBackend, Prepared
+from .backends import DenseBackend, MicroBatch, Prepared
 
-# The worker sorts this many micro-batches' worth of texts at a time: enough to pad little, small enough
-# that a query arriving behind a bulk request waits for a few micro-batches, not for the whole request.
+# The feeder sorts this many micro-batches' worth of queued texts at a time: enough to pad little, small
+# enough that a query arriving behind a bulk request waits for a few micro-batches, not the whole request.
 WINDOW_BATCHES = 4
+# What a caller refused with QUEUE_FULL is told to wait (google.rpc.RetryInfo; the gateway's Retry-After).
+QUEUE_FULL_RETRY_SECONDS = 1.0
+# Micro-batches padded and waiting for the model: one is enough to hide the feeder's work behind the model's.
+PIPELINE_DEPTH = 1
 
 
 @dataclass(eq=False)
 class _Job:
-    """One request's texts on their way through the worker."""
+    """One request on its way through the pipeline."""
 
-    items: Sequence[Prepared]
+    prepared: Prepared
     future: asyncio.Future
     loop: asyncio.AbstractEventLoop
-    rows: list[np.ndarray | None] = field(default_factory=list)
-    remaining: int = 0
+    out: np.ndarray | None = None  # (texts, dimension), allocated with the first rows
+    taken: int = 0  # texts handed to the feeder's windows so far (a big request spans windows)
+    remaining: int = 0  # texts not embedded yet
     # Set when the caller gave up or a micro-batch failed: its other texts are skipped.
     dropped: bool = False
 
     def __post_init__(self) -> None:
-        self.rows = [None] * len(self.items)
-        self.remaining = len(self.items)
+        self.remaining = len(self.prepared)
 
     def settle(self, result: np.ndarray | None = None, error: BaseException | None = None) -> None:
-        """Resolve the caller's future from the worker thread."""
+        """Resolve the caller's future from a worker thread."""
         self.dropped = self.dropped or error is not None
 
         def _settle() -> None:
@@ -60,49 +75,84 @@ class _Job:
             pass
 
 
-class Batcher:
-    """One queue, one worker thread. The counters are for the metrics exporter (read without locking)."""
+@dataclass(eq=False)
+class _Window:
+    """Texts from the head of the queue, concatenated: a slice of rows of each of `jobs`, in order."""
 
-    def __init__(
-        self, backend: DenseBackend, *, batch_size: int, max_wait_ms: float, max_queue_texts: int
-    ) -> None:
+    jobs: list[_Job]
+    job_of: np.ndarray  # window row -> index into jobs
+    row_of: np.ndarray  # window row -> row within its job
+    lengths: np.ndarray
+    ids: np.ndarray | None  # token backends: the window's ids, concatenated
+    starts: np.ndarray | None
+    texts: list[str] | None  # text backends
+
+
+@dataclass(eq=False)
+class _Ready:
+    """A padded micro-batch and where its rows go."""
+
+    window: _Window
+    rows: np.ndarray  # window rows in the batch (live ones)
+    accounted: int  # texts this batch takes off the queue depth (skipped ones included)
+    batch: MicroBatch
+    tokens: int
+    padded_tokens: int
+
+
+class Batcher:
+    """One queue, a feeder and a runner thread (per model: `name` names the threads). The counters are for
+    metrics and tests (read without locking)."""
+
+    def __init__(self, backend: DenseBackend, *, max_queue_texts: int, name: str = "default") -> None:
         self._backend = backend
-        self.batch_size = batch_size
-        self._window = batch_size * WINDOW_BATCHES
-        self._max_wait = max_wait_ms / 1000
+        self.name = name
+        self.batch_size = backend.batch_size
+        self.max_batch_tokens = backend.max_batch_tokens
         self.max_queue_texts = max_queue_texts
+        self._window_texts = self.batch_size * WINDOW_BATCHES
+        self._window_tokens = self.max_batch_tokens * WINDOW_BATCHES if self.max_batch_tokens else None
         self._cond = threading.Condition()
-        self._pending: deque[tuple[_Job, int]] = deque()
+        self._pending: deque[_Job] = deque()
+        self._urgent: deque[_Job] = deque()  # queries: taken before anything in _pending
         self._closed = False
-        # Texts accepted and not embedded yet (waiting or in the model).
+        self._ready: queue.Queue[_Ready | None] = queue.Queue(maxsize=PIPELINE_DEPTH)
+        # Texts accepted and not embedded yet (waiting or in the pipeline): what the HPA scales on.
         self.queue_depth = 0
         # Model tokens of the texts embedded so far (0 for backends that do not tokenise).
         self.tokens_processed = 0
         self.texts_processed = 0
         self.batches_run = 0
-        # Sizes of the most recent micro-batches, newest last.
+        # Sizes (texts) and padded tokens of the most recent micro-batches, newest last.
         self.last_batch_sizes: deque[int] = deque(maxlen=64)
-        # Called from the worker thread after each micro-batch with (texts, tokens) (metrics).
-        self.on_batch: Callable[[int, int], None] | None = None
-        self._thread = threading.Thread(target=self._run, name="embedder-batcher", daemon=True)
-        self._thread.start()
+        self.last_batch_padded_tokens: deque[int] = deque(maxlen=64)
+        # Called from the runner after each micro-batch with (texts, tokens, padded tokens) (metrics).
+        self.on_batch: Callable[[int, int, int], None] | None = None
+        self._feeder = threading.Thread(target=self._feed, name=f"embedder-feeder-{name}", daemon=True)
+        self._runner = threading.Thread(target=self._run, name=f"embedder-runner-{name}", daemon=True)
+        self._feeder.start()
+        self._runner.start()
 
-    async def embed(self, items: Sequence[Prepared]) -> np.ndarray:
-        """Embed the texts together with whatever else is queued; rows in the order of `items`."""
+    async def embed(self, prepared: Prepared, *, urgent: bool = False) -> np.ndarray:
+        """Embed the texts together with whatever else is queued; rows in the order of the texts. `urgent`
+        texts (queries) go ahead of everything queued that is not."""
         loop = asyncio.get_running_loop()
-        job = _Job(items, loop.create_future(), loop)
+        job = _Job(prepared, loop.create_future(), loop)
+        count = len(prepared)
         with self._cond:
             if self._closed:
                 raise unavailable("EMBEDDER_STOPPING", "the embedder is shutting down")
-            if self.queue_depth + len(items) > self.max_queue_texts:
+            if self.queue_depth + count > self.max_queue_texts:
                 raise RagmeshError(
                     grpc.StatusCode.RESOURCE_EXHAUSTED, "QUEUE_FULL",
-                    f"the embedder is busy: {self.queue_depth} texts are queued and the limit is "
-                    f"{self.max_queue_texts}; retry with backoff",
-                    metadata={"queue_depth": self.queue_depth, "max_queue_texts": self.max_queue_texts},
+                    f"the embedder is busy: {self.queue_depth} texts are queued for model {self.name!r} and the "
+                    f"limit is {self.max_queue_texts}; retry after {QUEUE_FULL_RETRY_SECONDS:g} s",
+                    metadata={"queue_depth": self.queue_depth, "max_queue_texts": self.max_queue_texts,
+                              "retry_after_seconds": QUEUE_FULL_RETRY_SECONDS, "model": self.name},
+                    retry_after=QUEUE_FULL_RETRY_SECONDS,
                 )
-            self.queue_depth += len(items)
-            self._pending.extend((job, index) for index in range(len(items)))
+            self.queue_depth += count
+            (self._urgent if urgent else self._pending).append(job)
             self._cond.notify()
         try:
             return await job.future
@@ -111,73 +161,164 @@ class Batcher:
             raise
 
     def close(self, timeout: float = 30.0) -> None:
-        """Stop the worker after the window it is running; requests still queued fail with UNAVAILABLE."""
+        """Stop after the window being fed; requests still queued fail with UNAVAILABLE."""
         with self._cond:
             self._closed = True
-            self._cond.notify()
-        self._thread.join(timeout)
+            self._cond.notify_all()
+        self._feeder.join(timeout)
+        self._runner.join(timeout)
 
-    # --- the worker thread -------------------------------------------------------------------------
-    def _run(self) -> None:
-        while (window := self._take()) is not None:
-            window.sort(key=lambda entry: entry[0].items[entry[1]].size)
-            for start in range(0, len(window), self.batch_size):
-                self._run_batch(window[start : start + self.batch_size])
+    def _account(self, texts: int) -> None:
+        with self._cond:
+            self.queue_depth -= texts
 
-    def _take(self) -> list[tuple[_Job, int]] | None:
-        """The next window of texts, or None once closed."""
+    # --- the feeder thread -------------------------------------------------------------------------
+    def _feed(self) -> None:
+        try:
+            while (window := self._take()) is not None:
+                self._cut(window)
+        finally:
+            self._ready.put(None)
+
+    def _take(self) -> _Window | None:
+        """Whatever is queued now (no waiting for more), up to a window; None once closed."""
         with self._cond:
             while True:
-                while not self._pending and not self._closed:
+                while not self._pending and not self._urgent and not self._closed:
                     self._cond.wait()
-                deadline = time.monotonic() + self._max_wait
-                while len(self._pending) < self._window and not self._closed:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        break
-                    self._cond.wait(left)
                 if self._closed:
                     self._fail_pending()
                     return None
-                window = []
-                while self._pending and len(window) < self._window:
-                    entry = self._pending.popleft()
-                    if entry[0].dropped:
-                        self.queue_depth -= 1
-                    else:
-                        window.append(entry)
-                if window:
-                    return window
+                parts: list[tuple[_Job, int, int]] = []
+                texts = tokens = skipped = 0
+                while (lane := self._urgent or self._pending) and texts < self._window_texts and (
+                    self._window_tokens is None or tokens < self._window_tokens
+                ):
+                    job = lane[0]
+                    left = len(job.prepared) - job.taken
+                    if job.dropped:
+                        lane.popleft()
+                        skipped += left
+                        continue
+                    count = min(left, self._window_texts - texts)
+                    lengths = job.prepared.lengths[job.taken : job.taken + count]
+                    if self._window_tokens is not None:
+                        # As many texts as fit the remaining token room (at least one).
+                        room = self._window_tokens - tokens
+                        count = max(1, int(np.searchsorted(np.cumsum(lengths), room, side="right")))
+                        lengths = lengths[:count]
+                    parts.append((job, job.taken, count))
+                    job.taken += count
+                    texts += count
+                    tokens += int(lengths.sum())
+                    if job.taken == len(job.prepared):
+                        lane.popleft()
+                self.queue_depth -= skipped
+                if parts:
+                    return self._window(parts)
+
+    def _window(self, parts: list[tuple[_Job, int, int]]) -> _Window:
+        counts = np.fromiter((count for _, _, count in parts), dtype=np.int64, count=len(parts))
+        job_of = np.repeat(np.arange(len(parts)), counts)
+        offsets = np.zeros(len(parts), dtype=np.int64)
+        np.cumsum(counts[:-1], out=offsets[1:])
+        firsts = np.fromiter((first for _, first, _ in parts), dtype=np.int64, count=len(parts))
+        row_of = np.arange(int(counts.sum())) - offsets[job_of] + firsts[job_of]
+        lengths = np.concatenate([job.prepared.lengths[first : first + count] for job, first, count in parts])
+        ids = starts = texts = None
+        if self._backend.tokenized:
+            slices, bases, base = [], [], 0
+            for job, first, count in parts:
+                p = job.prepared
+                begin = int(p.starts[first])
+                end = int(p.starts[first + count - 1] + p.lengths[first + count - 1])
+                slices.append(p.ids[begin:end])
+                bases.append(p.starts[first : first + count] - begin + base)
+                base += end - begin
+            ids, starts = np.concatenate(slices), np.concatenate(bases)
+        else:
+            texts = list(chain.from_iterable(job.prepared.texts[first : first + count] for job, first, count in parts))
+        return _Window([job for job, _, _ in parts], job_of, row_of, lengths, ids, starts, texts)
+
+    def _cut(self, window: _Window) -> None:
+        """Sort the window by length, cut it into micro-batches within the budget, pad and hand each over."""
+        order = np.argsort(window.lengths, kind="stable")
+        sorted_lengths = window.lengths[order]
+        begin, total = 0, len(order)
+        while begin < total:
+            count = min(self.batch_size, total - begin)
+            if self.max_batch_tokens is not None:
+                # Lengths ascend, so the padded cost k x lengths[begin + k - 1] grows with k.
+                cost = np.arange(1, count + 1) * np.maximum(sorted_lengths[begin : begin + count], 1)
+                count = max(1, int(np.searchsorted(cost, self.max_batch_tokens, side="right")))
+            rows = order[begin : begin + count]
+            begin += count
+            dropped = np.fromiter((job.dropped for job in window.jobs), dtype=bool, count=len(window.jobs))
+            live = rows[~dropped[window.job_of[rows]]]
+            ready = self._pad(window, live, len(rows)) if live.size else None
+            if ready is None:
+                self._account(len(rows))
+            else:
+                self._ready.put(ready)
+
+    def _pad(self, window: _Window, rows: np.ndarray, accounted: int) -> _Ready:
+        lengths = window.lengths[rows]
+        tokens = int(lengths.sum()) if self.max_batch_tokens else 0  # budgeted lengths are tokens (or words)
+        if window.ids is None:
+            batch = MicroBatch(len(rows), texts=[window.texts[i] for i in rows])
+            return _Ready(window, rows, accounted, batch, tokens, int(lengths.max()) * len(rows))
+        width = int(lengths.max())
+        columns = np.arange(width)
+        mask = columns < lengths[:, None]
+        index = window.starts[rows][:, None] + columns
+        np.minimum(index, len(window.ids) - 1, out=index)
+        input_ids = np.where(mask, window.ids[index], self._backend.pad_id)
+        batch = MicroBatch(len(rows), input_ids=input_ids, attention_mask=mask.astype(np.int64))
+        return _Ready(window, rows, accounted, batch, tokens, width * len(rows))
 
     def _fail_pending(self) -> None:
-        jobs = {job for job, _ in self._pending}
-        self.queue_depth -= len(self._pending)
+        jobs = [*self._urgent, *self._pending]
+        self.queue_depth -= sum(len(job.prepared) - job.taken for job in jobs)
+        self._urgent.clear()
         self._pending.clear()
         for job in jobs:
             job.settle(error=unavailable("EMBEDDER_STOPPING", "the embedder is shutting down"))
 
-    def _run_batch(self, batch: list[tuple[_Job, int]]) -> None:
-        live = [(job, index) for job, index in batch if not job.dropped]
-        if live:
-            try:
-                vectors = self._backend.embed([job.items[index] for job, index in live])
-            except Exception as exc:  # noqa: BLE001 - handed to every request in the batch
-                for job in {job for job, _ in live}:
-                    job.settle(error=exc)
-                live = []
-            else:
-                for (job, index), row in zip(live, vectors, strict=True):
-                    job.rows[index] = row
-                    job.remaining -= 1
-                    if job.remaining == 0:
-                        job.settle(np.stack(job.rows))
-        tokens = sum(job.items[index].token_count for job, index in live)
+    # --- the runner thread -------------------------------------------------------------------------
+    def _run(self) -> None:
+        while (ready := self._ready.get()) is not None:
+            self._run_batch(ready)
+
+    def _run_batch(self, ready: _Ready) -> None:
+        window, rows = ready.window, ready.rows
+        if all(window.jobs[index].dropped for index in np.unique(window.job_of[rows])):
+            self._account(ready.accounted)  # every caller gave up while it waited in the pipeline
+            return
+        try:
+            vectors = self._backend.embed(ready.batch)
+        except Exception as exc:  # noqa: BLE001 - handed to every request in the batch
+            for index in np.unique(window.job_of[rows]):
+                window.jobs[index].settle(error=exc)
+            self._account(ready.accounted)
+            return
+        parts = window.job_of[rows]
+        for index in np.unique(parts):
+            job = window.jobs[index]
+            if job.dropped:
+                continue
+            mine = parts == index
+            if job.out is None:
+                job.out = np.empty((len(job.prepared), vectors.shape[1]), dtype=np.float32)
+            job.out[window.row_of[rows[mine]]] = vectors[mine]
+            job.remaining -= int(mine.sum())
+            if job.remaining == 0:
+                job.settle(job.out)
         with self._cond:
-            self.queue_depth -= len(batch)
-            if live:
-                self.batches_run += 1
-                self.texts_processed += len(live)
-                self.tokens_processed += tokens
-                self.last_batch_sizes.append(len(live))
-        if live and self.on_batch is not None:
-            self.on_batch(len(live), tokens)
+            self.queue_depth -= ready.accounted
+            self.batches_run += 1
+            self.texts_processed += len(rows)
+            self.tokens_processed += ready.tokens
+            self.last_batch_sizes.append(len(rows))
+            self.last_batch_padded_tokens.append(ready.padded_tokens)
+        if self.on_batch is not None:
+            self.on_batch(len(rows), ready.tokens, ready.padded_tokens)

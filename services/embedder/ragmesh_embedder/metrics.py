@@ -1,10 +1,16 @@
 """The embedder's Prometheus metrics (served on RAGMESH_EMBEDDER_METRICS_PORT): what an autoscaler scales on.
 
-`ragmesh_embedder_queue_depth` is the name deploy/k8s/components/embedder-queue-autoscaling scales on;
-rate(ragmesh_embedder_tokens_total[1m]) is the model's tokens/s.
+`ragmesh_embedder_queue_depth` (no labels: every model's queue together, the pod's backlog) is the name
+deploy/k8s/components/embedder-queue-autoscaling scales on; `ragmesh_embedder_model_queue_depth{model}` splits
+it by model. The batch and throughput metrics carry a `model` label (the name requests use; "default" for the
+default model unless RAGMESH_EMBEDDER_MODEL_NAME renames it), so sums over them read as before:
+rate(ragmesh_embedder_tokens_total[1m]) is every model's tokens/s.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import partial
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -12,29 +18,47 @@ from .batcher import Batcher
 
 
 class EmbedderMetrics:
-    """Batch sizes, queue depth, and texts and tokens embedded."""
+    """Batch sizes, queue depth, and texts and tokens embedded, by model."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.batch_size = Histogram(
-            "ragmesh_embedder_batch_size", "Texts per model call (micro-batch).", registry=registry,
-            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
+            "ragmesh_embedder_batch_size", "Texts per model call (micro-batch).", ["model"], registry=registry,
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048),
         )
         self.queue_depth = Gauge(
-            "ragmesh_embedder_queue_depth", "Texts accepted and not embedded yet (waiting or in the model).",
+            "ragmesh_embedder_queue_depth", "Texts accepted and not embedded yet (waiting or in the model), every "
+            "model together.", registry=registry,
+        )
+        self.model_queue_depth = Gauge(
+            "ragmesh_embedder_model_queue_depth", "Texts accepted and not embedded yet, by model.", ["model"],
             registry=registry,
         )
-        self.texts = Counter("ragmesh_embedder_texts", "Texts embedded by the dense model.", registry=registry)
+        self.texts = Counter("ragmesh_embedder_texts", "Texts embedded by the dense model.", ["model"],
+                             registry=registry)
         self.tokens = Counter(
             "ragmesh_embedder_tokens", "Model tokens embedded (rate() is tokens/s; 0 for backends without a "
-            "tokenizer).", registry=registry,
+            "tokenizer).", ["model"], registry=registry,
+        )
+        self.padded_tokens = Histogram(
+            "ragmesh_embedder_batch_padded_tokens", "Padded tokens per model call (longest text x texts; the "
+            "micro-batch's cost, capped by RAGMESH_EMBEDDER_MAX_BATCH_TOKENS).", ["model"], registry=registry,
+            buckets=(64, 256, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144),
         )
 
-    def watch(self, batcher: Batcher) -> None:
-        """Report this batcher's queue depth and every batch it runs."""
-        self.queue_depth.set_function(lambda: batcher.queue_depth)
-        batcher.on_batch = self.observe_batch
+    def watch(self, batchers: Mapping[str, Batcher]) -> None:
+        """Report the queue depth of these batchers (by model name) and every batch they run. Replaces the
+        queues watched before (a server built again in the same process, as in tests)."""
+        batchers = dict(batchers)
+        self.queue_depth.set_function(lambda: sum(batcher.queue_depth for batcher in batchers.values()))
+        self.model_queue_depth.clear()
+        for name, batcher in batchers.items():
+            self.model_queue_depth.labels(model=name).set_function(lambda batcher=batcher: batcher.queue_depth)
+            for metric in (self.batch_size, self.padded_tokens, self.texts, self.tokens):
+                metric.labels(model=name)  # exported (at 0) before the model's first batch
+            batcher.on_batch = partial(self.observe_batch, name)
 
-    def observe_batch(self, texts: int, tokens: int) -> None:
-        self.batch_size.observe(texts)
-        self.texts.inc(texts)
-        self.tokens.inc(tokens)
+    def observe_batch(self, model: str, texts: int, tokens: int, padded_tokens: int) -> None:
+        self.batch_size.labels(model=model).observe(texts)
+        self.padded_tokens.labels(model=model).observe(padded_tokens)
+        self.texts.labels(model=model).inc(texts)
+        self.tokens.labels(model=model).inc(tokens)

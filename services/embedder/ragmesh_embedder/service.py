@@ -1,24 +1,34 @@
 """The embedder's domain logic (no gRPC): validate texts, compute BM25 sparse vectors, and send texts
-through the batcher to the dense backend."""
+through the batcher to the dense backend of the model they name.
+
+An embedder serves one default model and any number of extra ones (RAGMESH_EMBEDDER_EXTRA_MODELS), each with
+its own backend and batcher (queue, threads, token budget), so a bulk re-index on one never holds up the
+queries of another beyond the CPU they share. BM25 does not depend on the model: one for all."""
 
 from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Sequence
+import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from qdrant_edge import Bm25
-from ragmesh_common.errors import invalid_argument
+from ragmesh_common.config import ConfigError
+from ragmesh_common.errors import invalid_argument, not_found
 from ragmesh_common.telemetry import Attr, annotate, setup_telemetry
 
-from .backends import DenseBackend, Prepared, create_backend
+from .backends import DenseBackend, MicroBatch, Prepared, create_backend
 from .batcher import Batcher
 from .config import EmbedderSettings
 from .metrics import EmbedderMetrics
 
+log = logging.getLogger(__name__)
+
 SPARSE_MODEL_ID = "qdrant/bm25"
+# Requests of one text up to this many characters are tokenised on the event loop (see Embedder.embed).
+INLINE_CHARS = 512
 
 
 class InputType(enum.Enum):
@@ -35,48 +45,99 @@ class SparseVector:
 
 
 @dataclass(frozen=True)
-class Embedding:
-    """The vectors of one text; `dense`/`sparse` are None when not requested."""
+class Embeddings:
+    """The vectors of a request's texts, in order; `dense`/`sparse` are None when not requested."""
 
-    dense: np.ndarray | None
-    sparse: SparseVector | None
-    token_count: int
-    truncated: bool
+    dense: np.ndarray | None  # (texts, dimension) float32 unit rows
+    sparse: list[SparseVector] | None
+    token_counts: np.ndarray  # int32, special tokens included
+    truncated: np.ndarray  # bool
+
+    def __len__(self) -> int:
+        return len(self.token_counts)
 
 
 @dataclass(frozen=True)
 class ModelInfo:
+    name: str
+    is_default: bool
     model_id: str
     dimension: int
     max_sequence_length: int
     sparse_model_id: str
     backend: str
     max_batch_size: int
+    runtime: str
+    device: str
+    precision: str
+
+
+@dataclass(frozen=True, eq=False)
+class Model:
+    """One model served: its name, its backend and the batcher that feeds it."""
+
+    name: str
+    backend: DenseBackend
+    batcher: Batcher
 
 
 class Embedder:
-    """Embeds texts for many concurrent callers. Create with `build_embedder`; `close` when done."""
+    """Embeds texts for many concurrent callers. Create with `build_embedder`; `close` when done.
 
-    def __init__(self, backend: DenseBackend, settings: EmbedderSettings) -> None:
+    `backend` is the default model (named settings.model_name); `extra` maps more models' names to their
+    backends. `backend` and `batcher` are the default model's."""
+
+    def __init__(self, backend: DenseBackend, settings: EmbedderSettings,
+                 extra: Mapping[str, DenseBackend] | None = None) -> None:
         self.backend = backend
         self.max_texts = settings.max_texts_per_request
         self.max_text_chars = settings.max_text_chars
-        self.batcher = Batcher(
-            backend, batch_size=settings.batch_size, max_wait_ms=settings.max_wait_ms,
-            max_queue_texts=settings.max_queue_texts,
-        )
+        self.default_model = settings.model_name
+        queue_limits = {spec.name: settings.for_model(spec).max_queue_texts for spec in settings.extra_models}
+        extra = extra or {}
+        if settings.model_name in extra:
+            raise ValueError(f"an extra model is named {settings.model_name!r}, like the default model")
+        self.models: dict[str, Model] = {}
+        for name, model_backend in {settings.model_name: backend, **extra}.items():
+            batcher = Batcher(model_backend, max_queue_texts=queue_limits.get(name, settings.max_queue_texts),
+                              name=name)
+            self.models[name] = Model(name, model_backend, batcher)
+        self.batcher = self.models[self.default_model].batcher
         self._bm25 = Bm25()
         telemetry = setup_telemetry("embedder")
         self._tracer = telemetry.tracer()
-        telemetry.metrics(EmbedderMetrics).watch(self.batcher)
+        telemetry.metrics(EmbedderMetrics).watch({name: model.batcher for name, model in self.models.items()})
+
+    def model(self, name: str = "") -> Model:
+        """The model called `name` (the default one for ""), or MODEL_NOT_FOUND naming the ones served."""
+        if not name:
+            return self.models[self.default_model]
+        if (model := self.models.get(name)) is None:
+            served = ", ".join(self.models)
+            raise not_found("MODEL_NOT_FOUND", f"this embedder serves no model named {name!r}; it serves {served}",
+                            model=name, models=",".join(self.models))
+        return model
+
+    def model_info(self, name: str = "") -> ModelInfo:
+        """What GetModelInfo says about one model (the default one for "")."""
+        model = self.model(name)
+        backend = model.backend
+        return ModelInfo(
+            name=model.name, is_default=model.name == self.default_model, model_id=backend.model_id,
+            dimension=backend.dimension, max_sequence_length=backend.max_sequence_length,
+            sparse_model_id=SPARSE_MODEL_ID, backend=backend.name, max_batch_size=self.max_texts,
+            runtime=backend.runtime, device=backend.device, precision=backend.precision,
+        )
 
     @property
     def info(self) -> ModelInfo:
-        return ModelInfo(
-            model_id=self.backend.model_id, dimension=self.backend.dimension,
-            max_sequence_length=self.backend.max_sequence_length, sparse_model_id=SPARSE_MODEL_ID,
-            backend=self.backend.name, max_batch_size=self.max_texts,
-        )
+        """The default model's info."""
+        return self.model_info()
+
+    @property
+    def infos(self) -> list[ModelInfo]:
+        """Every model's info, the default one first."""
+        return [self.model_info(name) for name in self.models]
 
     def validate(self, texts: Sequence[str]) -> None:
         """Raise TEXTS_EMPTY, TOO_MANY_TEXTS, TEXT_EMPTY or TEXT_TOO_LONG."""
@@ -87,6 +148,9 @@ class Embedder:
                 "TOO_MANY_TEXTS", f"{len(texts)} texts in one request; the limit is {self.max_texts}",
                 field="texts", count=len(texts), limit=self.max_texts,
             )
+        # One pass in C over the texts when they are fine (the usual case); the loop only names the culprit.
+        if all(texts) and not any(map(str.isspace, texts)) and max(map(len, texts)) <= self.max_text_chars:
+            return
         for index, text in enumerate(texts):
             if not text.strip():
                 raise invalid_argument(
@@ -100,37 +164,43 @@ class Embedder:
                 )
 
     async def embed(
-        self, texts: Sequence[str], input_type: InputType, *, dense: bool = True, sparse: bool = True
-    ) -> list[Embedding]:
-        """One embedding per text, in order."""
+        self, texts: Sequence[str], input_type: InputType, *, dense: bool = True, sparse: bool = True,
+        model: str = "",
+    ) -> Embeddings:
+        """The texts' vectors from the model named `model` (the default one for ""), in order."""
+        served = self.model(model)
         self.validate(texts)
-        prepared, sparse_vectors = await asyncio.to_thread(self._prepare, texts, input_type, sparse)
-        annotate({Attr.BATCH_SIZE: len(texts), Attr.MODEL: self.backend.model_id})
+        if len(texts) == 1 and len(texts[0]) <= INLINE_CHARS:
+            # A lone short text (a search query) is tokenised right here: tens of microseconds, less than the hop
+            # to a worker thread and back.
+            prepared, sparse_vectors = self._prepare(served.backend, texts, input_type, sparse)
+        else:
+            # Tokenising (one fast-tokenizer batch call, which releases the GIL) and BM25 run off the event loop.
+            prepared, sparse_vectors = await asyncio.to_thread(
+                self._prepare, served.backend, texts, input_type, sparse)
+        attributes = {Attr.BATCH_SIZE: len(texts), Attr.MODEL: served.backend.model_id, Attr.MODEL_NAME: served.name}
+        annotate(attributes)
+        vectors = None
         if dense:
             # The model call as a span of its own (queue wait included: the batcher shares batches).
-            attributes = {Attr.MODEL: self.backend.model_id, Attr.BATCH_SIZE: len(texts)}
             with self._tracer.start_as_current_span("embedder.model", attributes=attributes):
-                vectors = await self.batcher.embed(prepared)
-        else:
-            vectors = [None] * len(texts)
-        return [
-            Embedding(row, sparse_vector, item.token_count, item.truncated)
-            for row, sparse_vector, item in zip(vectors, sparse_vectors, prepared, strict=True)
-        ]
+                vectors = await served.batcher.embed(prepared, urgent=input_type is InputType.QUERY)
+        return Embeddings(vectors, sparse_vectors, prepared.token_counts, prepared.truncated)
 
     def _prepare(
-        self, texts: Sequence[str], input_type: InputType, sparse: bool
-    ) -> tuple[list[Prepared], list[SparseVector | None]]:
-        prepared = self.backend.prepare(texts)
+        self, backend: DenseBackend, texts: Sequence[str], input_type: InputType, sparse: bool
+    ) -> tuple[Prepared, list[SparseVector] | None]:
+        prepared = backend.prepare(texts)
         if not sparse:
-            return prepared, [None] * len(texts)
+            return prepared, None
         bm25 = self._bm25.embed_query if input_type is InputType.QUERY else self._bm25.embed_document
         return prepared, [_sorted_sparse(bm25(text)) for text in texts]
 
     def close(self) -> None:
-        """Stop the batcher's worker and release the backend."""
-        self.batcher.close()
-        self.backend.close()
+        """Stop every model's batcher and release its backend."""
+        for model in self.models.values():
+            model.batcher.close()
+            model.backend.close()
 
 
 def _sorted_sparse(vector) -> SparseVector:
@@ -138,12 +208,43 @@ def _sorted_sparse(vector) -> SparseVector:
     return SparseVector([index for index, _ in pairs], [value for _, value in pairs])
 
 
-def build_embedder(settings: EmbedderSettings) -> Embedder:
-    """Create the backend (loading the local model), warm it up and start the batcher."""
+def warm_up(backend: DenseBackend) -> None:
+    """One model call before serving (loads lazy kernels; the openai backend learns its dimension)."""
+    prepared = backend.prepare(["warm-up"])
+    if backend.tokenized:
+        ids = prepared.ids[None, :]
+        batch = MicroBatch(1, input_ids=ids, attention_mask=np.ones_like(ids))
+    else:
+        batch = MicroBatch(1, texts=prepared.texts)
+    backend.embed(batch)
+
+
+def _load(settings: EmbedderSettings) -> DenseBackend:
     backend = create_backend(settings)
     try:
-        backend.embed(backend.prepare(["warm-up"]))
+        warm_up(backend)
     except BaseException:
         backend.close()
         raise
-    return Embedder(backend, settings)
+    return backend
+
+
+def build_embedder(settings: EmbedderSettings) -> Embedder:
+    """Create every model's backend (loading local models), warm each up and start their batchers. A model
+    that cannot load or answer its warm-up call stops the start-up with a message that names it."""
+    backend = _load(settings)
+    extra: dict[str, DenseBackend] = {}
+    try:
+        for spec in settings.extra_models:
+            try:
+                extra[spec.name] = _load(settings.for_model(spec))
+            except (Exception, ConfigError) as exc:
+                raise ConfigError(f"RAGMESH_EMBEDDER_EXTRA_MODELS entry {spec.name!r} could not be loaded and "
+                                  f"warmed up: {exc}") from exc
+            log.info("extra model %r: %s, dimension %d", spec.name, extra[spec.name].model_id,
+                     extra[spec.name].dimension)
+    except BaseException:
+        for loaded in (backend, *extra.values()):
+            loaded.close()
+        raise
+    return Embedder(backend, settings, extra)

@@ -9,7 +9,7 @@ from ragmesh.embedder.v1 import embedder_service_pb2 as pb2
 from ragmesh.embedder.v1 import embedder_service_pb2_grpc as pb2_grpc
 from ragmesh_common.errors import invalid_argument
 
-from .service import Embedder, Embedding, InputType
+from .service import Embedder, Embeddings, InputType, ModelInfo
 
 # How many requests of one EmbedStream are embedded at once; beyond it the stream is not read, so a bulk
 # client is slowed by flow control instead of filling the queue.
@@ -45,39 +45,63 @@ def _kinds(kinds: Sequence[int]) -> tuple[bool, bool]:
     return pb2.VECTOR_KIND_DENSE in kinds, pb2.VECTOR_KIND_SPARSE in kinds
 
 
-def _embedding_pb(embedding: Embedding) -> pb2.Embedding:
-    message = pb2.Embedding(token_count=embedding.token_count, truncated=embedding.truncated)
-    if embedding.dense is not None:
-        message.dense.extend(embedding.dense.tolist())  # from a list: far cheaper than from numpy
-    if embedding.sparse is not None:
-        message.sparse.indices.extend(embedding.sparse.indices)
-        message.sparse.values.extend(embedding.sparse.values)
-    return message
+def _packed(dense_format: int) -> bool:
+    if dense_format not in pb2.DenseFormat.values():
+        raise invalid_argument(
+            "DENSE_FORMAT_INVALID", f"dense_format {dense_format} is not a known DenseFormat",
+            field="dense_format", value=dense_format,
+        )
+    return dense_format == pb2.DENSE_FORMAT_PACKED_FLOAT32
+
+
+def _response_fields(embeddings: Embeddings, packed: bool) -> dict:
+    """The response's embeddings (and packed matrix), built from the arrays with no per-number Python work."""
+    counts, truncated = embeddings.token_counts.tolist(), embeddings.truncated.tolist()
+    fields: dict = {}
+    if embeddings.dense is not None and packed:
+        matrix = embeddings.dense
+        fields["dense_matrix"] = pb2.DenseMatrix(
+            data=matrix.astype("<f4", copy=False).tobytes(), rows=matrix.shape[0], columns=matrix.shape[1]
+        )
+        rows = [()] * len(counts)
+    elif embeddings.dense is not None:
+        rows = embeddings.dense.tolist()  # one C call; protobuf copies a list far faster than numpy rows
+    else:
+        rows = [()] * len(counts)
+    if embeddings.sparse is None:
+        fields["embeddings"] = [
+            pb2.Embedding(dense=row, token_count=count, truncated=cut)
+            for row, count, cut in zip(rows, counts, truncated, strict=True)
+        ]
+    else:
+        fields["embeddings"] = [
+            pb2.Embedding(dense=row, token_count=count, truncated=cut,
+                          sparse=pb2.SparseVector(indices=sparse.indices, values=sparse.values))
+            for row, count, cut, sparse in zip(rows, counts, truncated, embeddings.sparse, strict=True)
+        ]
+    return fields
 
 
 class EmbedderServicer(pb2_grpc.EmbedderServiceServicer):
     def __init__(self, embedder: Embedder) -> None:
         self._embedder = embedder
 
-    async def _embed(self, request: pb2.EmbedRequest | pb2.EmbedStreamRequest) -> list[pb2.Embedding]:
+    async def _embed(self, request: pb2.EmbedRequest | pb2.EmbedStreamRequest) -> dict:
+        model = self._embedder.model(request.model)
         dense, sparse = _kinds(request.kinds)
+        packed = _packed(request.dense_format)
         embeddings = await self._embedder.embed(
-            request.texts, _input_type(request.input_type), dense=dense, sparse=sparse
+            request.texts, _input_type(request.input_type), dense=dense, sparse=sparse, model=model.name
         )
-        return [_embedding_pb(embedding) for embedding in embeddings]
+        backend = model.backend
+        return {**_response_fields(embeddings, packed), "model_id": backend.model_id, "dimension": backend.dimension,
+                "model": model.name}
 
     async def Embed(self, request: pb2.EmbedRequest, context) -> pb2.EmbedResponse:
-        embeddings = await self._embed(request)
-        backend = self._embedder.backend
-        return pb2.EmbedResponse(embeddings=embeddings, model_id=backend.model_id, dimension=backend.dimension)
+        return pb2.EmbedResponse(**await self._embed(request))
 
     async def _answer(self, request: pb2.EmbedStreamRequest) -> pb2.EmbedStreamResponse:
-        embeddings = await self._embed(request)
-        backend = self._embedder.backend
-        return pb2.EmbedStreamResponse(
-            request_id=request.request_id, embeddings=embeddings, model_id=backend.model_id,
-            dimension=backend.dimension,
-        )
+        return pb2.EmbedStreamResponse(request_id=request.request_id, **await self._embed(request))
 
     async def EmbedStream(
         self, request_iterator: AsyncIterator[pb2.EmbedStreamRequest], context
@@ -110,8 +134,18 @@ class EmbedderServicer(pb2_grpc.EmbedderServiceServicer):
                 pending.cancel()
 
     async def GetModelInfo(self, request: pb2.GetModelInfoRequest, context) -> pb2.GetModelInfoResponse:
-        info = self._embedder.info
+        info = self._embedder.model_info(request.model)
         return pb2.GetModelInfoResponse(
             model_id=info.model_id, dimension=info.dimension, max_sequence_length=info.max_sequence_length,
             sparse_model_id=info.sparse_model_id, backend=info.backend, max_batch_size=info.max_batch_size,
+            runtime=info.runtime, device=info.device, precision=info.precision, model=info.name,
+            models=[_model_info(each) for each in self._embedder.infos],
         )
+
+
+def _model_info(info: ModelInfo) -> pb2.ModelInfo:
+    return pb2.ModelInfo(
+        name=info.name, is_default=info.is_default, model_id=info.model_id, dimension=info.dimension,
+        max_sequence_length=info.max_sequence_length, backend=info.backend, runtime=info.runtime, device=info.device,
+        precision=info.precision,
+    )

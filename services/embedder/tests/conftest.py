@@ -15,7 +15,7 @@ import pytest
 import pytest_asyncio
 from ragmesh.embedder.v1 import embedder_service_pb2_grpc as pb2_grpc
 from ragmesh_common.server import Service
-from ragmesh_embedder.backends import HashBackend, Prepared
+from ragmesh_embedder.backends import HashBackend, MicroBatch
 from ragmesh_embedder.config import EmbedderSettings
 from ragmesh_embedder.server import create_server
 from ragmesh_embedder.service import Embedder, build_embedder
@@ -47,18 +47,20 @@ def vectors(embeddings: Sequence) -> np.ndarray:
 
 
 class GatedBackend(HashBackend):
-    """The hash backend, but each model call waits until the test opens the gate: lets a test hold the
-    worker busy without timing anything."""
+    """The hash backend (words count as tokens), but each model call waits until the test opens the gate:
+    lets a test hold the model busy without timing anything. Records the texts of every model call."""
 
-    def __init__(self) -> None:
-        super().__init__(384)
+    def __init__(self, *, batch_size: int = 256, max_batch_tokens: int | None = 4096) -> None:
+        super().__init__(384, batch_size=batch_size, max_batch_tokens=max_batch_tokens)
         self.gate = threading.Event()
         self.entered = threading.Event()
+        self.calls: list[list[str]] = []
 
-    def embed(self, batch: Sequence[Prepared]) -> np.ndarray:
+    def embed(self, batch: MicroBatch) -> np.ndarray:
         self.entered.set()
         if not self.gate.wait(30):
             raise TimeoutError("the test never opened the gate")
+        self.calls.append(list(batch.texts))
         return super().embed(batch)
 
 
@@ -94,10 +96,24 @@ def gated() -> Iterator[GatedBackend]:
     backend.gate.set()  # never leave the worker stuck if the test failed half-way
 
 
+@pytest.fixture(name="gated_backend", scope="session")
+def _gated_backend_class():
+    return GatedBackend
+
+
+@pytest.fixture(scope="session")
+def reference():
+    """sentence-transformers' own encode() (torch) on the same packaged model, to compare against."""
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(EmbedderSettings().model_path, device="cpu", local_files_only=True)
+
+
 @pytest_asyncio.fixture(scope="session")
 async def local() -> AsyncIterator[Running]:
-    """The real all-MiniLM-L6-v2 model, loaded once for the whole session."""
-    async with serve(EmbedderSettings(port=0, backend="local")) as running:
+    """The real all-MiniLM-L6-v2 model on ONNX Runtime in fp32 (exported once into the repository's
+    .ragmesh/models cache: the same vectors as torch), loaded once for the whole session."""
+    async with serve(EmbedderSettings(port=0, backend="local", precision="fp32")) as running:
         yield running
 
 

@@ -1,47 +1,123 @@
-"""Dynamic batching, made deterministic by a backend that holds the worker until the test lets it go."""
+"""Dynamic batching, made deterministic by a backend that holds the model until the test lets it go.
+
+The hash backend counts words as tokens, so the token budget applies to it as it does to the model."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import grpc
 import numpy as np
 from ragmesh.embedder.v1 import embedder_service_pb2 as pb2
 from ragmesh_embedder.backends import HashBackend
+from ragmesh_embedder.batcher import WINDOW_BATCHES
 from ragmesh_embedder.config import EmbedderSettings
 from ragmesh_embedder.service import Embedder
 
-SETTINGS = EmbedderSettings(port=0, backend="hash", batch_size=4)
+SETTINGS = EmbedderSettings(port=0, backend="hash")
 
 
-async def test_requests_queued_together_share_sorted_micro_batches(serve, until, gated, vectors):
-    async with serve(SETTINGS, Embedder(gated, SETTINGS)) as running:
-        batcher = running.embedder.batcher
-        first = asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(texts=["first"])))
-        await until(gated.entered.is_set, "the worker took the first request")
-        texts = [[f"{'word ' * (i + 1)}request {i}", f"short {i}"] for i in range(5)]
-        rest = [asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(texts=t))) for t in texts]
-        await until(lambda: batcher.queue_depth == 11, "five more requests queued")
-        gated.gate.set()
-        replies = await asyncio.gather(first, *rest)
-        # The 10 queued texts ran as micro-batches of 4, 4 and 2 (not five requests one by one)...
-        assert list(batcher.last_batch_sizes) == [1, 4, 4, 2]
-        assert batcher.queue_depth == 0 and batcher.texts_processed == 11
-        # ...and every caller still got its own vectors, in its own order.
-        reference = HashBackend(384)
-        for request_texts, reply in zip(texts, replies[1:], strict=True):
-            expected = reference.embed(reference.prepare(request_texts))
-            np.testing.assert_allclose(vectors(reply.embeddings), expected, atol=1e-6)
+async def test_queued_requests_share_length_sorted_micro_batches_within_the_token_budget(
+    serve, until, gated_backend, vectors
+):
+    backend = gated_backend(batch_size=6, max_batch_tokens=24)
+    try:
+        async with serve(SETTINGS, Embedder(backend, SETTINGS)) as running:
+            batcher = running.embedder.batcher
+            first = asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(texts=["first"])))
+            await until(backend.entered.is_set, "the model took the first request")
+            # Eight requests arrive while the model is busy; words = tokens, from 1 to 12 per text.
+            texts = [[f"request {r} " + "word " * ((r * 5 + i) % 11) for i in range(4)] for r in range(8)]
+            rest = [asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(texts=t))) for t in texts]
+            await until(lambda: batcher.queue_depth == 33, "eight more requests queued")
+            backend.gate.set()
+            replies = await asyncio.gather(first, *rest)
+    finally:
+        backend.gate.set()
+    reference = HashBackend(384)
+    owner = {text: r for r, request in enumerate(texts) for text in request}
+    for call in backend.calls[1:]:
+        words = [len(reference._words(text)) for text in call]
+        # Within the limits: at most 6 texts, and longest x count <= 24 padded tokens (or one long text).
+        assert len(call) <= 6
+        assert len(call) == 1 or max(words) * len(call) <= 24
+        assert words == sorted(words), "a micro-batch holds texts of neighbouring lengths"
+    # Requests that waited together shared model calls...
+    assert any(len({owner[text] for text in call}) > 1 for call in backend.calls[1:])
+    assert batcher.queue_depth == 0 and batcher.texts_processed == 33
+    # ...and every caller still got its own vectors, in its own order.
+    for request_texts, reply in zip(texts, replies[1:], strict=True):
+        np.testing.assert_allclose(vectors(reply.embeddings), reference.embed_texts(request_texts), atol=1e-6)
+
+
+async def test_an_idle_batcher_runs_a_lone_request_without_waiting_for_company(serve, monkeypatch):
+    """The batcher only coalesces what is already queued: a worker never sleeps on a timer hoping that more
+    requests arrive (the old design waited up to max_wait_ms on every request)."""
+    timed_waits = []
+    original = threading.Condition.wait
+
+    def recording_wait(self, timeout=None):
+        if timeout is not None and threading.current_thread().name.startswith("embedder-"):
+            timed_waits.append(timeout)
+        return original(self, timeout)
+
+    monkeypatch.setattr(threading.Condition, "wait", recording_wait)
+    async with serve(SETTINGS) as running:
+        for text in ("one lone query", "and later another"):
+            reply = await running.stub.Embed(pb2.EmbedRequest(texts=[text]))
+            assert len(reply.embeddings[0].dense) == 384
+        assert list(running.embedder.batcher.last_batch_sizes) == [1, 1]
+    assert timed_waits == []
 
 
 async def test_texts_of_a_caller_that_gave_up_are_skipped(serve, rpc_error, until, gated):
     async with serve(SETTINGS, Embedder(gated, SETTINGS)) as running:
         batcher = running.embedder.batcher
         first = asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(texts=["first"])))
-        await until(gated.entered.is_set, "the worker took the first request")
+        await until(gated.entered.is_set, "the model took the first request")
         error = await rpc_error(running.stub.Embed(pb2.EmbedRequest(texts=["late", "later"]), timeout=0.2))
         assert error.code == grpc.StatusCode.DEADLINE_EXCEEDED
         gated.gate.set()
         await first
         await until(lambda: batcher.queue_depth == 0, "the queue drained")
         assert batcher.texts_processed == 1
+        assert gated.calls == [["first"]]
+
+
+async def test_a_request_larger_than_the_window_is_split_and_reassembled_in_order(serve, vectors):
+    backend = HashBackend(384, batch_size=3, max_batch_tokens=8)
+    settings = EmbedderSettings(port=0, backend="hash", max_texts_per_request=64)
+    texts = [f"text {i} " + "more " * (i % 5) for i in range(40)]
+    async with serve(settings, Embedder(backend, settings)) as running:
+        reply = await running.stub.Embed(pb2.EmbedRequest(texts=texts, kinds=[pb2.VECTOR_KIND_DENSE]))
+        batcher = running.embedder.batcher
+        assert max(batcher.last_batch_sizes) <= 3 and max(batcher.last_batch_padded_tokens) <= 8
+    np.testing.assert_allclose(vectors(reply.embeddings), backend.embed_texts(texts), atol=1e-6)
+
+
+async def test_a_query_goes_ahead_of_bulk_documents_queued_before_it(serve, until, gated_backend):
+    """A search must not wait behind a bulk ingestion: queries have their own lane, taken first."""
+    backend = gated_backend(batch_size=4, max_batch_tokens=10_000)
+    try:
+        async with serve(SETTINGS, Embedder(backend, SETTINGS)) as running:
+            batcher = running.embedder.batcher
+            first = asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(texts=["first"])))
+            await until(backend.entered.is_set, "the model took the first request")
+            bulk = [f"bulk document {i} about glaciers" for i in range(64)]
+            documents = asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(
+                texts=bulk, input_type=pb2.INPUT_TYPE_DOCUMENT)))
+            await until(lambda: batcher.queue_depth == 65, "the bulk request queued")
+            query = asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(
+                texts=["where do glaciers flow"], input_type=pb2.INPUT_TYPE_QUERY)))
+            await until(lambda: batcher.queue_depth == 66, "the query queued behind it")
+            backend.gate.set()
+            await asyncio.gather(first, documents, query)
+    finally:
+        backend.gate.set()
+    # The model's calls after the first (16 micro-batches of bulk, one with the query): the query waits only for
+    # the window the feeder had already taken (WINDOW_BATCHES micro-batches), not for the bulk's other 12.
+    later = backend.calls[1:]
+    at = next(i for i, call in enumerate(later) if "where do glaciers flow" in call)
+    assert at <= WINDOW_BATCHES, [len(call) for call in later]
+    assert sum(len(call) for call in later) == 65

@@ -49,6 +49,14 @@ async def test_an_unknown_input_type_is_rejected(hashed, rpc_error):
     assert (error.code, error.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "INPUT_TYPE_INVALID")
 
 
+async def test_an_unknown_dense_format_is_rejected(hashed, rpc_error):
+    error = await rpc_error(hashed.stub.Embed(pb2.EmbedRequest(texts=["ok"], dense_format=9)))
+    assert (error.code, error.reason, error.domain) == (
+        grpc.StatusCode.INVALID_ARGUMENT, "DENSE_FORMAT_INVALID", DOMAIN,
+    )
+    assert [violation.field for violation in error.field_violations] == ["dense_format"]
+
+
 async def test_a_bad_request_ends_the_stream_with_its_error(hashed, rpc_error):
     async def requests():
         yield pb2.EmbedStreamRequest(request_id="good", texts=["fine"])
@@ -69,6 +77,7 @@ async def test_a_full_queue_answers_resource_exhausted_then_recovers(serve, rpc_
         error = await rpc_error(running.stub.Embed(pb2.EmbedRequest(texts=["one more"])))
         assert (error.code, error.reason, error.domain) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "QUEUE_FULL", DOMAIN)
         assert error.metadata["max_queue_texts"] == "4"
+        assert error.retry_after == 1.0  # google.rpc.RetryInfo: the gateway turns it into Retry-After
         gated.gate.set()
         assert len((await first).embeddings) == 4
         assert len((await running.stub.Embed(pb2.EmbedRequest(texts=["one more"]))).embeddings) == 1

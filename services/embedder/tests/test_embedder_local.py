@@ -5,19 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
-import pytest
 from ragmesh.embedder.v1 import embedder_service_pb2 as pb2
-from ragmesh_embedder.config import EmbedderSettings
-from sentence_transformers import SentenceTransformer
 
 DENSE, SPARSE = pb2.VECTOR_KIND_DENSE, pb2.VECTOR_KIND_SPARSE
 QUERY, DOCUMENT = pb2.INPUT_TYPE_QUERY, pb2.INPUT_TYPE_DOCUMENT
-
-
-@pytest.fixture(scope="module")
-def reference():
-    """sentence-transformers' own encode() on the same packaged model, to compare against."""
-    return SentenceTransformer(EmbedderSettings().model_path, device="cpu", local_files_only=True)
 
 
 async def test_dense_vectors_are_384_dimensional_unit_vectors(local, vectors):
@@ -92,6 +83,7 @@ async def test_get_model_info_describes_the_local_model(local):
         "sentence-transformers/all-MiniLM-L6-v2", 384, 256,
     )
     assert (info.backend, info.sparse_model_id, info.max_batch_size) == ("local", "qdrant/bm25", 512)
+    assert (info.runtime, info.device, info.precision) == ("onnx", "cpu", "fp32")
 
 
 async def test_concurrent_requests_come_back_in_order_and_equal_to_one_by_one(local, vectors):

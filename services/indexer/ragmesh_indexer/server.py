@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 from ragmesh.converter.v1 import converter_service_pb2_grpc as converter_grpc
 from ragmesh.embedder.v1 import embedder_service_pb2_grpc as embedder_grpc
 from ragmesh.indexer.v1 import indexer_service_pb2 as pb
 from ragmesh.indexer.v1 import indexer_service_pb2_grpc as pb_grpc
 from ragmesh_common.clients import ServiceClient
+from ragmesh_common.config import ConfigError, load
 from ragmesh_common.server import Service, new_server
 from ragmesh_common.telemetry import setup_telemetry
-from ragmesh_store import Store
+from ragmesh_store import Store, StoreSettings
 from ragmesh_store.aio import open_store_for
 
 from .chunking import Chunker
 from .config import IndexerSettings
+from .jobs import Jobs
+from .pipeline import PipelineLimits
+from .queues import JobStore, JobStoreBusyError, RedisJobStore, SqliteJobStore
 from .service import Indexer
 from .servicer import DOMAIN, IndexerServicer
 
@@ -46,12 +53,53 @@ async def create_server(settings: IndexerSettings, store: Store | None = None) -
         setup_telemetry("indexer").traced_store(store), converter, embedder, chunker,
         max_concurrent_documents=settings.max_concurrent_documents,
         max_document_bytes=settings.max_document_bytes,
+        limits=PipelineLimits(batch_texts=settings.embed_batch_texts, calls_in_flight=settings.embed_calls_in_flight,
+                              lookahead_texts=settings.lookahead_texts,
+                              fill_wait=settings.batch_fill_wait_ms / 1000),
+        chunk_threads=settings.chunk_threads,
     )
+    try:
+        job_store = await open_job_store(settings, getattr(store, "data_dir", None))
+    except BaseException:
+        for close in reversed(closers):
+            await _maybe_await(close())
+        raise
+    servicer = IndexerServicer(indexer)
+    jobs = Jobs(indexer, job_store, roots=settings.roots, batch_size=settings.job_batch_size,
+                workers=settings.job_workers, max_archive_bytes=settings.max_archive_bytes,
+                claim_idle_seconds=settings.job_claim_idle_seconds)
+    servicer.jobs = jobs
     service = new_server(
         "indexer", settings,
-        lambda server: pb_grpc.add_IndexerServiceServicer_to_server(IndexerServicer(indexer), server),
+        lambda server: pb_grpc.add_IndexerServiceServicer_to_server(servicer, server),
         [pb.DESCRIPTOR.services_by_name["IndexerService"].full_name],
         domain=DOMAIN,
     )
-    service.closers.extend(closers)
+    # Workers start with the server (they only need the indexer's clients) and stop before anything closes.
+    jobs.start()
+    service.closers.extend([jobs.stop, job_store.close, *closers, indexer.close])
     return service
+
+
+async def open_job_store(settings: IndexerSettings, data_dir: Path | None = None) -> JobStore:
+    """Redis when RAGMESH_REDIS_URL is set (checked now, so a wrong URL stops start-up), else SQLite in
+    RAGMESH_INDEXER_JOBS_DIR, or `<data_dir>/jobs` (the embedded store's directory, else RAGMESH_DATA_DIR)."""
+    if settings.redis_url is not None:
+        store = RedisJobStore(settings.redis_url.get_secret_value(), settings.redis_prefix,
+                              settings.job_claim_idle_seconds)
+        try:
+            await store.ping()
+        except Exception as exc:  # noqa: BLE001 - any connection failure stops start-up with its reason
+            await store.close()
+            raise ConfigError(f"indexer: cannot reach RAGMESH_REDIS_URL: {exc}") from None
+        return store
+    folder = settings.jobs_dir or (data_dir or load(StoreSettings).data_dir) / "jobs"
+    try:
+        return await asyncio.to_thread(SqliteJobStore, folder)
+    except JobStoreBusyError as exc:
+        raise ConfigError(f"indexer: {exc}") from None
+
+
+async def _maybe_await(value):
+    if asyncio.iscoroutine(value):
+        await value

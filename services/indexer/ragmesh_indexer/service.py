@@ -12,8 +12,9 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
@@ -24,17 +25,24 @@ from ragmesh.embedder.v1 import embedder_service_pb2 as embedder_pb
 from ragmesh_common import validation
 from ragmesh_common.clients import ServiceClient
 from ragmesh_common.errors import RagmeshError, invalid_argument, not_found
+from ragmesh_common.telemetry import Attr, annotate, setup_telemetry
+from ragmesh_common.vectors import dense_rows
 from ragmesh_store import ChunkPoint, SearchDefaults, Sparse, Store
 from ragmesh_store.aio import store_call
 
 from .chunking import Chunk, Chunker
 from .context import CONTEXT_VERSION, embedded_text, heading_paths
+from .files import decoded_verbatim, file_language, line_ranges, location_fields
+from .metrics import IngestMetrics
+from .pipeline import BatchPipeline, PipelineLimits
 
 log = logging.getLogger(__name__)
 
 # Point ids are UUIDv5(NAMESPACE, "<doc_id>:<chunk_index>"): the same chunk always gets the same id.
 NAMESPACE = uuid.UUID("6f1d3c2e-8a4b-5c7d-9e0f-1a2b3c4d5e6f")
-_UPSERT_BATCH = 256
+_UPSERT_BATCH = 1024
+# Bumped when what a file's chunks carry changes (verbatim text, lines, path), so re-syncs rewrite them once.
+_LAYOUT_VERSION = 1
 MAX_RRF_K = 10_000
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 Source = Literal["text", "upload", "path", "url"]
@@ -47,6 +55,9 @@ def point_id(doc_id: str, chunk_index: int) -> str:
 
 @dataclass(frozen=True)
 class FileIn:
+    """A file's bytes. `path` is where it lies relative to the folder it was read from (POSIX): its document
+    id and, for source code and plain text, its title."""
+
     data: bytes
     filename: str = ""
     mime_type: str = ""
@@ -64,6 +75,10 @@ class DocumentIn:
     text: str | None = None
     file: FileIn | None = None
     url: str | None = None
+    # The datasource (a synced folder or URL list) the document came from, and until when it is fresh
+    # (ISO 8601, empty: always); both stored on its chunks so a sync can prune and expire them.
+    datasource: str = ""
+    fresh_until: str = ""
 
 
 @dataclass(frozen=True)
@@ -79,6 +94,19 @@ class IngestOutcome:
 
 
 @dataclass(frozen=True)
+class Prepared:
+    """A document converted and chunked, waiting to be embedded and written (its lock held)."""
+
+    outcome: IngestOutcome  # what the caller gets once the chunks are stored
+    chunks: list[Chunk]
+    texts: list[str]  # what each chunk is embedded as
+    payload: dict[str, object]  # the fields every chunk point carries
+    replaces: bool  # an older version is stored: its leftover chunks are deleted after the upsert
+    lines: list[tuple[int, int]] = field(default_factory=list)  # each chunk's first and last line (1-based)
+    tail: str = ""  # the text after the last chunk
+
+
+@dataclass(frozen=True)
 class _Content:
     text: str
     title: str
@@ -86,6 +114,8 @@ class _Content:
     filename: str = ""
     url: str = ""
     mime_type: str = ""
+    path: str = ""
+    language: str = ""  # set for files kept verbatim
 
 
 class KeyedLocks:
@@ -121,57 +151,127 @@ class Indexer:
         *,
         max_concurrent_documents: int,
         max_document_bytes: int,
+        limits: PipelineLimits | None = None,
+        chunk_threads: int = 1,
     ) -> None:
         self.store = store
         self.converter = converter
         self.embedder = embedder
         self.chunker = chunker
         self.max_document_bytes = max_document_bytes
+        # Documents being converted and chunked at once (across all requests); embedding is bounded apart.
         self._slots = asyncio.Semaphore(max_concurrent_documents)
+        self.limits = limits or PipelineLimits()
+        # Chunking is CPU work (Python and the tokenizer): its own small pool, so it neither queues the store
+        # calls of the shared to_thread pool nor takes more cores from the model than `chunk_threads`.
+        self._chunk_pool = ThreadPoolExecutor(chunk_threads, thread_name_prefix="indexer-chunk")
+        telemetry = setup_telemetry("indexer")
+        self.tracer = telemetry.tracer()
+        self.metrics = telemetry.metrics(IngestMetrics)
         self._locks = KeyedLocks()
         self._model: embedder_pb.GetModelInfoResponse | None = None
         self._model_lock = asyncio.Lock()
 
     # --- ingest ------------------------------------------------------------------------------------------
     async def ingest(self, document: DocumentIn) -> IngestOutcome:
-        """Ingest one document (waits for a free slot: at most max_concurrent_documents run at once)."""
+        """Ingest one document; raises its RagmeshError when it fails (a batch of one, see `ingest_batch`)."""
+        outcome = (await self.ingest_batch([document]))[0]
+        if isinstance(outcome, RagmeshError):
+            raise outcome
+        return outcome
+
+    async def ingest_batch(self, documents: Sequence[DocumentIn]) -> list[IngestOutcome | RagmeshError]:
+        """Ingest many documents together; one result per document, in input order. A document that fails
+        gets its RagmeshError in its slot and never fails the others."""
+        results: list[IngestOutcome | RagmeshError | None] = [None] * len(documents)
+        async for index, outcome in self.ingest_stream(documents):
+            results[index] = outcome
+        return [r if r is not None else _internal("the document was not processed") for r in results]
+
+    def ingest_stream(self, documents: Sequence[DocumentIn]) -> AsyncIterator[tuple[int, IngestOutcome | RagmeshError]]:
+        """Ingest many documents, yielding (input index, outcome or error) as each one is acknowledged (its
+        chunks are in the store). Converting and chunking the next documents overlaps embedding the current
+        ones, and the chunks of many documents go to the embedder in few large Embed calls (see pipeline)."""
+        return BatchPipeline(self, documents).run()
+
+    async def prepare(self, document: DocumentIn, locks: AsyncExitStack) -> Prepared | IngestOutcome:
+        """Validate, convert, hash and chunk one document. Holds the document's lock (entered on `locks`, which
+        the caller closes once the document is written); an unchanged document is answered here."""
         collection = validation.collection_name(document.collection, field="document.collection")
         if document.doc_id:
             validation.doc_id(document.doc_id, field="document.doc_id")
         async with self._slots:
+            model = await self.model_info()
+            # A file is hashed on its bytes, before any conversion: an unchanged file costs one read.
+            file_hash = self._file_hash(document, model) if document.file is not None else None
+            if file_hash is not None and document.file is not None:
+                doc_id = document.doc_id or _file_doc_id(document.file)
+                stored = await self._stored_document(collection, doc_id)
+                if stored is not None and stored.get("content_hash") == file_hash:
+                    return IngestOutcome("unchanged", doc_id, int(stored.get("chunk_count") or 0), collection,
+                                         str(stored.get("title") or ""), str(stored.get("mime_type") or ""),
+                                         str(stored.get("url") or ""), file_hash)
             content = await self._content(document)
             if not content.text.strip():
                 raise invalid_argument("EMPTY_DOCUMENT", "the document has no text to index", field="document")
             doc_id = document.doc_id or _default_doc_id(document, content)
+            annotate({Attr.DOC_ID: doc_id})
             title = document.title or content.title or _first_heading(content.text)
-            model = await self.model_info()
-            content_hash = self._content_hash(content, title, document.metadata, model)
-            async with self._locks.hold((collection, doc_id)):
-                if await self._stored_hash(collection, doc_id) == content_hash:
-                    count = len(await store_call(self.store.document_chunk_ids, collection, doc_id))
-                    return _outcome("unchanged", doc_id, count, collection, title, content, content_hash)
-                chunks = await asyncio.to_thread(
-                    self.chunker.split, content.text,
-                    max_sequence_length=model.max_sequence_length, filename=content.filename,
-                )
-                if not chunks:
-                    raise invalid_argument("EMPTY_DOCUMENT", "the document has no text to index", field="document")
-                paths = heading_paths(content.text, [c.start for c in chunks])
-                embeddings = await self._embed(
-                    [self._embedded_text(title, path, c, model) for c, path in zip(chunks, paths, strict=True)],
-                    model)
-                payload = {
-                    "doc_id": doc_id, "chunk_count": len(chunks), "title": title, "source": content.source,
-                    "filename": content.filename, "url": content.url, "mime_type": content.mime_type,
-                    "collection": collection, "content_hash": content_hash,
-                    "ingested_at": datetime.now(UTC).isoformat(timespec="seconds"),
-                    "metadata": dict(document.metadata),
-                }
-                points = [_point(i, chunk, embedding, payload) for i, (chunk, embedding)
-                          in enumerate(zip(chunks, embeddings, strict=True))]
-                await self._replace(collection, doc_id, points)
-                log.info("indexed %s/%s: %d chunks", collection, doc_id, len(points))
-                return _outcome("indexed", doc_id, len(points), collection, title, content, content_hash)
+            content_hash = file_hash or self._content_hash(content, title, document.metadata, model)
+            await locks.enter_async_context(self._locks.hold((collection, doc_id)))
+            stored_hash = await self._stored_hash(collection, doc_id)
+            if stored_hash == content_hash:
+                count = len(await store_call(self.store.document_chunk_ids, collection, doc_id))
+                return _outcome("unchanged", doc_id, count, collection, title, content, content_hash)
+            chunks, texts = await asyncio.get_running_loop().run_in_executor(
+                self._chunk_pool, self._split, content, title, model)
+            if not chunks:
+                raise invalid_argument("EMPTY_DOCUMENT", "the document has no text to index", field="document")
+            payload = {
+                "doc_id": doc_id, "chunk_count": len(chunks), "title": title, "source": content.source,
+                "filename": content.filename, "url": content.url, "mime_type": content.mime_type,
+                "collection": collection, "content_hash": content_hash,
+                "ingested_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                "metadata": dict(document.metadata),
+                **location_fields(content.path, content.language),
+                **_datasource_fields(document),
+            }
+            outcome = _outcome("indexed", doc_id, len(chunks), collection, title, content, content_hash)
+            end = max(c.start + len(c.text) for c in chunks)
+            return Prepared(outcome, chunks, texts, payload, replaces=stored_hash is not None,
+                            lines=line_ranges(content.text, chunks), tail=content.text[end:])
+
+    def _split(self, content: _Content, title: str, model: embedder_pb.GetModelInfoResponse,
+               ) -> tuple[list[Chunk], list[str]]:
+        """The chunks and the texts they are embedded as (blocking: run in a thread)."""
+        chunks = self.chunker.split(content.text, max_sequence_length=model.max_sequence_length,
+                                    filename=content.filename)
+        paths = heading_paths(content.text, [c.start for c in chunks])
+        return chunks, [self._embedded_text(title, path, c, model) for c, path in zip(chunks, paths, strict=True)]
+
+    def points(self, prepared: Prepared, embeddings: Sequence[tuple[list[float], embedder_pb.Embedding]],
+               ) -> list[ChunkPoint]:
+        """The document's chunk points with their vectors ((dense, embedding) per chunk, as `embed` returns
+        them); the last one carries the text after it (`tail`), so the document is rebuilt byte for byte."""
+        points = [_point(i, chunk, dense, embedding, prepared.payload, lines)
+                  for i, (chunk, (dense, embedding), lines)
+                  in enumerate(zip(prepared.chunks, embeddings, prepared.lines, strict=True))]
+        points[-1] = _with_tail(points[-1], prepared.tail)
+        return points
+
+    async def write(self, collection: str, documents: Sequence[tuple[Prepared, list[ChunkPoint]]]) -> None:
+        """Store the chunks of several documents of one collection with one upsert (in pieces of at most
+        _UPSERT_BATCH points), then delete the old chunks of the documents that replaced an older version."""
+        await store_call(self.store.ensure_collection, collection)
+        points = [p for _, document_points in documents for p in document_points]
+        for i in range(0, len(points), _UPSERT_BATCH):
+            await store_call(self.store.upsert, collection, points[i:i + _UPSERT_BATCH])
+        for prepared, document_points in documents:
+            if prepared.replaces:
+                await self._drop_stale(collection, prepared.outcome.doc_id, {p.id for p in document_points})
+
+    def close(self) -> None:
+        self._chunk_pool.shutdown(wait=False, cancel_futures=True)
 
     async def model_info(self) -> embedder_pb.GetModelInfoResponse:
         """The embedder's model info, asked once (and again after a failure)."""
@@ -205,6 +305,12 @@ class Indexer:
         if document.file is not None:
             file = document.file
             _check_size(len(file.data), self.max_document_bytes)
+            name = file.path or file.filename
+            text = decoded_verbatim(file.data, name)
+            if text is not None:  # source code and plain text: stored as they are, titled by their path
+                return _Content(text, name, "path" if file.path else "upload", filename=file.filename or name,
+                                mime_type=file.mime_type or "text/plain", path=file.path,
+                                language=file_language(name))
             request = converter_pb.ConvertRequest(content=file.data, filename=file.filename, mime_type=file.mime_type)
             source: Source = "path" if file.path else "upload"
         elif document.url:
@@ -214,11 +320,36 @@ class Indexer:
             raise invalid_argument("DOCUMENT_CONTENT_MISSING", "give the document's text, file or url",
                                    field="document.content")
         converted = (await self.converter.call("Convert", request)).document
+        path = document.file.path if document.file else ""
         return _Content(
-            converted.markdown, converted.title, source,
+            converted.markdown, converted.title or path, source,
             filename=converted.filename or (document.file.filename if document.file else ""),
-            url=converted.url or (document.url or ""), mime_type=converted.mime_type,
+            url=converted.url or (document.url or ""), mime_type=converted.mime_type, path=path,
         )
+
+    def _file_hash(self, document: DocumentIn, model: embedder_pb.GetModelInfoResponse) -> str:
+        """A file's content hash, from its bytes and everything else that decides what is stored."""
+        file = document.file
+        assert file is not None
+        basis = {
+            "sha256": hashlib.sha256(file.data).hexdigest(), "filename": file.filename, "path": file.path,
+            "mime_type": file.mime_type, "title": document.title, "metadata": dict(document.metadata),
+            "datasource": _datasource_fields(document),
+            "chunker": self.chunker.fingerprint(model.max_sequence_length, file.path or file.filename),
+            "model": [model.model_id, model.sparse_model_id], "context": CONTEXT_VERSION, "layout": _LAYOUT_VERSION,
+        }
+        return hashlib.sha256(json.dumps(basis, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+    async def _stored_document(self, collection: str, doc_id: str) -> dict | None:
+        """The stored document's first-chunk fields (hash, title, chunk count, ...), or None."""
+        try:
+            rows = await store_call(self.store.list_documents, collection, {"doc_id": doc_id},
+                                    ["content_hash", "chunk_count", "title", "mime_type", "url"])
+        except RagmeshError as exc:
+            if exc.reason == "COLLECTION_NOT_FOUND":
+                return None
+            raise
+        return rows[0] if rows else None
 
     def _content_hash(self, content: _Content, title: str, metadata: Mapping[str, object],
                       model: embedder_pb.GetModelInfoResponse) -> str:
@@ -237,30 +368,36 @@ class Indexer:
                 return None
             raise
 
-    async def _embed(self, texts: list[str], model: embedder_pb.GetModelInfoResponse) -> list[embedder_pb.Embedding]:
-        """All chunks in as few Embed calls as the embedder's batch limit allows, sent together."""
+    async def embed(self, texts: list[str], model: embedder_pb.GetModelInfoResponse
+                    ) -> list[tuple[list[float], embedder_pb.Embedding]]:
+        """Dense and sparse vectors of the texts, in Embed calls of at most the embedder's max_batch_size texts,
+        sent together: each text's dense vector (sent packed) and its embedding."""
         size = model.max_batch_size if model.max_batch_size > 0 else len(texts)
         kinds = [embedder_pb.VECTOR_KIND_DENSE, embedder_pb.VECTOR_KIND_SPARSE]
         calls: list[Awaitable[embedder_pb.EmbedResponse]] = [
             self.embedder.call("Embed", embedder_pb.EmbedRequest(
-                texts=texts[i:i + size], input_type=embedder_pb.INPUT_TYPE_DOCUMENT, kinds=kinds))
+                texts=texts[i:i + size], input_type=embedder_pb.INPUT_TYPE_DOCUMENT, kinds=kinds,
+                dense_format=embedder_pb.DENSE_FORMAT_PACKED_FLOAT32))
             for i in range(0, len(texts), size)
         ]
-        embeddings = [e for response in await asyncio.gather(*calls) for e in response.embeddings]
+        # Every call is awaited before one's refusal is raised: the caller's fallback (one document at a time)
+        # must not find the embedder's queue still full of this batch's own texts.
+        responses = await asyncio.gather(*calls, return_exceptions=True)
+        for response in responses:
+            if isinstance(response, BaseException):
+                raise response
+        embeddings = [pair for response in responses
+                      for pair in zip(dense_rows(response), response.embeddings, strict=True)]
         if len(embeddings) != len(texts):
             raise RagmeshError(grpc.StatusCode.INTERNAL, "EMBEDDING_COUNT_MISMATCH",
                                f"the embedder returned {len(embeddings)} embeddings for {len(texts)} chunks")
-        truncated = sum(e.truncated for e in embeddings)
+        truncated = sum(e.truncated for _, e in embeddings)
         if truncated:
             log.warning("the embedder truncated %d of %d chunks", truncated, len(texts))
         return embeddings
 
-    async def _replace(self, collection: str, doc_id: str, points: list[ChunkPoint]) -> None:
-        """Upsert the new chunks, then delete the old ones the new set does not overwrite."""
-        await store_call(self.store.ensure_collection, collection)
-        for i in range(0, len(points), _UPSERT_BATCH):
-            await store_call(self.store.upsert, collection, points[i:i + _UPSERT_BATCH])
-        new_ids = {p.id for p in points}
+    async def _drop_stale(self, collection: str, doc_id: str, new_ids: set[str]) -> None:
+        """Delete the document's chunks that the new version did not overwrite (no orphans)."""
         stale = [i for i in await store_call(self.store.document_chunk_ids, collection, doc_id) if i not in new_ids]
         if stale:
             await store_call(self.store.delete_points, collection, stale)
@@ -311,14 +448,20 @@ def _check_size(size: int, limit: int) -> None:
                                field="document", size_bytes=size, limit_bytes=limit)
 
 
+def _file_doc_id(file: FileIn) -> str:
+    return file.path or hashlib.sha256(file.data).hexdigest()[:32]
+
+
+def _datasource_fields(document: DocumentIn) -> dict[str, str]:
+    return {k: v for k, v in (("datasource", document.datasource), ("fresh_until", document.fresh_until)) if v}
+
+
 def _default_doc_id(document: DocumentIn, content: _Content) -> str:
     """url -> the URL, path -> the path, text and uploads -> the first 32 hex digits of the content's sha256."""
     if document.url:
         return document.url
     if document.file is not None:
-        if document.file.path:
-            return document.file.path
-        return hashlib.sha256(document.file.data).hexdigest()[:32]
+        return _file_doc_id(document.file)
     return hashlib.sha256(content.text.encode()).hexdigest()[:32]
 
 
@@ -327,15 +470,24 @@ def _first_heading(text: str) -> str:
     return match.group(1)[:300] if match else ""
 
 
-def _point(index: int, chunk: Chunk, embedding: embedder_pb.Embedding, payload: Mapping[str, object]) -> ChunkPoint:
+def _point(index: int, chunk: Chunk, dense: list[float], embedding: embedder_pb.Embedding,
+           payload: Mapping[str, object], lines: tuple[int, int]) -> ChunkPoint:
     doc_id = str(payload["doc_id"])
     return ChunkPoint(
         id=point_id(doc_id, index),
-        dense=list(embedding.dense),
+        dense=dense,
         sparse=Sparse(list(embedding.sparse.indices), list(embedding.sparse.values)),
         payload={**payload, "chunk_index": index, "text": chunk.text, "start": chunk.start,
-                 "separator": chunk.separator},
+                 "separator": chunk.separator, "start_line": lines[0], "end_line": lines[1]},
     )
+
+
+def _with_tail(point: ChunkPoint, tail: str) -> ChunkPoint:
+    return ChunkPoint(point.id, point.dense, point.sparse, {**point.payload, "tail": tail}) if tail else point
+
+
+def _internal(message: str) -> RagmeshError:
+    return RagmeshError(grpc.StatusCode.INTERNAL, "INTERNAL_ERROR", message)
 
 
 def _outcome(status: Literal["indexed", "unchanged"], doc_id: str, chunks: int, collection: str, title: str,

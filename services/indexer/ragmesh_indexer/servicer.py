@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator
 
@@ -12,15 +11,47 @@ from ragmesh.indexer.v1 import indexer_service_pb2_grpc as pb_grpc
 from ragmesh.search.v1 import search_service_pb2 as search_pb
 from ragmesh_common import validation
 from ragmesh_common.errors import RagmeshError
-from ragmesh_common.telemetry import Attr, annotate, setup_telemetry
 from ragmesh_store import SearchDefaults
 
-from .metrics import IngestMetrics
+from .jobs import Jobs, JobSource, rates
 from .service import DocumentIn, FileIn, Indexer, IngestOutcome
 
 log = logging.getLogger(__name__)
 DOMAIN = "indexer.ragmesh"
 _STATUS = {"indexed": pb.INGEST_STATUS_INDEXED, "unchanged": pb.INGEST_STATUS_UNCHANGED}
+_JOB_STATES = {"queued": pb.JOB_STATE_QUEUED, "running": pb.JOB_STATE_RUNNING, "done": pb.JOB_STATE_DONE,
+               "failed": pb.JOB_STATE_FAILED, "cancelled": pb.JOB_STATE_CANCELLED}
+
+
+def job_message(job: dict, *, details: bool = True) -> pb.Job:
+    """A job record (jobs.Jobs) as the Job message; without `details`, no errors or skipped files."""
+    per_second, bytes_per_second = rates(job)
+    message = pb.Job(
+        job_id=job["job_id"], collection=job["collection"], state=_JOB_STATES.get(job["state"], 0),
+        kind=job.get("kind", ""), source=job.get("source", ""), total=job.get("total", 0),
+        indexed=job.get("indexed", 0), unchanged=job.get("unchanged", 0), failed=job.get("failed", 0),
+        skipped=job.get("skipped", 0), deleted=job.get("deleted", 0), bytes=job.get("bytes", 0),
+        created_at=job.get("created_at", ""), started_at=job.get("started_at", ""),
+        finished_at=job.get("finished_at", ""), documents_per_second=per_second,
+        bytes_per_second=bytes_per_second, datasource_id=job.get("datasource_id", ""), error=job.get("error", ""),
+        prune=job.get("prune", False),
+    )
+    if details:
+        message.errors.extend(
+            pb.JobDocumentError(document=e["document"], error=pb.IngestError(**e["error"]))
+            for e in job.get("errors", [])
+        )
+        message.skipped_files.extend(pb.SkippedFile(path=p, reason=r) for p, r in job.get("skipped_files", []))
+    return message
+
+
+def _datasource(ds: dict) -> pb.Datasource:
+    return pb.Datasource(
+        datasource_id=ds["datasource_id"], collection=ds["collection"], kind=ds["kind"], folder=ds.get("folder", ""),
+        urls=ds.get("urls", []), prune=ds.get("prune", False), fresh_for_seconds=ds.get("fresh_for_seconds", 0),
+        fresh_until=ds.get("fresh_until", ""), last_job_id=ds.get("last_job_id", ""),
+        last_synced_at=ds.get("last_synced_at", ""), due=ds.get("due", False),
+    )
 
 
 def _document(message: pb.DocumentInput) -> DocumentIn:
@@ -34,6 +65,8 @@ def _document(message: pb.DocumentInput) -> DocumentIn:
         text=message.text if content == "text" else None,
         file=FileIn(file.data, file.filename, file.mime_type, file.path) if content == "file" else None,
         url=message.url if content == "url" else None,
+        datasource=message.datasource_id,
+        fresh_until=message.fresh_until,
     )
 
 
@@ -54,56 +87,45 @@ def _error(exc: Exception) -> pb.IngestError:
 
 
 class IndexerServicer(pb_grpc.IndexerServiceServicer):
-    def __init__(self, indexer: Indexer) -> None:
+    def __init__(self, indexer: Indexer, jobs: Jobs | None = None) -> None:
         self.indexer = indexer
-        telemetry = setup_telemetry("indexer")
-        self.tracer = telemetry.tracer()
-        self.metrics = telemetry.metrics(IngestMetrics)
-
-    async def _ingest(self, message: pb.DocumentInput) -> IngestOutcome:
-        """One document, in a span of its own (a batch carries several) and counted in the metrics."""
-        attributes = {Attr.COLLECTION: message.collection, Attr.DOC_ID: message.doc_id or None}
-        with self.tracer.start_as_current_span("indexer.ingest_document") as span:
-            annotate(attributes)
-            try:
-                outcome = await self.indexer.ingest(_document(message))
-            except Exception:
-                self.metrics.documents.labels("failed").inc()
-                raise
-            span.set_attributes({Attr.DOC_ID: outcome.doc_id, Attr.COLLECTION: outcome.collection,
-                                 Attr.CHUNK_COUNT: outcome.chunks, Attr.STATUS: outcome.status})
-        self.metrics.documents.labels(outcome.status).inc()
-        if outcome.status == "indexed":
-            self.metrics.chunks.inc(outcome.chunks)
-        return outcome
+        self.jobs = jobs
 
     async def IngestDocument(self, request: pb.IngestDocumentRequest, context) -> pb.IngestDocumentResponse:
-        return pb.IngestDocumentResponse(result=_result(await self._ingest(request.document)))
+        return pb.IngestDocumentResponse(result=_result(await self.indexer.ingest(_document(request.document))))
 
     async def IngestDocuments(
         self, request: pb.IngestDocumentsRequest, context
     ) -> AsyncIterator[pb.IngestDocumentsResponse]:
+        """One event per document as it is acknowledged; the documents are embedded and written in batches."""
         total = len(request.documents)
-
-        async def one(index: int, message: pb.DocumentInput) -> pb.IngestDocumentsResponse:
+        documents: list[DocumentIn | None] = []
+        refused: list[tuple[int, Exception]] = []
+        for index, message in enumerate(request.documents):
             try:
-                result = _result(await self._ingest(message))
-                return pb.IngestDocumentsResponse(index=index, result=result)
-            except Exception as exc:  # noqa: BLE001 - one failed document must not stop the others
+                documents.append(_document(message))
+            except RagmeshError as exc:  # bad metadata: this document fails, the others go on
+                self.indexer.metrics.documents.labels("failed").inc()
+                documents.append(None)
+                refused.append((index, exc))
+        accepted = [i for i, d in enumerate(documents) if d is not None]
+        completed = 0
+
+        def event(index: int, outcome: IngestOutcome | Exception) -> pb.IngestDocumentsResponse:
+            nonlocal completed
+            completed += 1
+            if isinstance(outcome, Exception):
+                message = request.documents[index]
                 failed = pb.IngestResult(status=pb.INGEST_STATUS_FAILED, doc_id=message.doc_id,
                                          collection=message.collection)
-                return pb.IngestDocumentsResponse(index=index, result=failed, error=_error(exc))
+                return pb.IngestDocumentsResponse(index=index, result=failed, error=_error(outcome),
+                                                  completed=completed, total=total)
+            return pb.IngestDocumentsResponse(index=index, result=_result(outcome), completed=completed, total=total)
 
-        # Every document gets a task; the indexer's semaphore bounds how many run at once.
-        tasks = [asyncio.create_task(one(i, d)) for i, d in enumerate(request.documents)]
-        try:
-            for completed, finished in enumerate(asyncio.as_completed(tasks), start=1):
-                event = await finished
-                event.completed, event.total = completed, total
-                yield event
-        finally:
-            for task in tasks:
-                task.cancel()
+        for index, exc in refused:
+            yield event(index, exc)
+        async for position, outcome in self.indexer.ingest_stream([documents[i] for i in accepted]):
+            yield event(accepted[position], outcome)
 
     async def DeleteDocument(self, request: pb.DeleteDocumentRequest, context) -> pb.DeleteDocumentResponse:
         return pb.DeleteDocumentResponse(
@@ -124,3 +146,55 @@ class IndexerServicer(pb_grpc.IndexerServiceServicer):
     async def DeleteCollection(self, request: pb.DeleteCollectionRequest, context) -> pb.DeleteCollectionResponse:
         name, deleted = await self.indexer.delete_collection(request.name)
         return pb.DeleteCollectionResponse(name=name, deleted_chunks=deleted)
+
+    # --- jobs ----------------------------------------------------------------------------------------------
+    def _jobs(self) -> Jobs:
+        if self.jobs is None:
+            raise RagmeshError(grpc.StatusCode.UNIMPLEMENTED, "JOBS_DISABLED", "this indexer runs no jobs")
+        return self.jobs
+
+    async def CreateJob(self, request: pb.CreateJobRequest, context) -> pb.CreateJobResponse:
+        which = request.WhichOneof("source")
+        if which == "urls":
+            source = JobSource(urls=list(request.urls.urls))
+        elif which == "documents":
+            source = JobSource(documents=[_document(d) for d in request.documents.documents])
+        elif which == "archive":
+            source = JobSource(archive=request.archive.data, archive_name=request.archive.filename)
+        elif which == "folder":
+            source = JobSource(folder=request.folder)
+        else:
+            source = JobSource()
+        job = await self._jobs().create(request.collection, source, prune=request.prune,
+                                        fresh_for_seconds=request.fresh_for_seconds)
+        return pb.CreateJobResponse(job=job_message(job))
+
+    async def GetJob(self, request: pb.GetJobRequest, context) -> pb.GetJobResponse:
+        return pb.GetJobResponse(job=job_message(await self._jobs().get(request.job_id)))
+
+    async def ListJobs(self, request: pb.ListJobsRequest, context) -> pb.ListJobsResponse:
+        jobs = await self._jobs().list(request.limit)
+        return pb.ListJobsResponse(jobs=[job_message(j, details=False) for j in jobs])
+
+    async def CancelJob(self, request: pb.CancelJobRequest, context) -> pb.CancelJobResponse:
+        return pb.CancelJobResponse(job=job_message(await self._jobs().cancel(request.job_id)))
+
+    async def ListDatasources(self, request: pb.ListDatasourcesRequest, context) -> pb.ListDatasourcesResponse:
+        datasources = await self._jobs().datasources(request.collection)
+        return pb.ListDatasourcesResponse(datasources=[_datasource(d) for d in datasources])
+
+    async def SyncDatasources(self, request: pb.SyncDatasourcesRequest, context) -> pb.SyncDatasourcesResponse:
+        jobs = await self._jobs().sync(request.collection, everything=request.all)
+        return pb.SyncDatasourcesResponse(jobs=[job_message(j, details=False) for j in jobs])
+
+    async def ListExpiredDocuments(self, request: pb.ListExpiredDocumentsRequest,
+                                   context) -> pb.ListExpiredDocumentsResponse:
+        rows = await self._jobs().expired(request.collection)
+        return pb.ListExpiredDocumentsResponse(documents=[
+            pb.ExpiredDocument(doc_id=r["doc_id"], fresh_until=r["fresh_until"], datasource_id=r["datasource"] or "")
+            for r in rows
+        ])
+
+    async def PruneExpiredDocuments(self, request: pb.PruneExpiredDocumentsRequest,
+                                    context) -> pb.PruneExpiredDocumentsResponse:
+        return pb.PruneExpiredDocumentsResponse(doc_ids=await self._jobs().prune_expired(request.collection))

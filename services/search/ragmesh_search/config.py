@@ -27,12 +27,18 @@ class SearchSettings(ServiceSettings):
     prefetch_limit: int = Field(100, ge=1, le=10_000, description=(
         "Hybrid search: candidates taken from each of the dense and sparse searches before fusion."))
     rrf_k: int = Field(60, ge=1, le=10_000, description="The k of reciprocal rank fusion.")
-    default_fusion: Literal["relative_score", "rrf", "dbsf"] = Field("relative_score", description=(
+    default_fusion: Literal["adaptive", "relative_score", "rrf", "dbsf"] = Field("adaptive", description=(
         "How hybrid search fuses dense and sparse candidates when neither the request nor the collection says: "
-        "relative_score (min-max normalised scores, weighted by dense_weight), rrf (reciprocal rank fusion) or "
-        "dbsf (distribution-based score fusion)."))
+        "adaptive (per-query weights from each list's best match on its theoretical scale, with dense "
+        "pseudo-relevance feedback), relative_score (min-max normalised scores, weighted by dense_weight), rrf "
+        "(reciprocal rank fusion) or dbsf (distribution-based score fusion)."))
     dense_weight: float = Field(0.75, ge=0, le=1, description=(
         "Relative score fusion: the weight of the dense scores (the sparse ones get 1 - dense_weight)."))
+    prf_docs: int = Field(3, ge=0, le=10, description=(
+        "Adaptive fusion: how many top fused chunks feed the dense query back (Rocchio pseudo-relevance feedback, "
+        "one more store query); 0 turns feedback off."))
+    prf_weight: float = Field(0.2, ge=0, le=1, description=(
+        "Adaptive fusion: the weight of the feedback chunks' mean vector added to the (unit) query vector."))
     max_query_chars: int = Field(2000, ge=1, le=100_000, description="Longest query accepted.")
     default_mode: Literal["hybrid", "dense", "sparse", "semantic", "keyword"] = Field("hybrid", description=(
         "The mode used when a request does not name one."))
@@ -48,5 +54,8 @@ class SearchSettings(ServiceSettings):
         "How many of the best fused candidates the reranker re-orders (the results are then cut to top_k)."))
     rerank_timeout_seconds: float = Field(10.0, gt=0, description="Deadline of one rerank call.")
     embed_timeout_seconds: float = Field(10.0, gt=0, description="Deadline of the Embed call for a query.")
+    query_cache_size: int = Field(1024, ge=0, le=1_000_000, description=(
+        "Query embeddings kept in an LRU cache (by query text, vector kinds and model), so a repeated query "
+        "skips the embedder; 0 turns the cache off. Hits and misses are exported as metrics."))
     embedder_wait_seconds: float = Field(60.0, ge=0, description=(
         "At start-up without a given store, how long to wait for the embedder to report its dimension."))

@@ -11,7 +11,10 @@ from ragmesh_common.telemetry import setup_telemetry
 from ragmesh_store import Store
 from ragmesh_store.aio import open_store_for
 
+from .cache import QueryCache
 from .config import SearchSettings
+from .golden import GoldenSets
+from .metrics import QualityMetrics, QueryCacheMetrics
 from .rerank import HttpReranker
 from .service import Searcher
 from .servicer import DOMAIN, SearchServicer
@@ -43,7 +46,8 @@ async def create_server(settings: SearchSettings, store: Store | None = None) ->
             await embedder.close()
             raise
         closers.append(store.close)
-    traced_store = setup_telemetry("search").traced_store(store)
+    telemetry = setup_telemetry("search")
+    traced_store = telemetry.traced_store(store)
     reranker = _reranker(settings)
     if reranker is not None:
         closers.append(reranker.close)
@@ -52,10 +56,14 @@ async def create_server(settings: SearchSettings, store: Store | None = None) ->
                         rrf_k=settings.rrf_k, max_query_chars=settings.max_query_chars,
                         default_fusion=settings.default_fusion, dense_weight=settings.dense_weight,
                         reranker=reranker,
-                        rerank_top_n=settings.rerank_top_n)
+                        rerank_top_n=settings.rerank_top_n, prf_docs=settings.prf_docs,
+                        prf_weight=settings.prf_weight,
+                        query_cache=QueryCache(settings.query_cache_size, telemetry.metrics(QueryCacheMetrics)))
+    golden = GoldenSets(traced_store, searcher, telemetry.metrics(QualityMetrics))
+    await golden.export_latest()
     service = new_server(
         "search", settings,
-        lambda server: pb_grpc.add_SearchServiceServicer_to_server(SearchServicer(searcher), server),
+        lambda server: pb_grpc.add_SearchServiceServicer_to_server(SearchServicer(searcher, golden), server),
         [pb.DESCRIPTOR.services_by_name["SearchService"].full_name],
         domain=DOMAIN,
     )

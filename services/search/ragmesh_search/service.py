@@ -4,6 +4,7 @@ threshold. Also whole-document fetch and collection listing. No gRPC server code
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -13,11 +14,23 @@ from ragmesh.embedder.v1 import embedder_service_pb2 as embedder_pb
 from ragmesh_common import validation
 from ragmesh_common.clients import ServiceClient
 from ragmesh_common.errors import invalid_argument, not_found
-from ragmesh_store import METADATA_PREFIX, CollectionStats, Hit, Query, Sparse, Store
+from ragmesh_common.vectors import dense_rows
+from ragmesh_store import (
+    METADATA_PREFIX,
+    CollectionNotFound,
+    CollectionStats,
+    Hit,
+    Query,
+    SearchDefaults,
+    Sparse,
+    Store,
+    tie_key,
+)
 from ragmesh_store.aio import store_call
 from ragmesh_store.base import FilterValue, Fusion, Mode
 
-from .fusion import Plan, SearchMode, plan
+from .cache import QueryCache
+from .fusion import Plan, SearchMode, adaptive_fusion, plan, rocchio
 from .rerank import Reranker
 
 log = logging.getLogger(__name__)
@@ -26,10 +39,16 @@ MAX_TOP_K = 100
 MAX_RRF_K = 10_000
 DEFAULT_TOP_K = 5
 # Chunk fields filters may name directly; any other key is a user metadata key.
-CHUNK_FILTER_FIELDS = ("doc_id", "title", "source", "filename", "mime_type", "url")
+CHUNK_FILTER_FIELDS = validation.CHUNK_FILTER_FIELDS
 # group_by_document over-fetches chunks to find top_k distinct documents, growing up to this many.
 _MAX_GROUP_FETCH = 2000
 _GROUP_FETCH_FACTOR = 4
+# Adaptive fusion with pseudo-relevance feedback reads the dense vectors of this many top chunks of each list (the
+# feedback chunks are the top fused ones, almost always among them).
+_PRF_VECTORS = 10
+# Adaptive fusion ranks this many chunks past the limit, so that chunks tied with the last one kept can be ordered
+# by doc_id once their payloads are read.
+_TIE_ROOM = 10
 _KINDS: dict[Mode, list[int]] = {
     "dense": [embedder_pb.VECTOR_KIND_DENSE],
     "sparse": [embedder_pb.VECTOR_KIND_SPARSE],
@@ -92,8 +111,8 @@ def parse_filters(raw: Mapping[str, Any]) -> dict[str, FilterValue]:
 
 
 def _scalar(key: str, value: Any, path: str) -> str | int | float | bool:
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)  # Struct carries every number as a double
+    if isinstance(value, float):
+        value = validation.whole_number(value)  # Struct carries every number as a double
     if value is None or isinstance(value, (dict, list)):
         raise _bad_filter(key, f"filter {key!r} must be a string, number or boolean, or a list of them")
     if path in CHUNK_FILTER_FIELDS and not isinstance(value, str):
@@ -107,19 +126,20 @@ def _bad_filter(key: str, message: str):
 
 def reassemble(chunks: Sequence[Hit]) -> str:
     """The document's text from its chunks in order, each overlap counted once (see the indexer's chunking:
-    chunks carry their offset `start` and the `separator` text before them)."""
+    chunks carry their offset `start` and the `separator` text before them; the last one the `tail` after it),
+    byte for byte the text that was ingested."""
     parts: list[str] = []
     end: int | None = None
     for chunk in chunks:
         text = str(chunk.payload.get("text", ""))
         start = int(chunk.payload.get("start", end or 0))
-        if end is None:
-            parts.append(text)
-        elif start < end:
+        if end is not None and start < end:
             parts.append(text[end - start:])
         else:
             parts.append(str(chunk.payload.get("separator", "")) + text)
         end = max(end or 0, start + len(text))
+    if chunks:
+        parts.append(str(chunks[-1].payload.get("tail", "")))
     return "".join(parts)
 
 
@@ -128,8 +148,11 @@ class Searcher:
 
     def __init__(self, store: Store, embedder: ServiceClient, *, default_mode: SearchMode, prefetch_limit: int,
                  rrf_k: int, max_query_chars: int, default_fusion: Fusion = "relative_score",
-                 dense_weight: float = 0.75, reranker: Reranker | None = None, rerank_top_n: int = 50) -> None:
+                 dense_weight: float = 0.75, reranker: Reranker | None = None, rerank_top_n: int = 50,
+                 prf_docs: int = 3, prf_weight: float = 0.2, query_cache: QueryCache | None = None) -> None:
         self.dense_weight = dense_weight
+        self.prf_docs = prf_docs
+        self.prf_weight = prf_weight
         self.store = store
         self.reranker = reranker
         self.rerank_top_n = rerank_top_n
@@ -139,6 +162,13 @@ class Searcher:
         self.prefetch_limit = prefetch_limit
         self.rrf_k = rrf_k
         self.max_query_chars = max_query_chars
+        self.query_cache = query_cache if query_cache is not None else QueryCache(0)
+        self._model_id = ""  # the embedder's model, as its last Embed response named it
+
+    @property
+    def model_id(self) -> str:
+        """The embedder's model, as its last Embed response named it ("" before the first)."""
+        return self._model_id
 
     async def search(self, request: SearchIn) -> tuple[Plan, list[Found]]:
         """The best chunks for a query across the requested collections, best first (scores 0..1, see
@@ -161,12 +191,19 @@ class Searcher:
             raise invalid_argument("RRF_K_OUT_OF_RANGE", f"rrf_k must be between 1 and {MAX_RRF_K}", field="rrf_k",
                                    rrf_k=request.rrf_k)
         filters = parse_filters(request.filters)
-        await asyncio.gather(*(self._require_collection(n) for n in names))
         mode = request.mode or self.default_mode
-        defaults = await asyncio.gather(*(store_call(self.store.search_defaults, n) for n in names))
+        # The query is embedded while the collections are checked (the store mode depends on the mode only).
+        store_mode = plan(mode, request.fusion, self.rrf_k, self.default_fusion).store_mode
+        defaults, vectors = await asyncio.gather(
+            store_call(self._collection_defaults, names), self._embed_query(request.query, store_mode),
+            return_exceptions=True,
+        )
+        for outcome in (defaults, vectors):  # a missing collection is reported before an embedder failure
+            if isinstance(outcome, BaseException):
+                raise outcome
+        dense, sparse = vectors
         plans = [plan(mode, request.fusion or d.fusion, request.rrf_k or d.rrf_k or self.rrf_k, self.default_fusion,
                       self.dense_weight) for d in defaults]
-        dense, sparse = await self._embed_query(request.query, plans[0].store_mode)
 
         # With a reranker, the best `rerank_top_n` candidates are re-ordered by it, then cut to top_k.
         want = max(top_k, self.rerank_top_n) if self.reranker else top_k
@@ -176,8 +213,8 @@ class Searcher:
             queries = [Query(mode=p.store_mode, limit=limit, dense=dense, sparse=sparse, filters=filters,
                              prefetch_limit=self.prefetch_limit, rrf_k=p.rrf_k, fusion=p.fusion or "rrf",
                              rrf_weights=p.weights, dense_weight=p.dense_weight) for p in plans]
-            per_collection = await asyncio.gather(*(store_call(self.store.query, n, q)
-                                                    for n, q in zip(names, queries, strict=True)))
+            per_collection = await asyncio.gather(*(self._query(n, p, q)
+                                                    for n, p, q in zip(names, plans, queries, strict=True)))
             normalised = [p.normalise(hits) for p, hits in zip(plans, per_collection, strict=True)]
             found = _merge(names, normalised, threshold)
             if request.group_by_document:
@@ -189,15 +226,51 @@ class Searcher:
                 return plans[0], found[:top_k]
             limit = min(limit * _GROUP_FETCH_FACTOR, _MAX_GROUP_FETCH)
 
+    async def _query(self, name: str, used: Plan, query: Query) -> list[Hit]:
+        """One collection's hits, best first: the store's own query, or for adaptive fusion the store's hybrid
+        evidence fused here (see `fusion`), with pseudo-relevance feedback: a second store query with the dense
+        query moved towards the top fused chunks (no second model call); then the payloads of the hits kept, by
+        id."""
+        if used.fusion != "adaptive" or used.store_mode != "hybrid" or query.sparse is None:
+            return await store_call(self.store.query, name, query)
+        evidence = await store_call(self.store.hybrid_evidence, name, query, _PRF_VECTORS if self.prf_docs else 0)
+        hits, _ = adaptive_fusion(evidence, query.sparse, max(query.limit + _TIE_ROOM, self.prf_docs))
+        feedback = [evidence.vectors[h.id] for h in hits[:self.prf_docs] if h.id in evidence.vectors]
+        if feedback and query.dense is not None:
+            query = dataclasses.replace(query, dense=rocchio(query.dense, feedback, beta=self.prf_weight))
+            evidence = await store_call(self.store.hybrid_evidence, name, query, 0)
+            hits, _ = adaptive_fusion(evidence, query.sparse, query.limit + _TIE_ROOM)
+        # The hits kept, and any that tie with the last of them (their order is by doc_id, chunk_index).
+        last = hits[query.limit - 1].score if len(hits) >= query.limit else None
+        kept = [h for i, h in enumerate(hits) if i < query.limit or h.score == last]
+        payloads = await store_call(self.store.payloads, name, [h.id for h in kept])
+        return sorted((Hit(h.id, h.score, payloads[h.id]) for h in kept if h.id in payloads), key=tie_key)[:query.limit]
+
     async def _require_collection(self, name: str) -> None:
         if not await store_call(self.store.collection_exists, name):
             raise not_found("COLLECTION_NOT_FOUND", f"collection {name!r} does not exist", collection=name)
 
+    def _collection_defaults(self, names: Sequence[str]) -> list[SearchDefaults]:
+        """Each collection's search defaults, or COLLECTION_NOT_FOUND (blocking: one store thread hop)."""
+        for name in names:
+            if not self.store.collection_exists(name):
+                raise CollectionNotFound(name)
+        return [self.store.search_defaults(name) for name in names]
+
     async def _embed_query(self, text: str, mode: Mode) -> tuple[list[float] | None, Sparse | None]:
-        request = embedder_pb.EmbedRequest(texts=[text], input_type=embedder_pb.INPUT_TYPE_QUERY, kinds=_KINDS[mode])
-        embedding = (await self.embedder.call("Embed", request)).embeddings[0]
-        dense = list(embedding.dense) if mode != "sparse" else None
+        """The query's vectors for `mode`: one Embed call for dense and sparse together, or the cache."""
+        kinds = _KINDS[mode]
+        key = (text, tuple(kinds), self._model_id)
+        if (cached := self.query_cache.get(key)) is not None:
+            return cached  # type: ignore[return-value]
+        request = embedder_pb.EmbedRequest(texts=[text], input_type=embedder_pb.INPUT_TYPE_QUERY, kinds=kinds,
+                                           dense_format=embedder_pb.DENSE_FORMAT_PACKED_FLOAT32)
+        response = await self.embedder.call("Embed", request)
+        embedding = response.embeddings[0]
+        dense = dense_rows(response)[0] if mode != "sparse" else None
         sparse = Sparse(list(embedding.sparse.indices), list(embedding.sparse.values)) if mode != "dense" else None
+        self._model_id = response.model_id
+        self.query_cache.put((text, tuple(kinds), response.model_id), (dense, sparse))
         return dense, sparse
 
     async def get_document(self, collection: str, doc_id: str) -> DocumentOut:

@@ -9,10 +9,12 @@ from google.protobuf import struct_pb2
 from google.protobuf.json_format import MessageToDict
 from ragmesh.search.v1 import search_service_pb2 as pb
 from ragmesh.search.v1 import search_service_pb2_grpc as pb_grpc
+from ragmesh_common.errors import invalid_argument
 from ragmesh_common.telemetry import Attr, annotate
 from ragmesh_store.base import Fusion
 
 from .fusion import SearchMode
+from .golden import Evaluation, GoldenQuery, GoldenSets
 from .service import Searcher, SearchIn
 
 DOMAIN = "search.ragmesh"
@@ -21,7 +23,7 @@ _MODES: dict[int, SearchMode] = {pb.SEARCH_MODE_HYBRID: "hybrid", pb.SEARCH_MODE
                                  pb.SEARCH_MODE_KEYWORD: "keyword"}
 _MODE_ENUMS = {name: value for value, name in _MODES.items()}
 _FUSIONS: dict[int, Fusion] = {pb.FUSION_RRF: "rrf", pb.FUSION_DBSF: "dbsf",
-                               pb.FUSION_RELATIVE_SCORE: "relative_score"}
+                               pb.FUSION_RELATIVE_SCORE: "relative_score", pb.FUSION_ADAPTIVE: "adaptive"}
 _FUSION_ENUMS = {name: value for value, name in _FUSIONS.items()}
 
 
@@ -33,8 +35,9 @@ def _struct(data: Mapping[str, Any] | None) -> struct_pb2.Struct:
 
 
 class SearchServicer(pb_grpc.SearchServiceServicer):
-    def __init__(self, searcher: Searcher) -> None:
+    def __init__(self, searcher: Searcher, golden: GoldenSets) -> None:
         self.searcher = searcher
+        self.golden = golden
 
     async def Search(self, request: pb.SearchRequest, context) -> pb.SearchResponse:
         annotate({Attr.COLLECTION: ",".join(request.collections) or None, Attr.TOP_K: request.top_k or None})
@@ -56,7 +59,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
                 doc_id=p.get("doc_id", ""), chunk_id=f.hit.id, chunk_index=p.get("chunk_index", 0),
                 text=p.get("text", ""), score=f.hit.score, title=p.get("title", ""), collection=f.collection,
                 metadata=_struct(p.get("metadata")), source=p.get("source", ""), filename=p.get("filename", ""),
-                url=p.get("url", ""), mime_type=p.get("mime_type", ""),
+                url=p.get("url", ""), mime_type=p.get("mime_type", ""), location=_location(p),
             ))
         annotate({Attr.MODE: used.mode, Attr.RESULT_COUNT: len(results)})
         return pb.SearchResponse(query=request.query, results=results, mode=_MODE_ENUMS[used.mode],
@@ -67,7 +70,8 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
         p = document.payload
         return pb.GetDocumentResponse(
             doc_id=document.doc_id, collection=document.collection, title=p.get("title", ""), text=document.text,
-            chunks=[pb.Chunk(chunk_id=c.id, chunk_index=c.payload.get("chunk_index", 0), text=c.payload.get("text", ""))
+            chunks=[pb.Chunk(chunk_id=c.id, chunk_index=c.payload.get("chunk_index", 0), text=c.payload.get("text", ""),
+                             location=_location(c.payload))
                     for c in document.chunks],
             metadata=_struct(p.get("metadata")), source=p.get("source", ""), filename=p.get("filename", ""),
             url=p.get("url", ""), mime_type=p.get("mime_type", ""), content_hash=p.get("content_hash", ""),
@@ -79,3 +83,66 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
             pb.CollectionInfo(name=s.name, documents=s.documents, chunks=s.chunks)
             for s in await self.searcher.list_collections()
         ])
+
+
+    # --- golden sets and evaluations ----------------------------------------------------------------------
+    async def SetGoldenSet(self, request: pb.SetGoldenSetRequest, context) -> pb.SetGoldenSetResponse:
+        annotate({Attr.COLLECTION: request.collection or None, Attr.QUERY_COUNT: len(request.queries)})
+        golden = await self.golden.set(request.collection, [
+            GoldenQuery(q.query_id, q.text, dict(q.relevant)) for q in request.queries
+        ])
+        return pb.SetGoldenSetResponse(collection=golden.collection, queries=len(golden.queries),
+                                       judgments=golden.judgments, updated_at=golden.updated_at,
+                                       golden_set_id=golden.golden_set_id)
+
+    async def GetGoldenSet(self, request: pb.GetGoldenSetRequest, context) -> pb.GetGoldenSetResponse:
+        annotate({Attr.COLLECTION: request.collection or None})
+        golden = await self.golden.get(request.collection)
+        return pb.GetGoldenSetResponse(
+            collection=golden.collection, updated_at=golden.updated_at, golden_set_id=golden.golden_set_id,
+            queries=[pb.GoldenQuery(query_id=q.query_id, text=q.text, relevant=q.relevant) for q in golden.queries],
+        )
+
+    async def DeleteGoldenSet(self, request: pb.DeleteGoldenSetRequest, context) -> pb.DeleteGoldenSetResponse:
+        annotate({Attr.COLLECTION: request.collection or None})
+        deleted = await self.golden.delete(request.collection)
+        return pb.DeleteGoldenSetResponse(collection=deleted.collection, deleted_queries=len(deleted.queries))
+
+    async def EvaluateCollection(self, request: pb.EvaluateCollectionRequest,
+                                 context) -> pb.EvaluateCollectionResponse:
+        modes = [_mode(value, f"modes[{i}]") for i, value in enumerate(request.modes)]
+        annotate({Attr.COLLECTION: request.collection or None, Attr.MODE: ",".join(modes) or None})
+        evaluations = await self.golden.evaluate(request.collection, modes)
+        annotate({Attr.QUERY_COUNT: evaluations[0].queries if evaluations else None,
+                  Attr.NDCG_AT_10: evaluations[0].ndcg_at_10 if evaluations else None})
+        return pb.EvaluateCollectionResponse(evaluations=[_evaluation(e) for e in evaluations])
+
+    async def ListEvaluations(self, request: pb.ListEvaluationsRequest, context) -> pb.ListEvaluationsResponse:
+        annotate({Attr.COLLECTION: request.collection or None})
+        mode = _mode(request.mode, "mode") if request.mode else None
+        found = await self.golden.history(request.collection, mode, request.limit)
+        annotate({Attr.RESULT_COUNT: len(found)})
+        return pb.ListEvaluationsResponse(evaluations=[_evaluation(e) for e in found])
+
+
+def _mode(value: int, field: str) -> SearchMode:
+    if value not in _MODES:
+        raise invalid_argument("MODE_INVALID", f"{field} is not a search mode ({value})", field=field, mode=value)
+    return _MODES[value]
+
+
+def _evaluation(e: Evaluation) -> pb.Evaluation:
+    return pb.Evaluation(
+        collection=e.collection, evaluated_at=e.evaluated_at, mode=_MODE_ENUMS.get(e.mode, pb.SEARCH_MODE_UNSPECIFIED),
+        fusion=_FUSION_ENUMS.get(e.fusion or "", pb.FUSION_UNSPECIFIED), queries=e.queries, ndcg_at_10=e.ndcg_at_10,
+        recall_at_10=e.recall_at_10, mrr_at_10=e.mrr_at_10, documents=e.documents, chunks=e.chunks, model=e.model,
+        golden_set_id=e.golden_set_id, took_ms=e.took_ms,
+    )
+
+
+def _location(payload) -> pb.SourceLocation | None:
+    """Where a chunk lies in its file (documents read from files), else None."""
+    if not payload.get("path") and not payload.get("language"):
+        return None
+    return pb.SourceLocation(path=payload.get("path", ""), language=payload.get("language", ""),
+                             start_line=payload.get("start_line", 0), end_line=payload.get("end_line", 0))

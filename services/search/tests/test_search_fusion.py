@@ -17,7 +17,7 @@ DOCS = {
 }
 ALL_WAYS = [
     (pb.SEARCH_MODE_HYBRID, pb.FUSION_RRF), (pb.SEARCH_MODE_HYBRID, pb.FUSION_DBSF),
-    (pb.SEARCH_MODE_HYBRID, pb.FUSION_RELATIVE_SCORE),
+    (pb.SEARCH_MODE_HYBRID, pb.FUSION_RELATIVE_SCORE), (pb.SEARCH_MODE_HYBRID, pb.FUSION_ADAPTIVE),
     (pb.SEARCH_MODE_DENSE, pb.FUSION_UNSPECIFIED), (pb.SEARCH_MODE_SPARSE, pb.FUSION_UNSPECIFIED),
     (pb.SEARCH_MODE_SEMANTIC, pb.FUSION_UNSPECIFIED), (pb.SEARCH_MODE_KEYWORD, pb.FUSION_UNSPECIFIED),
 ]
@@ -52,7 +52,7 @@ async def test_the_response_names_the_fusion_used(search):
                                                 fusion=pb.FUSION_DBSF))
     assert dbsf.fusion == pb.FUSION_DBSF
     default = await search.Search(pb.SearchRequest(query="sand dunes"))
-    assert (default.mode, default.fusion) == (pb.SEARCH_MODE_HYBRID, pb.FUSION_RELATIVE_SCORE)
+    assert (default.mode, default.fusion) == (pb.SEARCH_MODE_HYBRID, pb.FUSION_ADAPTIVE)
     for preset in (pb.SEARCH_MODE_SEMANTIC, pb.SEARCH_MODE_KEYWORD):
         assert (await search.Search(pb.SearchRequest(query="sand dunes", mode=preset))).fusion == pb.FUSION_RRF
     dense = await search.Search(pb.SearchRequest(query="sand dunes", mode=pb.SEARCH_MODE_DENSE))

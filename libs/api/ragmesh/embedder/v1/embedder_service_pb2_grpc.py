@@ -31,7 +31,13 @@ class EmbedderServiceStub:
 
     Errors are google.rpc.Status values with one google.rpc.ErrorInfo in the domain "embedder.ragmesh":
     TEXTS_EMPTY, TEXT_EMPTY, TOO_MANY_TEXTS, TEXT_TOO_LONG, VECTOR_KIND_INVALID, INPUT_TYPE_INVALID,
-    EMBEDDING_BACKEND_FAILED, QUEUE_FULL (RESOURCE_EXHAUSTED), EMBEDDER_STOPPING (UNAVAILABLE).
+    DENSE_FORMAT_INVALID, EMBEDDING_BACKEND_FAILED, QUEUE_FULL (RESOURCE_EXHAUSTED), EMBEDDER_STOPPING
+    (UNAVAILABLE), MODEL_NOT_FOUND (NOT_FOUND; metadata "model" is the name asked for, "models" the served names,
+    comma-separated).
+
+    One embedder may serve several dense models side by side (RAGMESH_EMBEDDER_EXTRA_MODELS), for example the old
+    and the new model while collections migrate from one to the other. Requests name a model with `model`; an
+    empty name means the default model, so callers that never name one are unaffected.
     """
 
     def __init__(self, channel):
@@ -63,7 +69,13 @@ class EmbedderServiceServicer:
 
     Errors are google.rpc.Status values with one google.rpc.ErrorInfo in the domain "embedder.ragmesh":
     TEXTS_EMPTY, TEXT_EMPTY, TOO_MANY_TEXTS, TEXT_TOO_LONG, VECTOR_KIND_INVALID, INPUT_TYPE_INVALID,
-    EMBEDDING_BACKEND_FAILED, QUEUE_FULL (RESOURCE_EXHAUSTED), EMBEDDER_STOPPING (UNAVAILABLE).
+    DENSE_FORMAT_INVALID, EMBEDDING_BACKEND_FAILED, QUEUE_FULL (RESOURCE_EXHAUSTED), EMBEDDER_STOPPING
+    (UNAVAILABLE), MODEL_NOT_FOUND (NOT_FOUND; metadata "model" is the name asked for, "models" the served names,
+    comma-separated).
+
+    One embedder may serve several dense models side by side (RAGMESH_EMBEDDER_EXTRA_MODELS), for example the old
+    and the new model while collections migrate from one to the other. Requests name a model with `model`; an
+    empty name means the default model, so callers that never name one are unaffected.
     """
 
     def Embed(self, request, context):
@@ -119,7 +131,13 @@ class EmbedderService:
 
     Errors are google.rpc.Status values with one google.rpc.ErrorInfo in the domain "embedder.ragmesh":
     TEXTS_EMPTY, TEXT_EMPTY, TOO_MANY_TEXTS, TEXT_TOO_LONG, VECTOR_KIND_INVALID, INPUT_TYPE_INVALID,
-    EMBEDDING_BACKEND_FAILED, QUEUE_FULL (RESOURCE_EXHAUSTED), EMBEDDER_STOPPING (UNAVAILABLE).
+    DENSE_FORMAT_INVALID, EMBEDDING_BACKEND_FAILED, QUEUE_FULL (RESOURCE_EXHAUSTED), EMBEDDER_STOPPING
+    (UNAVAILABLE), MODEL_NOT_FOUND (NOT_FOUND; metadata "model" is the name asked for, "models" the served names,
+    comma-separated).
+
+    One embedder may serve several dense models side by side (RAGMESH_EMBEDDER_EXTRA_MODELS), for example the old
+    and the new model while collections migrate from one to the other. Requests name a model with `model`; an
+    empty name means the default model, so callers that never name one are unaffected.
     """
 
     @staticmethod

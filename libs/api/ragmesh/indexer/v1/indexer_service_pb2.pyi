@@ -9,19 +9,264 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    JOB_STATE_UNSPECIFIED: _ClassVar[JobState]
+    JOB_STATE_QUEUED: _ClassVar[JobState]
+    JOB_STATE_RUNNING: _ClassVar[JobState]
+    JOB_STATE_DONE: _ClassVar[JobState]
+    JOB_STATE_FAILED: _ClassVar[JobState]
+    JOB_STATE_CANCELLED: _ClassVar[JobState]
+
 class IngestStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     INGEST_STATUS_UNSPECIFIED: _ClassVar[IngestStatus]
     INGEST_STATUS_INDEXED: _ClassVar[IngestStatus]
     INGEST_STATUS_UNCHANGED: _ClassVar[IngestStatus]
     INGEST_STATUS_FAILED: _ClassVar[IngestStatus]
+JOB_STATE_UNSPECIFIED: JobState
+JOB_STATE_QUEUED: JobState
+JOB_STATE_RUNNING: JobState
+JOB_STATE_DONE: JobState
+JOB_STATE_FAILED: JobState
+JOB_STATE_CANCELLED: JobState
 INGEST_STATUS_UNSPECIFIED: IngestStatus
 INGEST_STATUS_INDEXED: IngestStatus
 INGEST_STATUS_UNCHANGED: IngestStatus
 INGEST_STATUS_FAILED: IngestStatus
 
+class UrlList(_message.Message):
+    __slots__ = ("urls",)
+    URLS_FIELD_NUMBER: _ClassVar[int]
+    urls: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, urls: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DocumentList(_message.Message):
+    __slots__ = ("documents",)
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    documents: _containers.RepeatedCompositeFieldContainer[DocumentInput]
+    def __init__(self, documents: _Optional[_Iterable[_Union[DocumentInput, _Mapping]]] = ...) -> None: ...
+
+class Archive(_message.Message):
+    __slots__ = ("data", "filename")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    FILENAME_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    filename: str
+    def __init__(self, data: _Optional[bytes] = ..., filename: _Optional[str] = ...) -> None: ...
+
+class CreateJobRequest(_message.Message):
+    __slots__ = ("collection", "urls", "documents", "archive", "folder", "prune", "fresh_for_seconds")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    URLS_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVE_FIELD_NUMBER: _ClassVar[int]
+    FOLDER_FIELD_NUMBER: _ClassVar[int]
+    PRUNE_FIELD_NUMBER: _ClassVar[int]
+    FRESH_FOR_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    urls: UrlList
+    documents: DocumentList
+    archive: Archive
+    folder: str
+    prune: bool
+    fresh_for_seconds: int
+    def __init__(self, collection: _Optional[str] = ..., urls: _Optional[_Union[UrlList, _Mapping]] = ..., documents: _Optional[_Union[DocumentList, _Mapping]] = ..., archive: _Optional[_Union[Archive, _Mapping]] = ..., folder: _Optional[str] = ..., prune: _Optional[bool] = ..., fresh_for_seconds: _Optional[int] = ...) -> None: ...
+
+class CreateJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: Job
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
+
+class GetJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class GetJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: Job
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
+
+class ListJobsRequest(_message.Message):
+    __slots__ = ("limit",)
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    def __init__(self, limit: _Optional[int] = ...) -> None: ...
+
+class ListJobsResponse(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[Job]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ...) -> None: ...
+
+class CancelJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class CancelJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: Job
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
+
+class Job(_message.Message):
+    __slots__ = ("job_id", "collection", "state", "kind", "source", "total", "indexed", "unchanged", "failed", "skipped", "deleted", "bytes", "errors", "skipped_files", "created_at", "started_at", "finished_at", "documents_per_second", "bytes_per_second", "datasource_id", "error", "prune")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    INDEXED_FIELD_NUMBER: _ClassVar[int]
+    UNCHANGED_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FILES_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENTS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    BYTES_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    DATASOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    PRUNE_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    collection: str
+    state: JobState
+    kind: str
+    source: str
+    total: int
+    indexed: int
+    unchanged: int
+    failed: int
+    skipped: int
+    deleted: int
+    bytes: int
+    errors: _containers.RepeatedCompositeFieldContainer[JobDocumentError]
+    skipped_files: _containers.RepeatedCompositeFieldContainer[SkippedFile]
+    created_at: str
+    started_at: str
+    finished_at: str
+    documents_per_second: float
+    bytes_per_second: float
+    datasource_id: str
+    error: str
+    prune: bool
+    def __init__(self, job_id: _Optional[str] = ..., collection: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., kind: _Optional[str] = ..., source: _Optional[str] = ..., total: _Optional[int] = ..., indexed: _Optional[int] = ..., unchanged: _Optional[int] = ..., failed: _Optional[int] = ..., skipped: _Optional[int] = ..., deleted: _Optional[int] = ..., bytes: _Optional[int] = ..., errors: _Optional[_Iterable[_Union[JobDocumentError, _Mapping]]] = ..., skipped_files: _Optional[_Iterable[_Union[SkippedFile, _Mapping]]] = ..., created_at: _Optional[str] = ..., started_at: _Optional[str] = ..., finished_at: _Optional[str] = ..., documents_per_second: _Optional[float] = ..., bytes_per_second: _Optional[float] = ..., datasource_id: _Optional[str] = ..., error: _Optional[str] = ..., prune: _Optional[bool] = ...) -> None: ...
+
+class JobDocumentError(_message.Message):
+    __slots__ = ("document", "error")
+    DOCUMENT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    document: str
+    error: IngestError
+    def __init__(self, document: _Optional[str] = ..., error: _Optional[_Union[IngestError, _Mapping]] = ...) -> None: ...
+
+class SkippedFile(_message.Message):
+    __slots__ = ("path", "reason")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    reason: str
+    def __init__(self, path: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class Datasource(_message.Message):
+    __slots__ = ("datasource_id", "collection", "kind", "folder", "urls", "prune", "fresh_for_seconds", "fresh_until", "last_job_id", "last_synced_at", "due")
+    DATASOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    FOLDER_FIELD_NUMBER: _ClassVar[int]
+    URLS_FIELD_NUMBER: _ClassVar[int]
+    PRUNE_FIELD_NUMBER: _ClassVar[int]
+    FRESH_FOR_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    FRESH_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    LAST_JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_SYNCED_AT_FIELD_NUMBER: _ClassVar[int]
+    DUE_FIELD_NUMBER: _ClassVar[int]
+    datasource_id: str
+    collection: str
+    kind: str
+    folder: str
+    urls: _containers.RepeatedScalarFieldContainer[str]
+    prune: bool
+    fresh_for_seconds: int
+    fresh_until: str
+    last_job_id: str
+    last_synced_at: str
+    due: bool
+    def __init__(self, datasource_id: _Optional[str] = ..., collection: _Optional[str] = ..., kind: _Optional[str] = ..., folder: _Optional[str] = ..., urls: _Optional[_Iterable[str]] = ..., prune: _Optional[bool] = ..., fresh_for_seconds: _Optional[int] = ..., fresh_until: _Optional[str] = ..., last_job_id: _Optional[str] = ..., last_synced_at: _Optional[str] = ..., due: _Optional[bool] = ...) -> None: ...
+
+class ListDatasourcesRequest(_message.Message):
+    __slots__ = ("collection",)
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    def __init__(self, collection: _Optional[str] = ...) -> None: ...
+
+class ListDatasourcesResponse(_message.Message):
+    __slots__ = ("datasources",)
+    DATASOURCES_FIELD_NUMBER: _ClassVar[int]
+    datasources: _containers.RepeatedCompositeFieldContainer[Datasource]
+    def __init__(self, datasources: _Optional[_Iterable[_Union[Datasource, _Mapping]]] = ...) -> None: ...
+
+class SyncDatasourcesRequest(_message.Message):
+    __slots__ = ("collection", "all")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    ALL_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    all: bool
+    def __init__(self, collection: _Optional[str] = ..., all: _Optional[bool] = ...) -> None: ...
+
+class SyncDatasourcesResponse(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[Job]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ...) -> None: ...
+
+class ExpiredDocument(_message.Message):
+    __slots__ = ("doc_id", "fresh_until", "datasource_id")
+    DOC_ID_FIELD_NUMBER: _ClassVar[int]
+    FRESH_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    DATASOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    doc_id: str
+    fresh_until: str
+    datasource_id: str
+    def __init__(self, doc_id: _Optional[str] = ..., fresh_until: _Optional[str] = ..., datasource_id: _Optional[str] = ...) -> None: ...
+
+class ListExpiredDocumentsRequest(_message.Message):
+    __slots__ = ("collection",)
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    def __init__(self, collection: _Optional[str] = ...) -> None: ...
+
+class ListExpiredDocumentsResponse(_message.Message):
+    __slots__ = ("documents",)
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    documents: _containers.RepeatedCompositeFieldContainer[ExpiredDocument]
+    def __init__(self, documents: _Optional[_Iterable[_Union[ExpiredDocument, _Mapping]]] = ...) -> None: ...
+
+class PruneExpiredDocumentsRequest(_message.Message):
+    __slots__ = ("collection",)
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    def __init__(self, collection: _Optional[str] = ...) -> None: ...
+
+class PruneExpiredDocumentsResponse(_message.Message):
+    __slots__ = ("doc_ids",)
+    DOC_IDS_FIELD_NUMBER: _ClassVar[int]
+    doc_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, doc_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class DocumentInput(_message.Message):
-    __slots__ = ("collection", "doc_id", "title", "metadata", "text", "file", "url")
+    __slots__ = ("collection", "doc_id", "title", "metadata", "text", "file", "url", "datasource_id", "fresh_until")
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     DOC_ID_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
@@ -29,6 +274,8 @@ class DocumentInput(_message.Message):
     TEXT_FIELD_NUMBER: _ClassVar[int]
     FILE_FIELD_NUMBER: _ClassVar[int]
     URL_FIELD_NUMBER: _ClassVar[int]
+    DATASOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    FRESH_UNTIL_FIELD_NUMBER: _ClassVar[int]
     collection: str
     doc_id: str
     title: str
@@ -36,7 +283,9 @@ class DocumentInput(_message.Message):
     text: str
     file: FileInput
     url: str
-    def __init__(self, collection: _Optional[str] = ..., doc_id: _Optional[str] = ..., title: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., text: _Optional[str] = ..., file: _Optional[_Union[FileInput, _Mapping]] = ..., url: _Optional[str] = ...) -> None: ...
+    datasource_id: str
+    fresh_until: str
+    def __init__(self, collection: _Optional[str] = ..., doc_id: _Optional[str] = ..., title: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., text: _Optional[str] = ..., file: _Optional[_Union[FileInput, _Mapping]] = ..., url: _Optional[str] = ..., datasource_id: _Optional[str] = ..., fresh_until: _Optional[str] = ...) -> None: ...
 
 class FileInput(_message.Message):
     __slots__ = ("data", "filename", "mime_type", "path")

@@ -67,6 +67,46 @@ class IndexerServiceStub:
                 request_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.DeleteCollectionRequest.SerializeToString,
                 response_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.DeleteCollectionResponse.FromString,
                 _registered_method=True)
+        self.CreateJob = channel.unary_unary(
+                '/ragmesh.indexer.v1.IndexerService/CreateJob',
+                request_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.CreateJobRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.CreateJobResponse.FromString,
+                _registered_method=True)
+        self.GetJob = channel.unary_unary(
+                '/ragmesh.indexer.v1.IndexerService/GetJob',
+                request_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.GetJobRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.GetJobResponse.FromString,
+                _registered_method=True)
+        self.ListJobs = channel.unary_unary(
+                '/ragmesh.indexer.v1.IndexerService/ListJobs',
+                request_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ListJobsRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ListJobsResponse.FromString,
+                _registered_method=True)
+        self.CancelJob = channel.unary_unary(
+                '/ragmesh.indexer.v1.IndexerService/CancelJob',
+                request_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.CancelJobRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.CancelJobResponse.FromString,
+                _registered_method=True)
+        self.ListDatasources = channel.unary_unary(
+                '/ragmesh.indexer.v1.IndexerService/ListDatasources',
+                request_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ListDatasourcesRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ListDatasourcesResponse.FromString,
+                _registered_method=True)
+        self.SyncDatasources = channel.unary_unary(
+                '/ragmesh.indexer.v1.IndexerService/SyncDatasources',
+                request_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.SyncDatasourcesRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.SyncDatasourcesResponse.FromString,
+                _registered_method=True)
+        self.ListExpiredDocuments = channel.unary_unary(
+                '/ragmesh.indexer.v1.IndexerService/ListExpiredDocuments',
+                request_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ListExpiredDocumentsRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ListExpiredDocumentsResponse.FromString,
+                _registered_method=True)
+        self.PruneExpiredDocuments = channel.unary_unary(
+                '/ragmesh.indexer.v1.IndexerService/PruneExpiredDocuments',
+                request_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.PruneExpiredDocumentsRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.PruneExpiredDocumentsResponse.FromString,
+                _registered_method=True)
 
 
 class IndexerServiceServicer:
@@ -117,6 +157,63 @@ class IndexerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateJob(self, request, context):
+        """CreateJob queues a bulk ingestion job (URLs, documents, an archive or a server-side folder) and returns at
+        once. Jobs are work on a durable queue: they survive restarts and are shared by every indexer replica.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetJob(self, request, context):
+        """GetJob returns a job's state, counts and per-document errors.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListJobs(self, request, context):
+        """ListJobs returns the most recent jobs, newest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelJob(self, request, context):
+        """CancelJob stops a job: documents not started yet are not ingested.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListDatasources(self, request, context):
+        """ListDatasources returns what was synced into collections (folders, URL lists).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SyncDatasources(self, request, context):
+        """SyncDatasources queues a job for every datasource that is due (or every one, when asked).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListExpiredDocuments(self, request, context):
+        """ListExpiredDocuments returns the documents of a collection whose fresh_until has passed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PruneExpiredDocuments(self, request, context):
+        """PruneExpiredDocuments deletes the documents of a collection whose fresh_until has passed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IndexerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -144,6 +241,46 @@ def add_IndexerServiceServicer_to_server(servicer, server):
                     servicer.DeleteCollection,
                     request_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.DeleteCollectionRequest.FromString,
                     response_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.DeleteCollectionResponse.SerializeToString,
+            ),
+            'CreateJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateJob,
+                    request_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.CreateJobRequest.FromString,
+                    response_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.CreateJobResponse.SerializeToString,
+            ),
+            'GetJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetJob,
+                    request_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.GetJobRequest.FromString,
+                    response_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.GetJobResponse.SerializeToString,
+            ),
+            'ListJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListJobs,
+                    request_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ListJobsRequest.FromString,
+                    response_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ListJobsResponse.SerializeToString,
+            ),
+            'CancelJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelJob,
+                    request_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.CancelJobRequest.FromString,
+                    response_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.CancelJobResponse.SerializeToString,
+            ),
+            'ListDatasources': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDatasources,
+                    request_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ListDatasourcesRequest.FromString,
+                    response_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ListDatasourcesResponse.SerializeToString,
+            ),
+            'SyncDatasources': grpc.unary_unary_rpc_method_handler(
+                    servicer.SyncDatasources,
+                    request_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.SyncDatasourcesRequest.FromString,
+                    response_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.SyncDatasourcesResponse.SerializeToString,
+            ),
+            'ListExpiredDocuments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListExpiredDocuments,
+                    request_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ListExpiredDocumentsRequest.FromString,
+                    response_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ListExpiredDocumentsResponse.SerializeToString,
+            ),
+            'PruneExpiredDocuments': grpc.unary_unary_rpc_method_handler(
+                    servicer.PruneExpiredDocuments,
+                    request_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.PruneExpiredDocumentsRequest.FromString,
+                    response_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.PruneExpiredDocumentsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -289,6 +426,222 @@ class IndexerService:
             '/ragmesh.indexer.v1.IndexerService/DeleteCollection',
             ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.DeleteCollectionRequest.SerializeToString,
             ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.DeleteCollectionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.indexer.v1.IndexerService/CreateJob',
+            ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.CreateJobRequest.SerializeToString,
+            ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.CreateJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.indexer.v1.IndexerService/GetJob',
+            ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.GetJobRequest.SerializeToString,
+            ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.GetJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.indexer.v1.IndexerService/ListJobs',
+            ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ListJobsRequest.SerializeToString,
+            ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ListJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.indexer.v1.IndexerService/CancelJob',
+            ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.CancelJobRequest.SerializeToString,
+            ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.CancelJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDatasources(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.indexer.v1.IndexerService/ListDatasources',
+            ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ListDatasourcesRequest.SerializeToString,
+            ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ListDatasourcesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SyncDatasources(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.indexer.v1.IndexerService/SyncDatasources',
+            ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.SyncDatasourcesRequest.SerializeToString,
+            ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.SyncDatasourcesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListExpiredDocuments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.indexer.v1.IndexerService/ListExpiredDocuments',
+            ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ListExpiredDocumentsRequest.SerializeToString,
+            ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ListExpiredDocumentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PruneExpiredDocuments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.indexer.v1.IndexerService/PruneExpiredDocuments',
+            ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.PruneExpiredDocumentsRequest.SerializeToString,
+            ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.PruneExpiredDocumentsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -25,35 +25,65 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&ragmesh/search/v1/search_service.proto\x12\x11ragmesh.search.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xaf\x02\n\rSearchRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x13\n\x0b\x63ollections\x18\x02 \x03(\t\x12\r\n\x05top_k\x18\x03 \x01(\x05\x12+\n\x04mode\x18\x04 \x01(\x0e\x32\x1d.ragmesh.search.v1.SearchMode\x12(\n\x07\x66ilters\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x19\n\x11group_by_document\x18\x06 \x01(\x08\x12\x1c\n\x0fscore_threshold\x18\x07 \x01(\x02H\x00\x88\x01\x01\x12)\n\x06\x66usion\x18\x08 \x01(\x0e\x32\x19.ragmesh.search.v1.Fusion\x12\x12\n\x05rrf_k\x18\t \x01(\x05H\x01\x88\x01\x01\x42\x12\n\x10_score_thresholdB\x08\n\x06_rrf_k\"\xa9\x01\n\x0eSearchResponse\x12\r\n\x05query\x18\x01 \x01(\t\x12\x30\n\x07results\x18\x02 \x03(\x0b\x32\x1f.ragmesh.search.v1.SearchResult\x12+\n\x04mode\x18\x03 \x01(\x0e\x32\x1d.ragmesh.search.v1.SearchMode\x12)\n\x06\x66usion\x18\x04 \x01(\x0e\x32\x19.ragmesh.search.v1.Fusion\"\xf2\x01\n\x0cSearchResult\x12\x0e\n\x06\x64oc_id\x18\x01 \x01(\t\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x13\n\x0b\x63hunk_index\x18\x03 \x01(\x05\x12\x0c\n\x04text\x18\x04 \x01(\t\x12\r\n\x05score\x18\x05 \x01(\x02\x12\r\n\x05title\x18\x06 \x01(\t\x12\x12\n\ncollection\x18\x07 \x01(\t\x12)\n\x08metadata\x18\x08 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0e\n\x06source\x18\t \x01(\t\x12\x10\n\x08\x66ilename\x18\n \x01(\t\x12\x0b\n\x03url\x18\x0b \x01(\t\x12\x11\n\tmime_type\x18\x0c \x01(\t\"8\n\x12GetDocumentRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x02 \x01(\t\"\x98\x02\n\x13GetDocumentResponse\x12\x0e\n\x06\x64oc_id\x18\x01 \x01(\t\x12\x12\n\ncollection\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\x12\x0c\n\x04text\x18\x04 \x01(\t\x12(\n\x06\x63hunks\x18\x05 \x03(\x0b\x32\x18.ragmesh.search.v1.Chunk\x12)\n\x08metadata\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0e\n\x06source\x18\x07 \x01(\t\x12\x10\n\x08\x66ilename\x18\x08 \x01(\t\x12\x0b\n\x03url\x18\t \x01(\t\x12\x11\n\tmime_type\x18\n \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x0b \x01(\t\x12\x13\n\x0bingested_at\x18\x0c \x01(\t\"<\n\x05\x43hunk\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x13\n\x0b\x63hunk_index\x18\x02 \x01(\x05\x12\x0c\n\x04text\x18\x03 \x01(\t\"\x18\n\x16ListCollectionsRequest\"Q\n\x17ListCollectionsResponse\x12\x36\n\x0b\x63ollections\x18\x01 \x03(\x0b\x32!.ragmesh.search.v1.CollectionInfo\"A\n\x0e\x43ollectionInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tdocuments\x18\x02 \x01(\x03\x12\x0e\n\x06\x63hunks\x18\x03 \x01(\x03*\xa3\x01\n\nSearchMode\x12\x1b\n\x17SEARCH_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12SEARCH_MODE_HYBRID\x10\x01\x12\x15\n\x11SEARCH_MODE_DENSE\x10\x02\x12\x16\n\x12SEARCH_MODE_SPARSE\x10\x03\x12\x18\n\x14SEARCH_MODE_SEMANTIC\x10\x04\x12\x17\n\x13SEARCH_MODE_KEYWORD\x10\x05*\\\n\x06\x46usion\x12\x16\n\x12\x46USION_UNSPECIFIED\x10\x00\x12\x0e\n\nFUSION_RRF\x10\x01\x12\x0f\n\x0b\x46USION_DBSF\x10\x02\x12\x19\n\x15\x46USION_RELATIVE_SCORE\x10\x03\x32\xa6\x02\n\rSearchService\x12M\n\x06Search\x12 .ragmesh.search.v1.SearchRequest\x1a!.ragmesh.search.v1.SearchResponse\x12\\\n\x0bGetDocument\x12%.ragmesh.search.v1.GetDocumentRequest\x1a&.ragmesh.search.v1.GetDocumentResponse\x12h\n\x0fListCollections\x12).ragmesh.search.v1.ListCollectionsRequest\x1a*.ragmesh.search.v1.ListCollectionsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&ragmesh/search/v1/search_service.proto\x12\x11ragmesh.search.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xaf\x02\n\rSearchRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x13\n\x0b\x63ollections\x18\x02 \x03(\t\x12\r\n\x05top_k\x18\x03 \x01(\x05\x12+\n\x04mode\x18\x04 \x01(\x0e\x32\x1d.ragmesh.search.v1.SearchMode\x12(\n\x07\x66ilters\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x19\n\x11group_by_document\x18\x06 \x01(\x08\x12\x1c\n\x0fscore_threshold\x18\x07 \x01(\x02H\x00\x88\x01\x01\x12)\n\x06\x66usion\x18\x08 \x01(\x0e\x32\x19.ragmesh.search.v1.Fusion\x12\x12\n\x05rrf_k\x18\t \x01(\x05H\x01\x88\x01\x01\x42\x12\n\x10_score_thresholdB\x08\n\x06_rrf_k\"\xa9\x01\n\x0eSearchResponse\x12\r\n\x05query\x18\x01 \x01(\t\x12\x30\n\x07results\x18\x02 \x03(\x0b\x32\x1f.ragmesh.search.v1.SearchResult\x12+\n\x04mode\x18\x03 \x01(\x0e\x32\x1d.ragmesh.search.v1.SearchMode\x12)\n\x06\x66usion\x18\x04 \x01(\x0e\x32\x19.ragmesh.search.v1.Fusion\"\xa7\x02\n\x0cSearchResult\x12\x0e\n\x06\x64oc_id\x18\x01 \x01(\t\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x13\n\x0b\x63hunk_index\x18\x03 \x01(\x05\x12\x0c\n\x04text\x18\x04 \x01(\t\x12\r\n\x05score\x18\x05 \x01(\x02\x12\r\n\x05title\x18\x06 \x01(\t\x12\x12\n\ncollection\x18\x07 \x01(\t\x12)\n\x08metadata\x18\x08 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0e\n\x06source\x18\t \x01(\t\x12\x10\n\x08\x66ilename\x18\n \x01(\t\x12\x0b\n\x03url\x18\x0b \x01(\t\x12\x11\n\tmime_type\x18\x0c \x01(\t\x12\x33\n\x08location\x18\r \x01(\x0b\x32!.ragmesh.search.v1.SourceLocation\"V\n\x0eSourceLocation\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x10\n\x08language\x18\x02 \x01(\t\x12\x12\n\nstart_line\x18\x03 \x01(\x05\x12\x10\n\x08\x65nd_line\x18\x04 \x01(\x05\"8\n\x12GetDocumentRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x02 \x01(\t\"\x98\x02\n\x13GetDocumentResponse\x12\x0e\n\x06\x64oc_id\x18\x01 \x01(\t\x12\x12\n\ncollection\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\x12\x0c\n\x04text\x18\x04 \x01(\t\x12(\n\x06\x63hunks\x18\x05 \x03(\x0b\x32\x18.ragmesh.search.v1.Chunk\x12)\n\x08metadata\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0e\n\x06source\x18\x07 \x01(\t\x12\x10\n\x08\x66ilename\x18\x08 \x01(\t\x12\x0b\n\x03url\x18\t \x01(\t\x12\x11\n\tmime_type\x18\n \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x0b \x01(\t\x12\x13\n\x0bingested_at\x18\x0c \x01(\t\"q\n\x05\x43hunk\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x13\n\x0b\x63hunk_index\x18\x02 \x01(\x05\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\x33\n\x08location\x18\x04 \x01(\x0b\x32!.ragmesh.search.v1.SourceLocation\"\x18\n\x16ListCollectionsRequest\"Q\n\x17ListCollectionsResponse\x12\x36\n\x0b\x63ollections\x18\x01 \x03(\x0b\x32!.ragmesh.search.v1.CollectionInfo\"A\n\x0e\x43ollectionInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tdocuments\x18\x02 \x01(\x03\x12\x0e\n\x06\x63hunks\x18\x03 \x01(\x03\"\x9e\x01\n\x0bGoldenQuery\x12\x10\n\x08query_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12>\n\x08relevant\x18\x03 \x03(\x0b\x32,.ragmesh.search.v1.GoldenQuery.RelevantEntry\x1a/\n\rRelevantEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"Z\n\x13SetGoldenSetRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12/\n\x07queries\x18\x02 \x03(\x0b\x32\x1e.ragmesh.search.v1.GoldenQuery\"y\n\x14SetGoldenSetResponse\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x0f\n\x07queries\x18\x02 \x01(\x05\x12\x11\n\tjudgments\x18\x03 \x01(\x05\x12\x12\n\nupdated_at\x18\x04 \x01(\t\x12\x15\n\rgolden_set_id\x18\x05 \x01(\t\")\n\x13GetGoldenSetRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\"\x86\x01\n\x14GetGoldenSetResponse\x12\x12\n\ncollection\x18\x01 \x01(\t\x12/\n\x07queries\x18\x02 \x03(\x0b\x32\x1e.ragmesh.search.v1.GoldenQuery\x12\x12\n\nupdated_at\x18\x03 \x01(\t\x12\x15\n\rgolden_set_id\x18\x04 \x01(\t\",\n\x16\x44\x65leteGoldenSetRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\"F\n\x17\x44\x65leteGoldenSetResponse\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x17\n\x0f\x64\x65leted_queries\x18\x02 \x01(\x05\"]\n\x19\x45valuateCollectionRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12,\n\x05modes\x18\x02 \x03(\x0e\x32\x1d.ragmesh.search.v1.SearchMode\"P\n\x1a\x45valuateCollectionResponse\x12\x32\n\x0b\x65valuations\x18\x01 \x03(\x0b\x32\x1d.ragmesh.search.v1.Evaluation\"\xb6\x02\n\nEvaluation\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x14\n\x0c\x65valuated_at\x18\x02 \x01(\t\x12+\n\x04mode\x18\x03 \x01(\x0e\x32\x1d.ragmesh.search.v1.SearchMode\x12)\n\x06\x66usion\x18\x04 \x01(\x0e\x32\x19.ragmesh.search.v1.Fusion\x12\x0f\n\x07queries\x18\x05 \x01(\x05\x12\x12\n\nndcg_at_10\x18\x06 \x01(\x01\x12\x14\n\x0crecall_at_10\x18\x07 \x01(\x01\x12\x11\n\tmrr_at_10\x18\x08 \x01(\x01\x12\x11\n\tdocuments\x18\t \x01(\x03\x12\x0e\n\x06\x63hunks\x18\n \x01(\x03\x12\r\n\x05model\x18\x0b \x01(\t\x12\x15\n\rgolden_set_id\x18\x0c \x01(\t\x12\x0f\n\x07took_ms\x18\r \x01(\x01\"h\n\x16ListEvaluationsRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12+\n\x04mode\x18\x02 \x01(\x0e\x32\x1d.ragmesh.search.v1.SearchMode\x12\r\n\x05limit\x18\x03 \x01(\x05\"M\n\x17ListEvaluationsResponse\x12\x32\n\x0b\x65valuations\x18\x01 \x03(\x0b\x32\x1d.ragmesh.search.v1.Evaluation*\xa3\x01\n\nSearchMode\x12\x1b\n\x17SEARCH_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12SEARCH_MODE_HYBRID\x10\x01\x12\x15\n\x11SEARCH_MODE_DENSE\x10\x02\x12\x16\n\x12SEARCH_MODE_SPARSE\x10\x03\x12\x18\n\x14SEARCH_MODE_SEMANTIC\x10\x04\x12\x17\n\x13SEARCH_MODE_KEYWORD\x10\x05*q\n\x06\x46usion\x12\x16\n\x12\x46USION_UNSPECIFIED\x10\x00\x12\x0e\n\nFUSION_RRF\x10\x01\x12\x0f\n\x0b\x46USION_DBSF\x10\x02\x12\x19\n\x15\x46USION_RELATIVE_SCORE\x10\x03\x12\x13\n\x0f\x46USION_ADAPTIVE\x10\x04\x32\xaf\x06\n\rSearchService\x12M\n\x06Search\x12 .ragmesh.search.v1.SearchRequest\x1a!.ragmesh.search.v1.SearchResponse\x12\\\n\x0bGetDocument\x12%.ragmesh.search.v1.GetDocumentRequest\x1a&.ragmesh.search.v1.GetDocumentResponse\x12h\n\x0fListCollections\x12).ragmesh.search.v1.ListCollectionsRequest\x1a*.ragmesh.search.v1.ListCollectionsResponse\x12_\n\x0cSetGoldenSet\x12&.ragmesh.search.v1.SetGoldenSetRequest\x1a\'.ragmesh.search.v1.SetGoldenSetResponse\x12_\n\x0cGetGoldenSet\x12&.ragmesh.search.v1.GetGoldenSetRequest\x1a\'.ragmesh.search.v1.GetGoldenSetResponse\x12h\n\x0f\x44\x65leteGoldenSet\x12).ragmesh.search.v1.DeleteGoldenSetRequest\x1a*.ragmesh.search.v1.DeleteGoldenSetResponse\x12q\n\x12\x45valuateCollection\x12,.ragmesh.search.v1.EvaluateCollectionRequest\x1a-.ragmesh.search.v1.EvaluateCollectionResponse\x12h\n\x0fListEvaluations\x12).ragmesh.search.v1.ListEvaluationsRequest\x1a*.ragmesh.search.v1.ListEvaluationsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ragmesh.search.v1.search_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SEARCHMODE']._serialized_start=1394
-  _globals['_SEARCHMODE']._serialized_end=1557
-  _globals['_FUSION']._serialized_start=1559
-  _globals['_FUSION']._serialized_end=1651
+  _globals['_GOLDENQUERY_RELEVANTENTRY']._loaded_options = None
+  _globals['_GOLDENQUERY_RELEVANTENTRY']._serialized_options = b'8\001'
+  _globals['_SEARCHMODE']._serialized_start=2937
+  _globals['_SEARCHMODE']._serialized_end=3100
+  _globals['_FUSION']._serialized_start=3102
+  _globals['_FUSION']._serialized_end=3215
   _globals['_SEARCHREQUEST']._serialized_start=92
   _globals['_SEARCHREQUEST']._serialized_end=395
   _globals['_SEARCHRESPONSE']._serialized_start=398
   _globals['_SEARCHRESPONSE']._serialized_end=567
   _globals['_SEARCHRESULT']._serialized_start=570
-  _globals['_SEARCHRESULT']._serialized_end=812
-  _globals['_GETDOCUMENTREQUEST']._serialized_start=814
-  _globals['_GETDOCUMENTREQUEST']._serialized_end=870
-  _globals['_GETDOCUMENTRESPONSE']._serialized_start=873
-  _globals['_GETDOCUMENTRESPONSE']._serialized_end=1153
-  _globals['_CHUNK']._serialized_start=1155
-  _globals['_CHUNK']._serialized_end=1215
-  _globals['_LISTCOLLECTIONSREQUEST']._serialized_start=1217
-  _globals['_LISTCOLLECTIONSREQUEST']._serialized_end=1241
-  _globals['_LISTCOLLECTIONSRESPONSE']._serialized_start=1243
-  _globals['_LISTCOLLECTIONSRESPONSE']._serialized_end=1324
-  _globals['_COLLECTIONINFO']._serialized_start=1326
-  _globals['_COLLECTIONINFO']._serialized_end=1391
-  _globals['_SEARCHSERVICE']._serialized_start=1654
-  _globals['_SEARCHSERVICE']._serialized_end=1948
+  _globals['_SEARCHRESULT']._serialized_end=865
+  _globals['_SOURCELOCATION']._serialized_start=867
+  _globals['_SOURCELOCATION']._serialized_end=953
+  _globals['_GETDOCUMENTREQUEST']._serialized_start=955
+  _globals['_GETDOCUMENTREQUEST']._serialized_end=1011
+  _globals['_GETDOCUMENTRESPONSE']._serialized_start=1014
+  _globals['_GETDOCUMENTRESPONSE']._serialized_end=1294
+  _globals['_CHUNK']._serialized_start=1296
+  _globals['_CHUNK']._serialized_end=1409
+  _globals['_LISTCOLLECTIONSREQUEST']._serialized_start=1411
+  _globals['_LISTCOLLECTIONSREQUEST']._serialized_end=1435
+  _globals['_LISTCOLLECTIONSRESPONSE']._serialized_start=1437
+  _globals['_LISTCOLLECTIONSRESPONSE']._serialized_end=1518
+  _globals['_COLLECTIONINFO']._serialized_start=1520
+  _globals['_COLLECTIONINFO']._serialized_end=1585
+  _globals['_GOLDENQUERY']._serialized_start=1588
+  _globals['_GOLDENQUERY']._serialized_end=1746
+  _globals['_GOLDENQUERY_RELEVANTENTRY']._serialized_start=1699
+  _globals['_GOLDENQUERY_RELEVANTENTRY']._serialized_end=1746
+  _globals['_SETGOLDENSETREQUEST']._serialized_start=1748
+  _globals['_SETGOLDENSETREQUEST']._serialized_end=1838
+  _globals['_SETGOLDENSETRESPONSE']._serialized_start=1840
+  _globals['_SETGOLDENSETRESPONSE']._serialized_end=1961
+  _globals['_GETGOLDENSETREQUEST']._serialized_start=1963
+  _globals['_GETGOLDENSETREQUEST']._serialized_end=2004
+  _globals['_GETGOLDENSETRESPONSE']._serialized_start=2007
+  _globals['_GETGOLDENSETRESPONSE']._serialized_end=2141
+  _globals['_DELETEGOLDENSETREQUEST']._serialized_start=2143
+  _globals['_DELETEGOLDENSETREQUEST']._serialized_end=2187
+  _globals['_DELETEGOLDENSETRESPONSE']._serialized_start=2189
+  _globals['_DELETEGOLDENSETRESPONSE']._serialized_end=2259
+  _globals['_EVALUATECOLLECTIONREQUEST']._serialized_start=2261
+  _globals['_EVALUATECOLLECTIONREQUEST']._serialized_end=2354
+  _globals['_EVALUATECOLLECTIONRESPONSE']._serialized_start=2356
+  _globals['_EVALUATECOLLECTIONRESPONSE']._serialized_end=2436
+  _globals['_EVALUATION']._serialized_start=2439
+  _globals['_EVALUATION']._serialized_end=2749
+  _globals['_LISTEVALUATIONSREQUEST']._serialized_start=2751
+  _globals['_LISTEVALUATIONSREQUEST']._serialized_end=2855
+  _globals['_LISTEVALUATIONSRESPONSE']._serialized_start=2857
+  _globals['_LISTEVALUATIONSRESPONSE']._serialized_end=2934
+  _globals['_SEARCHSERVICE']._serialized_start=3218
+  _globals['_SEARCHSERVICE']._serialized_end=4033
 # @@protoc_insertion_point(module_scope)

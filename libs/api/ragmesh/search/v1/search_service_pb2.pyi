@@ -23,6 +23,7 @@ class Fusion(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FUSION_RRF: _ClassVar[Fusion]
     FUSION_DBSF: _ClassVar[Fusion]
     FUSION_RELATIVE_SCORE: _ClassVar[Fusion]
+    FUSION_ADAPTIVE: _ClassVar[Fusion]
 SEARCH_MODE_UNSPECIFIED: SearchMode
 SEARCH_MODE_HYBRID: SearchMode
 SEARCH_MODE_DENSE: SearchMode
@@ -33,6 +34,7 @@ FUSION_UNSPECIFIED: Fusion
 FUSION_RRF: Fusion
 FUSION_DBSF: Fusion
 FUSION_RELATIVE_SCORE: Fusion
+FUSION_ADAPTIVE: Fusion
 
 class SearchRequest(_message.Message):
     __slots__ = ("query", "collections", "top_k", "mode", "filters", "group_by_document", "score_threshold", "fusion", "rrf_k")
@@ -69,7 +71,7 @@ class SearchResponse(_message.Message):
     def __init__(self, query: _Optional[str] = ..., results: _Optional[_Iterable[_Union[SearchResult, _Mapping]]] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., fusion: _Optional[_Union[Fusion, str]] = ...) -> None: ...
 
 class SearchResult(_message.Message):
-    __slots__ = ("doc_id", "chunk_id", "chunk_index", "text", "score", "title", "collection", "metadata", "source", "filename", "url", "mime_type")
+    __slots__ = ("doc_id", "chunk_id", "chunk_index", "text", "score", "title", "collection", "metadata", "source", "filename", "url", "mime_type", "location")
     DOC_ID_FIELD_NUMBER: _ClassVar[int]
     CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
     CHUNK_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -82,6 +84,7 @@ class SearchResult(_message.Message):
     FILENAME_FIELD_NUMBER: _ClassVar[int]
     URL_FIELD_NUMBER: _ClassVar[int]
     MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
+    LOCATION_FIELD_NUMBER: _ClassVar[int]
     doc_id: str
     chunk_id: str
     chunk_index: int
@@ -94,7 +97,20 @@ class SearchResult(_message.Message):
     filename: str
     url: str
     mime_type: str
-    def __init__(self, doc_id: _Optional[str] = ..., chunk_id: _Optional[str] = ..., chunk_index: _Optional[int] = ..., text: _Optional[str] = ..., score: _Optional[float] = ..., title: _Optional[str] = ..., collection: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., source: _Optional[str] = ..., filename: _Optional[str] = ..., url: _Optional[str] = ..., mime_type: _Optional[str] = ...) -> None: ...
+    location: SourceLocation
+    def __init__(self, doc_id: _Optional[str] = ..., chunk_id: _Optional[str] = ..., chunk_index: _Optional[int] = ..., text: _Optional[str] = ..., score: _Optional[float] = ..., title: _Optional[str] = ..., collection: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., source: _Optional[str] = ..., filename: _Optional[str] = ..., url: _Optional[str] = ..., mime_type: _Optional[str] = ..., location: _Optional[_Union[SourceLocation, _Mapping]] = ...) -> None: ...
+
+class SourceLocation(_message.Message):
+    __slots__ = ("path", "language", "start_line", "end_line")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    START_LINE_FIELD_NUMBER: _ClassVar[int]
+    END_LINE_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    language: str
+    start_line: int
+    end_line: int
+    def __init__(self, path: _Optional[str] = ..., language: _Optional[str] = ..., start_line: _Optional[int] = ..., end_line: _Optional[int] = ...) -> None: ...
 
 class GetDocumentRequest(_message.Message):
     __slots__ = ("collection", "doc_id")
@@ -133,14 +149,16 @@ class GetDocumentResponse(_message.Message):
     def __init__(self, doc_id: _Optional[str] = ..., collection: _Optional[str] = ..., title: _Optional[str] = ..., text: _Optional[str] = ..., chunks: _Optional[_Iterable[_Union[Chunk, _Mapping]]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., source: _Optional[str] = ..., filename: _Optional[str] = ..., url: _Optional[str] = ..., mime_type: _Optional[str] = ..., content_hash: _Optional[str] = ..., ingested_at: _Optional[str] = ...) -> None: ...
 
 class Chunk(_message.Message):
-    __slots__ = ("chunk_id", "chunk_index", "text")
+    __slots__ = ("chunk_id", "chunk_index", "text", "location")
     CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
     CHUNK_INDEX_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
+    LOCATION_FIELD_NUMBER: _ClassVar[int]
     chunk_id: str
     chunk_index: int
     text: str
-    def __init__(self, chunk_id: _Optional[str] = ..., chunk_index: _Optional[int] = ..., text: _Optional[str] = ...) -> None: ...
+    location: SourceLocation
+    def __init__(self, chunk_id: _Optional[str] = ..., chunk_index: _Optional[int] = ..., text: _Optional[str] = ..., location: _Optional[_Union[SourceLocation, _Mapping]] = ...) -> None: ...
 
 class ListCollectionsRequest(_message.Message):
     __slots__ = ()
@@ -161,3 +179,134 @@ class CollectionInfo(_message.Message):
     documents: int
     chunks: int
     def __init__(self, name: _Optional[str] = ..., documents: _Optional[int] = ..., chunks: _Optional[int] = ...) -> None: ...
+
+class GoldenQuery(_message.Message):
+    __slots__ = ("query_id", "text", "relevant")
+    class RelevantEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    QUERY_ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    RELEVANT_FIELD_NUMBER: _ClassVar[int]
+    query_id: str
+    text: str
+    relevant: _containers.ScalarMap[str, int]
+    def __init__(self, query_id: _Optional[str] = ..., text: _Optional[str] = ..., relevant: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class SetGoldenSetRequest(_message.Message):
+    __slots__ = ("collection", "queries")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    QUERIES_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    queries: _containers.RepeatedCompositeFieldContainer[GoldenQuery]
+    def __init__(self, collection: _Optional[str] = ..., queries: _Optional[_Iterable[_Union[GoldenQuery, _Mapping]]] = ...) -> None: ...
+
+class SetGoldenSetResponse(_message.Message):
+    __slots__ = ("collection", "queries", "judgments", "updated_at", "golden_set_id")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    QUERIES_FIELD_NUMBER: _ClassVar[int]
+    JUDGMENTS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    GOLDEN_SET_ID_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    queries: int
+    judgments: int
+    updated_at: str
+    golden_set_id: str
+    def __init__(self, collection: _Optional[str] = ..., queries: _Optional[int] = ..., judgments: _Optional[int] = ..., updated_at: _Optional[str] = ..., golden_set_id: _Optional[str] = ...) -> None: ...
+
+class GetGoldenSetRequest(_message.Message):
+    __slots__ = ("collection",)
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    def __init__(self, collection: _Optional[str] = ...) -> None: ...
+
+class GetGoldenSetResponse(_message.Message):
+    __slots__ = ("collection", "queries", "updated_at", "golden_set_id")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    QUERIES_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    GOLDEN_SET_ID_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    queries: _containers.RepeatedCompositeFieldContainer[GoldenQuery]
+    updated_at: str
+    golden_set_id: str
+    def __init__(self, collection: _Optional[str] = ..., queries: _Optional[_Iterable[_Union[GoldenQuery, _Mapping]]] = ..., updated_at: _Optional[str] = ..., golden_set_id: _Optional[str] = ...) -> None: ...
+
+class DeleteGoldenSetRequest(_message.Message):
+    __slots__ = ("collection",)
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    def __init__(self, collection: _Optional[str] = ...) -> None: ...
+
+class DeleteGoldenSetResponse(_message.Message):
+    __slots__ = ("collection", "deleted_queries")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    DELETED_QUERIES_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    deleted_queries: int
+    def __init__(self, collection: _Optional[str] = ..., deleted_queries: _Optional[int] = ...) -> None: ...
+
+class EvaluateCollectionRequest(_message.Message):
+    __slots__ = ("collection", "modes")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    MODES_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    modes: _containers.RepeatedScalarFieldContainer[SearchMode]
+    def __init__(self, collection: _Optional[str] = ..., modes: _Optional[_Iterable[_Union[SearchMode, str]]] = ...) -> None: ...
+
+class EvaluateCollectionResponse(_message.Message):
+    __slots__ = ("evaluations",)
+    EVALUATIONS_FIELD_NUMBER: _ClassVar[int]
+    evaluations: _containers.RepeatedCompositeFieldContainer[Evaluation]
+    def __init__(self, evaluations: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ...) -> None: ...
+
+class Evaluation(_message.Message):
+    __slots__ = ("collection", "evaluated_at", "mode", "fusion", "queries", "ndcg_at_10", "recall_at_10", "mrr_at_10", "documents", "chunks", "model", "golden_set_id", "took_ms")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    EVALUATED_AT_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    FUSION_FIELD_NUMBER: _ClassVar[int]
+    QUERIES_FIELD_NUMBER: _ClassVar[int]
+    NDCG_AT_10_FIELD_NUMBER: _ClassVar[int]
+    RECALL_AT_10_FIELD_NUMBER: _ClassVar[int]
+    MRR_AT_10_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    GOLDEN_SET_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOK_MS_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    evaluated_at: str
+    mode: SearchMode
+    fusion: Fusion
+    queries: int
+    ndcg_at_10: float
+    recall_at_10: float
+    mrr_at_10: float
+    documents: int
+    chunks: int
+    model: str
+    golden_set_id: str
+    took_ms: float
+    def __init__(self, collection: _Optional[str] = ..., evaluated_at: _Optional[str] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., fusion: _Optional[_Union[Fusion, str]] = ..., queries: _Optional[int] = ..., ndcg_at_10: _Optional[float] = ..., recall_at_10: _Optional[float] = ..., mrr_at_10: _Optional[float] = ..., documents: _Optional[int] = ..., chunks: _Optional[int] = ..., model: _Optional[str] = ..., golden_set_id: _Optional[str] = ..., took_ms: _Optional[float] = ...) -> None: ...
+
+class ListEvaluationsRequest(_message.Message):
+    __slots__ = ("collection", "mode", "limit")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    mode: SearchMode
+    limit: int
+    def __init__(self, collection: _Optional[str] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListEvaluationsResponse(_message.Message):
+    __slots__ = ("evaluations",)
+    EVALUATIONS_FIELD_NUMBER: _ClassVar[int]
+    evaluations: _containers.RepeatedCompositeFieldContainer[Evaluation]
+    def __init__(self, evaluations: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ...) -> None: ...

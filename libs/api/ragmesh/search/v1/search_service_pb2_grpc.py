@@ -31,7 +31,9 @@ class SearchServiceStub:
 
     Errors are google.rpc.Status values with one google.rpc.ErrorInfo in the domain "search.ragmesh":
     QUERY_EMPTY, QUERY_TOO_LONG, TOP_K_OUT_OF_RANGE, RRF_K_OUT_OF_RANGE, COLLECTION_NAME_INVALID,
-    COLLECTION_NOT_FOUND, DOCUMENT_NOT_FOUND, FILTER_INVALID.
+    COLLECTION_NOT_FOUND, DOCUMENT_NOT_FOUND, FILTER_INVALID; for golden sets and evaluations: GOLDEN_SET_EMPTY,
+    GOLDEN_SET_TOO_LARGE, GOLDEN_QUERY_INVALID, GOLDEN_QUERY_DUPLICATE, GOLDEN_GRADE_INVALID,
+    GOLDEN_DOCUMENT_NOT_FOUND, GOLDEN_SET_NOT_FOUND, MODE_INVALID.
     """
 
     def __init__(self, channel):
@@ -55,6 +57,31 @@ class SearchServiceStub:
                 request_serializer=ragmesh_dot_search_dot_v1_dot_search__service__pb2.ListCollectionsRequest.SerializeToString,
                 response_deserializer=ragmesh_dot_search_dot_v1_dot_search__service__pb2.ListCollectionsResponse.FromString,
                 _registered_method=True)
+        self.SetGoldenSet = channel.unary_unary(
+                '/ragmesh.search.v1.SearchService/SetGoldenSet',
+                request_serializer=ragmesh_dot_search_dot_v1_dot_search__service__pb2.SetGoldenSetRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_search_dot_v1_dot_search__service__pb2.SetGoldenSetResponse.FromString,
+                _registered_method=True)
+        self.GetGoldenSet = channel.unary_unary(
+                '/ragmesh.search.v1.SearchService/GetGoldenSet',
+                request_serializer=ragmesh_dot_search_dot_v1_dot_search__service__pb2.GetGoldenSetRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_search_dot_v1_dot_search__service__pb2.GetGoldenSetResponse.FromString,
+                _registered_method=True)
+        self.DeleteGoldenSet = channel.unary_unary(
+                '/ragmesh.search.v1.SearchService/DeleteGoldenSet',
+                request_serializer=ragmesh_dot_search_dot_v1_dot_search__service__pb2.DeleteGoldenSetRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_search_dot_v1_dot_search__service__pb2.DeleteGoldenSetResponse.FromString,
+                _registered_method=True)
+        self.EvaluateCollection = channel.unary_unary(
+                '/ragmesh.search.v1.SearchService/EvaluateCollection',
+                request_serializer=ragmesh_dot_search_dot_v1_dot_search__service__pb2.EvaluateCollectionRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_search_dot_v1_dot_search__service__pb2.EvaluateCollectionResponse.FromString,
+                _registered_method=True)
+        self.ListEvaluations = channel.unary_unary(
+                '/ragmesh.search.v1.SearchService/ListEvaluations',
+                request_serializer=ragmesh_dot_search_dot_v1_dot_search__service__pb2.ListEvaluationsRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_search_dot_v1_dot_search__service__pb2.ListEvaluationsResponse.FromString,
+                _registered_method=True)
 
 
 class SearchServiceServicer:
@@ -63,7 +90,9 @@ class SearchServiceServicer:
 
     Errors are google.rpc.Status values with one google.rpc.ErrorInfo in the domain "search.ragmesh":
     QUERY_EMPTY, QUERY_TOO_LONG, TOP_K_OUT_OF_RANGE, RRF_K_OUT_OF_RANGE, COLLECTION_NAME_INVALID,
-    COLLECTION_NOT_FOUND, DOCUMENT_NOT_FOUND, FILTER_INVALID.
+    COLLECTION_NOT_FOUND, DOCUMENT_NOT_FOUND, FILTER_INVALID; for golden sets and evaluations: GOLDEN_SET_EMPTY,
+    GOLDEN_SET_TOO_LARGE, GOLDEN_QUERY_INVALID, GOLDEN_QUERY_DUPLICATE, GOLDEN_GRADE_INVALID,
+    GOLDEN_DOCUMENT_NOT_FOUND, GOLDEN_SET_NOT_FOUND, MODE_INVALID.
     """
 
     def Search(self, request, context):
@@ -87,6 +116,42 @@ class SearchServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetGoldenSet(self, request, context):
+        """SetGoldenSet replaces a collection's golden set: the judged queries its search quality is measured on.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetGoldenSet(self, request, context):
+        """GetGoldenSet returns a collection's golden set.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteGoldenSet(self, request, context):
+        """DeleteGoldenSet removes a collection's golden set; its evaluation history is kept.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EvaluateCollection(self, request, context):
+        """EvaluateCollection runs every golden query through this service's search, scores the rankings against the
+        judgments, adds the scores to the collection's evaluation history and returns them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListEvaluations(self, request, context):
+        """ListEvaluations returns a collection's evaluation history, oldest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SearchServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -105,6 +170,31 @@ def add_SearchServiceServicer_to_server(servicer, server):
                     request_deserializer=ragmesh_dot_search_dot_v1_dot_search__service__pb2.ListCollectionsRequest.FromString,
                     response_serializer=ragmesh_dot_search_dot_v1_dot_search__service__pb2.ListCollectionsResponse.SerializeToString,
             ),
+            'SetGoldenSet': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetGoldenSet,
+                    request_deserializer=ragmesh_dot_search_dot_v1_dot_search__service__pb2.SetGoldenSetRequest.FromString,
+                    response_serializer=ragmesh_dot_search_dot_v1_dot_search__service__pb2.SetGoldenSetResponse.SerializeToString,
+            ),
+            'GetGoldenSet': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetGoldenSet,
+                    request_deserializer=ragmesh_dot_search_dot_v1_dot_search__service__pb2.GetGoldenSetRequest.FromString,
+                    response_serializer=ragmesh_dot_search_dot_v1_dot_search__service__pb2.GetGoldenSetResponse.SerializeToString,
+            ),
+            'DeleteGoldenSet': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteGoldenSet,
+                    request_deserializer=ragmesh_dot_search_dot_v1_dot_search__service__pb2.DeleteGoldenSetRequest.FromString,
+                    response_serializer=ragmesh_dot_search_dot_v1_dot_search__service__pb2.DeleteGoldenSetResponse.SerializeToString,
+            ),
+            'EvaluateCollection': grpc.unary_unary_rpc_method_handler(
+                    servicer.EvaluateCollection,
+                    request_deserializer=ragmesh_dot_search_dot_v1_dot_search__service__pb2.EvaluateCollectionRequest.FromString,
+                    response_serializer=ragmesh_dot_search_dot_v1_dot_search__service__pb2.EvaluateCollectionResponse.SerializeToString,
+            ),
+            'ListEvaluations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEvaluations,
+                    request_deserializer=ragmesh_dot_search_dot_v1_dot_search__service__pb2.ListEvaluationsRequest.FromString,
+                    response_serializer=ragmesh_dot_search_dot_v1_dot_search__service__pb2.ListEvaluationsResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'ragmesh.search.v1.SearchService', rpc_method_handlers)
@@ -119,7 +209,9 @@ class SearchService:
 
     Errors are google.rpc.Status values with one google.rpc.ErrorInfo in the domain "search.ragmesh":
     QUERY_EMPTY, QUERY_TOO_LONG, TOP_K_OUT_OF_RANGE, RRF_K_OUT_OF_RANGE, COLLECTION_NAME_INVALID,
-    COLLECTION_NOT_FOUND, DOCUMENT_NOT_FOUND, FILTER_INVALID.
+    COLLECTION_NOT_FOUND, DOCUMENT_NOT_FOUND, FILTER_INVALID; for golden sets and evaluations: GOLDEN_SET_EMPTY,
+    GOLDEN_SET_TOO_LARGE, GOLDEN_QUERY_INVALID, GOLDEN_QUERY_DUPLICATE, GOLDEN_GRADE_INVALID,
+    GOLDEN_DOCUMENT_NOT_FOUND, GOLDEN_SET_NOT_FOUND, MODE_INVALID.
     """
 
     @staticmethod
@@ -193,6 +285,141 @@ class SearchService:
             '/ragmesh.search.v1.SearchService/ListCollections',
             ragmesh_dot_search_dot_v1_dot_search__service__pb2.ListCollectionsRequest.SerializeToString,
             ragmesh_dot_search_dot_v1_dot_search__service__pb2.ListCollectionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetGoldenSet(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.search.v1.SearchService/SetGoldenSet',
+            ragmesh_dot_search_dot_v1_dot_search__service__pb2.SetGoldenSetRequest.SerializeToString,
+            ragmesh_dot_search_dot_v1_dot_search__service__pb2.SetGoldenSetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetGoldenSet(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.search.v1.SearchService/GetGoldenSet',
+            ragmesh_dot_search_dot_v1_dot_search__service__pb2.GetGoldenSetRequest.SerializeToString,
+            ragmesh_dot_search_dot_v1_dot_search__service__pb2.GetGoldenSetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteGoldenSet(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.search.v1.SearchService/DeleteGoldenSet',
+            ragmesh_dot_search_dot_v1_dot_search__service__pb2.DeleteGoldenSetRequest.SerializeToString,
+            ragmesh_dot_search_dot_v1_dot_search__service__pb2.DeleteGoldenSetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EvaluateCollection(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.search.v1.SearchService/EvaluateCollection',
+            ragmesh_dot_search_dot_v1_dot_search__service__pb2.EvaluateCollectionRequest.SerializeToString,
+            ragmesh_dot_search_dot_v1_dot_search__service__pb2.EvaluateCollectionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEvaluations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.search.v1.SearchService/ListEvaluations',
+            ragmesh_dot_search_dot_v1_dot_search__service__pb2.ListEvaluationsRequest.SerializeToString,
+            ragmesh_dot_search_dot_v1_dot_search__service__pb2.ListEvaluationsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,1 @@
+"""ragmesh answer service: questions -> answers with cited sources (a chat model, or extractive)."""

@@ -1,0 +1,169 @@
+"""The numbered context a model answers from, and the citations in an answer.
+
+Retrieved chunks (best first) are taken while they fit a token budget, then grouped by document: each
+document is one numbered source, `[n] title (collection/doc_id)`, followed by its chunks in document order.
+The answer cites sources as `[n]`; `cited_numbers` reads them back.
+
+Tokens are estimated as 4 characters each (OpenAI's rule of thumb for English): the service talks to any
+model, whose tokenizer it does not have, and the budget only needs to keep the prompt well inside a window.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+CHARS_PER_TOKEN = 4
+SNIPPET_CHARS = 300
+_CITATION = re.compile(r"\[(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\]")
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+_LIST_MARK = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+")
+_MD_INLINE = re.compile(r"[*_`]{1,3}")
+_HEADING_MARK = re.compile(r"^\s*#{1,6}\s+")
+
+
+def estimate_tokens(text: str) -> int:
+    return max(1, (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN)
+
+
+def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
+    """`text` on one line, without Markdown heading marks, cut to `limit` characters at most."""
+    text = " ".join(_HEADING_MARK.sub("", line) for line in text.splitlines())
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+@dataclass
+class Chunk:
+    """A retrieved chunk."""
+
+    chunk_id: str
+    doc_id: str
+    collection: str
+    chunk_index: int
+    text: str
+    score: float
+    title: str = ""
+    url: str = ""
+    filename: str = ""
+
+
+@dataclass
+class SourceDoc:
+    """One numbered document of the context."""
+
+    number: int
+    doc_id: str
+    collection: str
+    title: str
+    url: str
+    filename: str
+    chunks: list[Chunk] = field(default_factory=list)  # in document order
+    best: Chunk | None = None
+    cited: bool = False
+
+    @property
+    def relevance_score(self) -> float:
+        return self.best.score if self.best else 0.0
+
+    def header(self) -> str:
+        name = self.title or self.filename or self.doc_id
+        return f"[{self.number}] {name} ({self.collection}/{self.doc_id})"
+
+
+@dataclass
+class Context:
+    """The sources (numbered from 1) and the chunks they hold, best first."""
+
+    sources: list[SourceDoc]
+    chunks: list[Chunk]
+
+    def number_of(self, chunk: Chunk) -> int:
+        return next(s.number for s in self.sources if (s.collection, s.doc_id) == (chunk.collection, chunk.doc_id))
+
+    def render(self) -> str:
+        """The sources as the prompt shows them."""
+        blocks = []
+        for source in self.sources:
+            body = "\n\n".join(chunk.text.strip() for chunk in source.chunks)
+            blocks.append(f"{source.header()}\n{body}")
+        return "\n\n".join(blocks)
+
+    def cite(self, numbers: Iterable[int]) -> list[SourceDoc]:
+        """Mark the cited sources; returns all sources, the cited ones first in citation order."""
+        order = [n for n in dict.fromkeys(numbers) if 1 <= n <= len(self.sources)]
+        for source in self.sources:
+            source.cited = source.number in order
+        by_number = {s.number: s for s in self.sources}
+        return [by_number[n] for n in order] + [s for s in self.sources if not s.cited]
+
+
+def build_context(chunks: Sequence[Chunk], budget_tokens: int) -> Context:
+    """Take chunks (best first) while they fit `budget_tokens` (the first one is cut to fit if it must), and
+    group them into numbered documents in the order of their best chunk."""
+    taken: list[Chunk] = []
+    headers: set[tuple[str, str]] = set()
+    used = 0
+    for chunk in chunks:
+        key = (chunk.collection, chunk.doc_id)
+        cost = estimate_tokens(chunk.text) + (0 if key in headers else estimate_tokens(chunk.title) + 12)
+        if used + cost > budget_tokens:
+            if taken:
+                continue  # a smaller chunk further down may still fit
+            room = max(1, budget_tokens - estimate_tokens(chunk.title) - 12) * CHARS_PER_TOKEN
+            chunk = Chunk(**{**chunk.__dict__, "text": chunk.text[:room]})
+            cost = budget_tokens
+        taken.append(chunk)
+        headers.add(key)
+        used += cost
+    sources: dict[tuple[str, str], SourceDoc] = {}
+    for chunk in taken:
+        key = (chunk.collection, chunk.doc_id)
+        if key not in sources:
+            sources[key] = SourceDoc(len(sources) + 1, chunk.doc_id, chunk.collection, chunk.title, chunk.url,
+                                     chunk.filename, best=chunk)
+        sources[key].chunks.append(chunk)
+    for source in sources.values():
+        source.chunks.sort(key=lambda c: c.chunk_index)
+    return Context(list(sources.values()), taken)
+
+
+def cited_numbers(answer: str) -> list[int]:
+    """The source numbers an answer cites ([1], [2, 3], [1][4]), in order of first citation."""
+    numbers: list[int] = []
+    for match in _CITATION.finditer(answer):
+        numbers.extend(int(n) for n in re.split(r"\s*[,;]\s*", match.group(1)))
+    return list(dict.fromkeys(numbers))
+
+
+def sentences(text: str, *, min_words: int = 4, max_chars: int = 400) -> list[str]:
+    """The sentences of a chunk worth quoting: headings, titles, questions, table rows and fragments dropped,
+    Markdown marks and list bullets removed, overlong ones cut at a word."""
+    out = []
+    for paragraph in re.split(r"\n\s*\n", text):
+        lines = [line for line in paragraph.splitlines()
+                 if line.strip() and not line.lstrip().startswith(("#", "|", "```", "---", "==="))]
+        if not lines:
+            continue
+        # A list keeps one item per line; prose lines are re-joined.
+        items = [_LIST_MARK.sub("", line) for line in lines] if any(_LIST_MARK.match(x) for x in lines) else [
+            " ".join(line.strip() for line in lines)]
+        for item in items:
+            for sentence in _SENTENCE_END.split(_MD_INLINE.sub("", item).strip()):
+                sentence = " ".join(sentence.split())
+                words = len(sentence.split())
+                # Too short, a question (it answers nothing), or a title (no full stop, few words).
+                if words < min_words or sentence.endswith("?") or (sentence[-1] not in ".!…\"')" and words < 8):
+                    continue
+                if len(sentence) > max_chars:
+                    sentence = sentence[:max_chars].rsplit(" ", 1)[0] + "…"
+                out.append(sentence)
+    return out
+
+
+def with_citation(sentence: str, number: int) -> str:
+    """`sentence` citing source `number` before its final punctuation: "Pandas eat bamboo [1]."."""
+    if sentence and sentence[-1] in ".!?":
+        return f"{sentence[:-1]} [{number}]{sentence[-1]}"
+    return f"{sentence} [{number}]"

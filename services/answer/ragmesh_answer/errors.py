@@ -1,0 +1,3 @@
+"""The answer service's error domain (google.rpc.ErrorInfo.domain of the errors it raises)."""
+
+DOMAIN = "answer.ragmesh"

@@ -1,0 +1,443 @@
+"""Bulk ingestion jobs: a job is a list of documents (URLs, inline texts or files, an archive's members, a
+folder's files), cut into batches on a durable queue (`queues.JobStore`) and ingested by workers through
+`Indexer.ingest_batch`. Any indexer replica works on any job; a job resumes where it stopped after a crash
+(a batch is acknowledged only after its results are recorded, and ingesting is idempotent).
+
+A failed document never fails the job: its error is recorded and the others go on. When every document has
+a result the worker that recorded the last one finishes the job: for a folder job with `prune`, documents of
+its datasource whose files are gone are deleted; then the job is `done`.
+
+A folder or URL list is also a *datasource* of its collection: remembered with its options, so `sync`
+re-runs it, and with `fresh_for_seconds` its documents carry `fresh_until` (expired ones can be listed and
+pruned).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import dataclasses
+import hashlib
+import io
+import json
+import logging
+import uuid
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import grpc
+from ragmesh_common import validation
+from ragmesh_common.errors import RagmeshError, invalid_argument, not_found
+from ragmesh_common.paths import folder_under_roots
+from ragmesh_common.walk import SkippedFile, classify_bytes, walk
+from ragmesh_store.aio import store_call
+
+from .queues import COUNTERS, ItemResult, JobStore, Message, consumer_name
+from .service import DocumentIn, FileIn, Indexer, IngestOutcome
+
+log = logging.getLogger(__name__)
+DOMAIN = "indexer.ragmesh"
+FINAL_STATES = ("done", "failed", "cancelled")
+MAX_SKIPPED_KEPT = 1000
+MAX_URLS = 10_000
+ROOTS_SETTING = "RAGMESH_INDEXER_ROOTS"
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _parse_time(value: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value) if value else None
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class JobSource:
+    """What a new job ingests: exactly one of the four."""
+
+    urls: Sequence[str] = ()
+    documents: Sequence[DocumentIn] = ()
+    archive: bytes | None = None
+    archive_name: str = ""
+    folder: str = ""
+
+
+# --- documents on the queue -----------------------------------------------------------------------------------
+def _item(document: DocumentIn, label: str, size: int) -> dict[str, Any]:
+    """A document as a queue item (JSON): the fields of DocumentIn; folder files carry only their path."""
+    item: dict[str, Any] = {"label": label, "size": size}
+    for name in ("doc_id", "title", "text", "url", "datasource", "fresh_until"):
+        if value := getattr(document, name):
+            item[name] = value
+    if document.metadata:
+        item["metadata"] = dict(document.metadata)
+    if document.file is not None:
+        item["file"] = {"filename": document.file.filename, "mime_type": document.file.mime_type,
+                        "path": document.file.path}
+        if document.file.data:
+            item["file"]["data"] = base64.b64encode(document.file.data).decode()
+    return item
+
+
+def _folder_file(root: Path, rel: str, max_bytes: int) -> bytes:
+    """A folder job's file, read when its batch runs (checked again: still inside the root, still small)."""
+    path = (root / rel).resolve()
+    if not path.is_relative_to(root) or not path.is_file():
+        raise not_found("FILE_NOT_FOUND", f"{rel} is gone from the folder", path=rel)
+    data = path.read_bytes()
+    if len(data) > max_bytes:
+        raise invalid_argument("PAYLOAD_TOO_LARGE", f"{rel} is {len(data)} bytes; the limit is {max_bytes}",
+                               field="document", size_bytes=len(data), limit_bytes=max_bytes)
+    return data
+
+
+def _document(item: dict[str, Any], collection: str, root: Path | None, max_bytes: int) -> DocumentIn:
+    file = None
+    if (raw := item.get("file")) is not None:
+        if "data" in raw:
+            data = base64.b64decode(raw["data"])
+        elif root is not None:
+            data = _folder_file(root, raw["path"], max_bytes)
+        else:
+            data = b""
+        file = FileIn(data, raw.get("filename", ""), raw.get("mime_type", ""), raw.get("path", ""))
+    return DocumentIn(
+        collection=collection, doc_id=item.get("doc_id", ""), title=item.get("title", ""),
+        metadata=item.get("metadata", {}), text=item.get("text"), file=file, url=item.get("url"),
+        datasource=item.get("datasource", ""), fresh_until=item.get("fresh_until", ""),
+    )
+
+
+def _error_object(exc: BaseException) -> dict[str, Any]:
+    if not isinstance(exc, RagmeshError):
+        log.error("job document failed unexpectedly", exc_info=exc)
+        exc = RagmeshError(grpc.StatusCode.INTERNAL, "INTERNAL_ERROR", f"internal error: {type(exc).__name__}")
+    exc.with_domain(DOMAIN)
+    return {"code": exc.code.name, "reason": exc.reason, "domain": exc.domain, "message": exc.message,
+            "metadata": dict(exc.metadata)}
+
+
+# The longest freshness a datasource may ask for (a date past it would not be a date).
+MAX_FRESH_FOR_SECONDS = 100 * 365 * 24 * 3600
+
+
+def datasource_id(collection: str, kind: str, spec: str) -> str:
+    return "ds-" + hashlib.sha256(f"{collection}\0{kind}\0{spec}".encode()).hexdigest()[:16]
+
+
+def unpack_archive(data: bytes, *, max_unpacked_bytes: int, max_file_bytes: int,
+                   ) -> tuple[list[tuple[str, bytes]], list[SkippedFile]]:
+    """A ZIP archive's members to ingest (path, bytes) and those skipped. The converter's guards apply:
+    encrypted members are refused (DOCUMENT_ENCRYPTED), and an archive whose declared sizes add up past
+    `max_unpacked_bytes` is refused before anything is unpacked (PAYLOAD_TOO_LARGE); zipfile never returns more
+    than a member's declared size."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile as exc:
+        raise invalid_argument("ARCHIVE_INVALID", f"not a ZIP archive: {exc}", field="archive") from None
+    with archive:
+        members = [m for m in archive.infolist() if not m.is_dir()]
+        if any(m.flag_bits & 0x1 for m in members):
+            raise RagmeshError(grpc.StatusCode.INVALID_ARGUMENT, "DOCUMENT_ENCRYPTED",
+                               "the archive has encrypted members", DOMAIN)
+        unpacked = sum(m.file_size for m in members)
+        if unpacked > max_unpacked_bytes:
+            raise invalid_argument("PAYLOAD_TOO_LARGE", f"the archive unpacks to {unpacked} bytes; the limit is "
+                                   f"{max_unpacked_bytes}", field="archive", size_bytes=unpacked,
+                                   limit_bytes=max_unpacked_bytes)
+        files, skipped = [], []
+        for member in sorted(members, key=lambda m: m.filename):
+            name = PurePosixPath(member.filename.replace("\\", "/"))
+            if name.is_absolute() or ".." in name.parts:
+                skipped.append(SkippedFile(member.filename, "PATH_INVALID"))
+                continue
+            rel = name.as_posix()
+            if member.file_size > max_file_bytes:
+                skipped.append(SkippedFile(rel, "TOO_LARGE"))
+                continue
+            content = archive.read(member)
+            reason = classify_bytes(rel, content, max_file_bytes)
+            if reason:
+                skipped.append(SkippedFile(rel, reason))
+            else:
+                files.append((rel, content))
+    return files, skipped
+
+
+class Jobs:
+    """Creating, reading and cancelling jobs; datasources; the workers. One per indexer process."""
+
+    def __init__(self, indexer: Indexer, store: JobStore, *, roots: tuple[Path, ...], batch_size: int,
+                 workers: int, max_archive_bytes: int, claim_idle_seconds: float) -> None:
+        self.indexer = indexer
+        self.store = store
+        self.roots = roots
+        self.batch_size = batch_size
+        self.workers = workers
+        self.max_archive_bytes = max_archive_bytes
+        self.claim_idle_seconds = claim_idle_seconds
+        self._tasks: list[asyncio.Task] = []
+        self._stopping = asyncio.Event()
+
+    # --- creating -----------------------------------------------------------------------------------------
+    async def create(self, collection: str, source: JobSource, *, prune: bool = False,
+                     fresh_for_seconds: int = 0) -> dict[str, Any]:
+        """Plan the job (walk the folder, unpack the archive), save it and queue its batches."""
+        collection = validation.collection_name(collection)
+        if not 0 <= fresh_for_seconds <= MAX_FRESH_FOR_SECONDS:
+            raise invalid_argument("FRESH_FOR_INVALID", f"fresh_for_seconds must be between 0 and "
+                                   f"{MAX_FRESH_FOR_SECONDS} (100 years)", field="fresh_for_seconds",
+                                   limit=MAX_FRESH_FOR_SECONDS)
+        job_id = uuid.uuid4().hex
+        created = now()
+        fresh_until = ((datetime.now(UTC) + timedelta(seconds=fresh_for_seconds)).isoformat(timespec="seconds")
+                       if fresh_for_seconds else "")
+        job: dict[str, Any] = {"job_id": job_id, "collection": collection, "created_at": created, "prune": prune,
+                               "datasource_id": "", "folder": "", "skipped_files": [], "state": "queued"}
+        items: list[dict[str, Any]] = []
+        datasource: dict[str, Any] | None = None
+        if source.folder:
+            root = folder_under_roots(source.folder, self.roots, domain=DOMAIN, setting=ROOTS_SETTING)
+            ds = datasource_id(collection, "folder", str(root))
+            walked = await asyncio.to_thread(walk, root, max_bytes=self.indexer.max_document_bytes)
+            for f in walked.files:
+                document = DocumentIn(collection=collection, file=FileIn(b"", PurePosixPath(f.rel).name, "", f.rel),
+                                      datasource=ds, fresh_until=fresh_until)
+                items.append(_item(document, f.rel, f.size))
+            job.update(kind="folder", source=str(root), folder=str(root), datasource_id=ds,
+                       skipped_files=[[s.rel, s.reason] for s in walked.skipped])
+            datasource = {"datasource_id": ds, "collection": collection, "kind": "folder", "folder": str(root),
+                          "urls": [], "prune": prune, "fresh_for_seconds": fresh_for_seconds}
+        elif source.urls:
+            urls = list(dict.fromkeys(u.strip() for u in source.urls if u.strip()))
+            if len(urls) > MAX_URLS:
+                raise invalid_argument("TOO_MANY_URLS", f"at most {MAX_URLS} URLs per job", field="urls")
+            ds = datasource_id(collection, "urls", "\n".join(sorted(urls)))
+            items = [_item(DocumentIn(collection=collection, url=u, datasource=ds, fresh_until=fresh_until), u, 0)
+                     for u in urls]
+            job.update(kind="urls", source=f"{len(urls)} URLs", datasource_id=ds)
+            datasource = {"datasource_id": ds, "collection": collection, "kind": "urls", "folder": "", "urls": urls,
+                          "prune": prune, "fresh_for_seconds": fresh_for_seconds}
+        elif source.archive is not None:
+            files, skipped = await asyncio.to_thread(
+                unpack_archive, source.archive, max_unpacked_bytes=self.max_archive_bytes,
+                max_file_bytes=self.indexer.max_document_bytes)
+            for rel, data in files:
+                document = DocumentIn(collection=collection, file=FileIn(data, PurePosixPath(rel).name, "", rel),
+                                      fresh_until=fresh_until)
+                items.append(_item(document, rel, len(data)))
+            job.update(kind="archive", source=source.archive_name or "archive",
+                       skipped_files=[[s.rel, s.reason] for s in skipped])
+        elif source.documents:
+            for i, d in enumerate(source.documents):
+                label = d.doc_id or (d.file.path or d.file.filename if d.file else "") or d.url or f"documents[{i}]"
+                size = len(d.text.encode()) if d.text is not None else len(d.file.data) if d.file else 0
+                items.append(_item(dataclasses.replace(d, collection=collection,
+                                                       fresh_until=d.fresh_until or fresh_until), label, size))
+            job.update(kind="documents", source=f"{len(items)} documents")
+        else:
+            raise invalid_argument("JOB_SOURCE_MISSING", "give urls, documents, an archive or a folder",
+                                   field="source")
+        job["total"] = len(items)
+        # What this run saw, so a pruning job knows which of its datasource's documents are gone.
+        job["doc_ids"] = [_item_doc_id(i) for i in items] if prune and job["datasource_id"] else []
+        job["skipped_files"] = job["skipped_files"][:MAX_SKIPPED_KEPT]
+        job["skipped"] = len(job["skipped_files"])
+        batches = [json.dumps({"job_id": job_id, "start": i, "items": items[i:i + self.batch_size]}).encode()
+                   for i in range(0, len(items), self.batch_size)]
+        await self.store.create(job, batches)
+        if datasource is not None:
+            datasource.update(last_job_id=job_id, last_synced_at=created, fresh_until=fresh_until)
+            await self.store.save_datasource(datasource)
+        log.info("job %s: %s %s -> %s, %d documents, %d skipped", job_id, job["kind"], job["source"], collection,
+                 len(items), job["skipped"])
+        if not items:
+            await self._finish(job_id)
+        return await self.get(job_id)
+
+    # --- reading ------------------------------------------------------------------------------------------
+    async def get(self, job_id: str, *, details: bool = True) -> dict[str, Any]:
+        if not job_id:
+            raise invalid_argument("JOB_ID_INVALID", "job_id is required", field="job_id")
+        job = await self.store.get(job_id, details=details)
+        if job is None:
+            raise not_found("JOB_NOT_FOUND", f"no job {job_id!r}", job_id=job_id)
+        return job
+
+    async def list(self, limit: int) -> list[dict[str, Any]]:
+        if not 0 <= limit <= 1000:
+            raise invalid_argument("LIMIT_OUT_OF_RANGE", "limit must be between 1 and 1000", field="limit")
+        return await self.store.list(limit or 50)
+
+    async def cancel(self, job_id: str) -> dict[str, Any]:
+        job = await self.get(job_id, details=False)
+        if job["state"] not in FINAL_STATES:
+            await self.store.update(job_id, state="cancelled", finished_at=now())
+            log.info("job %s cancelled", job_id)
+        return await self.get(job_id)
+
+    # --- datasources ----------------------------------------------------------------------------------------
+    async def datasources(self, collection: str = "") -> list[dict[str, Any]]:
+        out = []
+        for ds in await self.store.list_datasources():
+            if collection and ds["collection"] != collection:
+                continue
+            until = _parse_time(ds.get("fresh_until", ""))
+            ds["due"] = until is None or until <= datetime.now(UTC)
+            out.append(ds)
+        return out
+
+    async def sync(self, collection: str = "", *, everything: bool = False) -> list[dict[str, Any]]:
+        """Queue a job for each datasource that is due (all of them with `everything`)."""
+        jobs = []
+        for ds in await self.datasources(collection):
+            if not (everything or ds["due"]):
+                continue
+            source = JobSource(folder=ds["folder"]) if ds["kind"] == "folder" else JobSource(urls=ds["urls"])
+            try:
+                jobs.append(await self.create(ds["collection"], source, prune=ds.get("prune", False),
+                                              fresh_for_seconds=ds.get("fresh_for_seconds", 0)))
+            except RagmeshError as exc:
+                log.warning("datasource %s not synced: %s %s", ds["datasource_id"], exc.reason, exc.message)
+        return jobs
+
+    async def expired(self, collection: str) -> list[dict[str, Any]]:
+        collection = validation.collection_name(collection)
+        rows = await store_call(self.indexer.store.list_documents, collection, {}, ["fresh_until", "datasource"])
+        current = datetime.now(UTC)
+        return [r for r in rows if (until := _parse_time(str(r.get("fresh_until") or ""))) and until <= current]
+
+    async def prune_expired(self, collection: str) -> list[str]:
+        deleted = []
+        for row in await self.expired(collection):
+            with contextlib.suppress(RagmeshError):
+                await self.indexer.delete_document(collection, row["doc_id"])
+                deleted.append(row["doc_id"])
+        return deleted
+
+    # --- workers --------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        for n in range(self.workers):
+            self._tasks.append(asyncio.create_task(self._work(consumer_name()), name=f"ragmesh-job-worker-{n}"))
+
+    async def stop(self) -> None:
+        """Stop taking batches; a batch in progress is abandoned unacknowledged (another worker, or this one
+        after a restart, takes it again)."""
+        self._stopping.set()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    async def _work(self, consumer: str) -> None:
+        while not self._stopping.is_set():
+            try:
+                message = await self.store.claim(consumer, block_seconds=1.0)
+                if message is not None:
+                    await self._process(message, consumer)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - a worker never dies; the batch stays unacknowledged
+                log.exception("job worker %s: a batch failed; retrying shortly", consumer)
+                await asyncio.sleep(1.0)
+
+    async def _process(self, message: Message, consumer: str) -> None:
+        batch = json.loads(message.payload)
+        job = await self.store.get(message.job_id, details=False)
+        if job is None or job["state"] in FINAL_STATES:
+            await self.store.ack(message)  # cancelled (or unknown, or finished) jobs drop their batches
+            return
+        await self.store.start(message.job_id, now())
+        keep_alive = asyncio.create_task(self._keep_alive(message, consumer))
+        try:
+            results = await self._ingest(job, batch)
+        finally:
+            keep_alive.cancel()
+        counts = await self.store.record(message.job_id, results)
+        if sum(counts[name] for name in COUNTERS) >= job["total"]:
+            await self._finish(message.job_id)
+        await self.store.ack(message)
+
+    async def _ingest(self, job: dict[str, Any], batch: dict[str, Any]) -> list[ItemResult]:
+        root = Path(job["folder"]) if job.get("folder") else None
+        items = batch["items"]
+        documents: list[DocumentIn | None] = []
+        failures: dict[int, BaseException] = {}
+        for i, item in enumerate(items):
+            try:
+                documents.append(await asyncio.to_thread(
+                    _document, item, job["collection"], root, self.indexer.max_document_bytes))
+            except (RagmeshError, OSError) as exc:
+                documents.append(None)
+                failures[i] = exc if isinstance(exc, RagmeshError) else not_found(
+                    "FILE_UNREADABLE", f"{item['label']}: {exc}", path=item["label"])
+        ready = [d for d in documents if d is not None]
+        outcomes = iter(await self.indexer.ingest_batch(ready) if ready else [])
+        results = []
+        for i, (item, document) in enumerate(zip(items, documents, strict=True)):
+            outcome: IngestOutcome | BaseException = failures[i] if document is None else next(outcomes)
+            index = batch["start"] + i
+            size = int(item.get("size") or (len(document.file.data) if document and document.file else 0))
+            if isinstance(outcome, IngestOutcome):
+                results.append(ItemResult(index, outcome.status, size))
+            else:
+                results.append(ItemResult(index, "failed", size,
+                                          {"document": item["label"], "error": _error_object(outcome)}))
+        return results
+
+    async def _keep_alive(self, message: Message, consumer: str) -> None:
+        while True:
+            await asyncio.sleep(max(0.5, self.claim_idle_seconds / 3))
+            with contextlib.suppress(Exception):
+                await self.store.keep_alive(message, consumer)
+
+    async def _finish(self, job_id: str) -> None:
+        """Every document has a result: prune (folder jobs that ask for it), then `done`. Safe to repeat."""
+        job = await self.store.get(job_id, details=False)
+        if job is None or job["state"] in FINAL_STATES:
+            return
+        deleted = 0
+        if job.get("prune") and job.get("datasource_id"):
+            seen = set(job["doc_ids"])
+            try:
+                rows = await store_call(self.indexer.store.list_documents, job["collection"],
+                                        {"datasource": job["datasource_id"]}, [])
+            except RagmeshError as exc:
+                rows = [] if exc.reason == "COLLECTION_NOT_FOUND" else None
+                if rows is None:
+                    raise
+            for row in rows:
+                if row["doc_id"] not in seen:
+                    with contextlib.suppress(RagmeshError):  # deleted meanwhile
+                        await self.indexer.delete_document(job["collection"], row["doc_id"])
+                        deleted += 1
+        await self.store.update(job_id, state="done", finished_at=now(), deleted=deleted)
+        log.info("job %s done (%d deleted)", job_id, deleted)
+
+
+def _item_doc_id(item: dict[str, Any]) -> str:
+    """The doc_id a queue item will get when it has none of its own (the indexer's default for paths/URLs)."""
+    if item.get("doc_id"):
+        return item["doc_id"]
+    if item.get("url"):
+        return item["url"]
+    return (item.get("file") or {}).get("path", "")
+
+
+def rates(job: dict[str, Any]) -> tuple[float, float]:
+    """(documents/s, bytes/s) since the job started, until it finished (or now)."""
+    started = _parse_time(job.get("started_at", ""))
+    if started is None:
+        return 0.0, 0.0
+    finished = _parse_time(job.get("finished_at", "")) or datetime.now(UTC)
+    seconds = max((finished - started).total_seconds(), 1.0)
+    handled = sum(int(job.get(name, 0)) for name in COUNTERS)
+    return handled / seconds, int(job.get("bytes", 0)) / seconds

@@ -1,0 +1,33 @@
+"""`make bench` cannot rot: the orchestrator runs end to end at a tiny size (hash embedder, a few passages, the
+store at 1,000 points) and writes a report with every section filled or skipped with its reason. No timing
+is asserted: figures from a test machine mean nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_benchmark_report_runs_end_to_end_at_a_tiny_size(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "bench.report", "--smoke", "--out", str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    [json_path] = tmp_path.glob("*.json")
+    report = json.loads(json_path.read_text())
+    assert report.get("skipped", {}) == {}, report["skipped"]
+    assert report["machine"]["cpus_usable"] >= 1 and report["machine"]["packages"]["qdrant-edge-py"]
+    mesh = report["mesh"]["hash"]
+    assert mesh["ingest_rest_passages_per_second"] > 0 and mesh["ingest_grpc_passages_per_second"] > 0
+    for key in ("rest_dense_1", "rest_hybrid_2", "grpc_dense_1"):
+        assert mesh[key]["p50_ms"] > 0 and mesh[key]["n"] >= 3
+    assert report["in_process"]["hash"]["dense_1"]["p50_ms"] > 0
+    assert report["raw_model"]["hash"]["backend_direct"] > 0
+    assert report["store"]["data"]["points"] == 1000 and 0 <= report["store"]["data"]["recall_at_10"] <= 1
+    assert "skipped" in report["langchain"]  # the LangChain part is named, with why it did not run
+    markdown = json_path.with_suffix(".md").read_text()
+    assert "## Targets" in markdown and "| REST dense p50 <= 6 ms (1 client) |" in markdown
+    assert "store at 1,000: recall@10 >= 0.95" in markdown
