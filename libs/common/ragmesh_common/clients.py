@@ -19,11 +19,13 @@ from collections.abc import AsyncIterator, Iterable
 import grpc
 
 from .errors import RagmeshError, from_rpc_error
+from .meshauth import MeshTokenClientInterceptor, mesh_token
 from .server import current_deadline
 from .telemetry import setup_telemetry
 
 # Below this much time left there is no point in starting a downstream call.
 _MIN_TIMEOUT = 0.05
+RECONNECT_BACKOFF_MAX_MS = 2_000  # the longest a caller waits before trying a service that was down again
 
 
 def _service_config(full_service: str, idempotent: Iterable[str]) -> str:
@@ -85,8 +87,16 @@ class ServiceClient:
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),
             ("grpc.keepalive_time_ms", 30_000),
+            # gRPC's default reconnect backoff grows to 120 s: a service restarted after a minute away would be
+            # refused for up to two more. Capped, callers find it again within a couple of seconds.
+            ("grpc.initial_reconnect_backoff_ms", 250),
+            ("grpc.min_reconnect_backoff_ms", 250),
+            ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MAX_MS),
         ]
         interceptors = [*(setup_telemetry(caller).client_interceptors() if caller else ()), *interceptors]
+        token = mesh_token()
+        if token:
+            interceptors.append(MeshTokenClientInterceptor(token))
         self.channel = grpc.aio.insecure_channel(target, options=options, interceptors=interceptors or None)
         self.stub = stub_cls(self.channel)
 
@@ -118,6 +128,8 @@ class ServiceClient:
                 yield response
         except grpc.RpcError as exc:
             raise from_rpc_error(exc, service=self.service, target=self.target) from None
+        finally:
+            call.cancel()  # the caller stopped early (a client went away): the callee stops too; else a no-op
 
     async def check_health(self, timeout: float = 2.0) -> bool:
         """True when the backend's grpc.health.v1 reports SERVING for its service."""

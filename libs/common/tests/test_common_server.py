@@ -145,3 +145,40 @@ async def test_reflection_lists_the_services(echo):
 
     names = await asyncio.to_thread(list_services)
     assert {SERVICE, "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"} <= names
+
+
+async def test_a_service_that_comes_back_is_found_again_within_seconds():
+    """gRPC's own reconnect backoff grows towards two minutes: after ten seconds away a restarted service would be
+    refused for ~6 s more, and after a minute for ~40 s. Callers cap it, so the mesh heals as soon as it is back."""
+    from grpc_health.v1.health_pb2_grpc import HealthStub
+
+    probe = new_server("probe", ServiceSettings(port=0), _register, [SERVICE], domain="echo.ragmesh")
+    await probe.start()
+    port = probe.port
+    await probe.stop(0)  # a port that was just free: nothing listens on it now
+    client = ServiceClient("echo", f"127.0.0.1:{port}", HealthStub, timeout=1)
+
+    async def check() -> bool:
+        try:
+            await client.call("Check", health_pb2.HealthCheckRequest())
+            return True
+        except RagmeshError as exc:
+            assert exc.code == grpc.StatusCode.UNAVAILABLE
+            return False
+
+    service = None
+    try:
+        down_until = time.monotonic() + 10
+        while time.monotonic() < down_until:  # callers keep meeting the dead service, and the backoff grows
+            assert not await check()
+            await asyncio.sleep(0.1)
+        service = new_server("echo", ServiceSettings(port=port), _register, [SERVICE], domain="echo.ragmesh")
+        await service.start()
+        back = time.monotonic()
+        while not await check():
+            assert time.monotonic() - back < 4, "the restarted service was still refused after 4 s"
+            await asyncio.sleep(0.1)
+    finally:
+        await client.close()
+        if service is not None:
+            await service.stop(0)
