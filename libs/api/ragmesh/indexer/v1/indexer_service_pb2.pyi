@@ -17,6 +17,7 @@ class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     JOB_STATE_DONE: _ClassVar[JobState]
     JOB_STATE_FAILED: _ClassVar[JobState]
     JOB_STATE_CANCELLED: _ClassVar[JobState]
+    JOB_STATE_REJECTED: _ClassVar[JobState]
 
 class IngestStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -30,6 +31,7 @@ JOB_STATE_RUNNING: JobState
 JOB_STATE_DONE: JobState
 JOB_STATE_FAILED: JobState
 JOB_STATE_CANCELLED: JobState
+JOB_STATE_REJECTED: JobState
 INGEST_STATUS_UNSPECIFIED: IngestStatus
 INGEST_STATUS_INDEXED: IngestStatus
 INGEST_STATUS_UNCHANGED: IngestStatus
@@ -116,7 +118,7 @@ class CancelJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("job_id", "collection", "state", "kind", "source", "total", "indexed", "unchanged", "failed", "skipped", "deleted", "bytes", "errors", "skipped_files", "created_at", "started_at", "finished_at", "documents_per_second", "bytes_per_second", "datasource_id", "error", "prune")
+    __slots__ = ("job_id", "collection", "state", "kind", "source", "total", "indexed", "unchanged", "failed", "skipped", "deleted", "bytes", "errors", "skipped_files", "created_at", "started_at", "finished_at", "documents_per_second", "bytes_per_second", "datasource_id", "error", "prune", "reindex")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -139,6 +141,7 @@ class Job(_message.Message):
     DATASOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     PRUNE_FIELD_NUMBER: _ClassVar[int]
+    REINDEX_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     collection: str
     state: JobState
@@ -161,7 +164,70 @@ class Job(_message.Message):
     datasource_id: str
     error: str
     prune: bool
-    def __init__(self, job_id: _Optional[str] = ..., collection: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., kind: _Optional[str] = ..., source: _Optional[str] = ..., total: _Optional[int] = ..., indexed: _Optional[int] = ..., unchanged: _Optional[int] = ..., failed: _Optional[int] = ..., skipped: _Optional[int] = ..., deleted: _Optional[int] = ..., bytes: _Optional[int] = ..., errors: _Optional[_Iterable[_Union[JobDocumentError, _Mapping]]] = ..., skipped_files: _Optional[_Iterable[_Union[SkippedFile, _Mapping]]] = ..., created_at: _Optional[str] = ..., started_at: _Optional[str] = ..., finished_at: _Optional[str] = ..., documents_per_second: _Optional[float] = ..., bytes_per_second: _Optional[float] = ..., datasource_id: _Optional[str] = ..., error: _Optional[str] = ..., prune: _Optional[bool] = ...) -> None: ...
+    reindex: ReindexInfo
+    def __init__(self, job_id: _Optional[str] = ..., collection: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., kind: _Optional[str] = ..., source: _Optional[str] = ..., total: _Optional[int] = ..., indexed: _Optional[int] = ..., unchanged: _Optional[int] = ..., failed: _Optional[int] = ..., skipped: _Optional[int] = ..., deleted: _Optional[int] = ..., bytes: _Optional[int] = ..., errors: _Optional[_Iterable[_Union[JobDocumentError, _Mapping]]] = ..., skipped_files: _Optional[_Iterable[_Union[SkippedFile, _Mapping]]] = ..., created_at: _Optional[str] = ..., started_at: _Optional[str] = ..., finished_at: _Optional[str] = ..., documents_per_second: _Optional[float] = ..., bytes_per_second: _Optional[float] = ..., datasource_id: _Optional[str] = ..., error: _Optional[str] = ..., prune: _Optional[bool] = ..., reindex: _Optional[_Union[ReindexInfo, _Mapping]] = ...) -> None: ...
+
+class ReindexInfo(_message.Message):
+    __slots__ = ("from_version", "to_version", "settings", "tolerance", "force", "retention_seconds", "decision", "current", "candidate")
+    FROM_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TO_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    TOLERANCE_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    RETENTION_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_FIELD_NUMBER: _ClassVar[int]
+    from_version: int
+    to_version: int
+    settings: _search_service_pb2.IndexSettings
+    tolerance: float
+    force: bool
+    retention_seconds: int
+    decision: str
+    current: _search_service_pb2.Evaluation
+    candidate: _search_service_pb2.Evaluation
+    def __init__(self, from_version: _Optional[int] = ..., to_version: _Optional[int] = ..., settings: _Optional[_Union[_search_service_pb2.IndexSettings, _Mapping]] = ..., tolerance: _Optional[float] = ..., force: _Optional[bool] = ..., retention_seconds: _Optional[int] = ..., decision: _Optional[str] = ..., current: _Optional[_Union[_search_service_pb2.Evaluation, _Mapping]] = ..., candidate: _Optional[_Union[_search_service_pb2.Evaluation, _Mapping]] = ...) -> None: ...
+
+class ReindexCollectionRequest(_message.Message):
+    __slots__ = ("collection", "chunk_tokens", "chunk_overlap_tokens", "model", "tolerance", "force", "retention_seconds")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_OVERLAP_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    TOLERANCE_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    RETENTION_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    chunk_tokens: int
+    chunk_overlap_tokens: int
+    model: str
+    tolerance: float
+    force: bool
+    retention_seconds: int
+    def __init__(self, collection: _Optional[str] = ..., chunk_tokens: _Optional[int] = ..., chunk_overlap_tokens: _Optional[int] = ..., model: _Optional[str] = ..., tolerance: _Optional[float] = ..., force: _Optional[bool] = ..., retention_seconds: _Optional[int] = ...) -> None: ...
+
+class ReindexCollectionResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: Job
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
+
+class RollbackCollectionRequest(_message.Message):
+    __slots__ = ("collection",)
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    def __init__(self, collection: _Optional[str] = ...) -> None: ...
+
+class RollbackCollectionResponse(_message.Message):
+    __slots__ = ("collection", "version", "replaced_version")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    REPLACED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    version: int
+    replaced_version: int
+    def __init__(self, collection: _Optional[str] = ..., version: _Optional[int] = ..., replaced_version: _Optional[int] = ...) -> None: ...
 
 class JobDocumentError(_message.Message):
     __slots__ = ("document", "error")

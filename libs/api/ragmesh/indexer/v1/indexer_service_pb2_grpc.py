@@ -107,6 +107,16 @@ class IndexerServiceStub:
                 request_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.PruneExpiredDocumentsRequest.SerializeToString,
                 response_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.PruneExpiredDocumentsResponse.FromString,
                 _registered_method=True)
+        self.ReindexCollection = channel.unary_unary(
+                '/ragmesh.indexer.v1.IndexerService/ReindexCollection',
+                request_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ReindexCollectionRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ReindexCollectionResponse.FromString,
+                _registered_method=True)
+        self.RollbackCollection = channel.unary_unary(
+                '/ragmesh.indexer.v1.IndexerService/RollbackCollection',
+                request_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.RollbackCollectionRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.RollbackCollectionResponse.FromString,
+                _registered_method=True)
 
 
 class IndexerServiceServicer:
@@ -214,6 +224,24 @@ class IndexerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReindexCollection(self, request, context):
+        """ReindexCollection builds a new version of a collection (another chunking and/or embedding model) from the
+        text it stores, as a job. Searches keep using the current version meanwhile and writes go to both; when
+        the new version is built both are scored on the collection's golden set, and the collection switches to
+        the new one only if it is not worse by more than the tolerance (else the job ends JOB_STATE_REJECTED with
+        both scores), or when forced. The version it replaces is kept for RollbackCollection during the retention.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RollbackCollection(self, request, context):
+        """RollbackCollection switches a collection back to the version it used before, while that one is kept.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IndexerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -281,6 +309,16 @@ def add_IndexerServiceServicer_to_server(servicer, server):
                     servicer.PruneExpiredDocuments,
                     request_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.PruneExpiredDocumentsRequest.FromString,
                     response_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.PruneExpiredDocumentsResponse.SerializeToString,
+            ),
+            'ReindexCollection': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReindexCollection,
+                    request_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ReindexCollectionRequest.FromString,
+                    response_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ReindexCollectionResponse.SerializeToString,
+            ),
+            'RollbackCollection': grpc.unary_unary_rpc_method_handler(
+                    servicer.RollbackCollection,
+                    request_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.RollbackCollectionRequest.FromString,
+                    response_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.RollbackCollectionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -642,6 +680,60 @@ class IndexerService:
             '/ragmesh.indexer.v1.IndexerService/PruneExpiredDocuments',
             ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.PruneExpiredDocumentsRequest.SerializeToString,
             ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.PruneExpiredDocumentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReindexCollection(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.indexer.v1.IndexerService/ReindexCollection',
+            ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ReindexCollectionRequest.SerializeToString,
+            ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ReindexCollectionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RollbackCollection(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.indexer.v1.IndexerService/RollbackCollection',
+            ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.RollbackCollectionRequest.SerializeToString,
+            ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.RollbackCollectionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -59,16 +59,25 @@ class SearchRequest(_message.Message):
     def __init__(self, query: _Optional[str] = ..., collections: _Optional[_Iterable[str]] = ..., top_k: _Optional[int] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., filters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., group_by_document: _Optional[bool] = ..., score_threshold: _Optional[float] = ..., fusion: _Optional[_Union[Fusion, str]] = ..., rrf_k: _Optional[int] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
-    __slots__ = ("query", "results", "mode", "fusion")
+    __slots__ = ("query", "results", "mode", "fusion", "versions")
+    class VersionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     QUERY_FIELD_NUMBER: _ClassVar[int]
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     FUSION_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
     query: str
     results: _containers.RepeatedCompositeFieldContainer[SearchResult]
     mode: SearchMode
     fusion: Fusion
-    def __init__(self, query: _Optional[str] = ..., results: _Optional[_Iterable[_Union[SearchResult, _Mapping]]] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., fusion: _Optional[_Union[Fusion, str]] = ...) -> None: ...
+    versions: _containers.ScalarMap[str, int]
+    def __init__(self, query: _Optional[str] = ..., results: _Optional[_Iterable[_Union[SearchResult, _Mapping]]] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., fusion: _Optional[_Union[Fusion, str]] = ..., versions: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class SearchResult(_message.Message):
     __slots__ = ("doc_id", "chunk_id", "chunk_index", "text", "score", "title", "collection", "metadata", "source", "filename", "url", "mime_type", "location")
@@ -171,14 +180,56 @@ class ListCollectionsResponse(_message.Message):
     def __init__(self, collections: _Optional[_Iterable[_Union[CollectionInfo, _Mapping]]] = ...) -> None: ...
 
 class CollectionInfo(_message.Message):
-    __slots__ = ("name", "documents", "chunks")
+    __slots__ = ("name", "documents", "chunks", "version", "versions")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
     name: str
     documents: int
     chunks: int
-    def __init__(self, name: _Optional[str] = ..., documents: _Optional[int] = ..., chunks: _Optional[int] = ...) -> None: ...
+    version: int
+    versions: _containers.RepeatedCompositeFieldContainer[CollectionVersion]
+    def __init__(self, name: _Optional[str] = ..., documents: _Optional[int] = ..., chunks: _Optional[int] = ..., version: _Optional[int] = ..., versions: _Optional[_Iterable[_Union[CollectionVersion, _Mapping]]] = ...) -> None: ...
+
+class CollectionVersion(_message.Message):
+    __slots__ = ("version", "state", "settings", "created_at", "retained_until", "job_id", "documents", "chunks")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    RETAINED_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    state: str
+    settings: IndexSettings
+    created_at: str
+    retained_until: str
+    job_id: str
+    documents: int
+    chunks: int
+    def __init__(self, version: _Optional[int] = ..., state: _Optional[str] = ..., settings: _Optional[_Union[IndexSettings, _Mapping]] = ..., created_at: _Optional[str] = ..., retained_until: _Optional[str] = ..., job_id: _Optional[str] = ..., documents: _Optional[int] = ..., chunks: _Optional[int] = ...) -> None: ...
+
+class IndexSettings(_message.Message):
+    __slots__ = ("model", "model_id", "dimension", "sparse_model_id", "chunk_tokens", "chunk_overlap_tokens", "chunker_fingerprint")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    DIMENSION_FIELD_NUMBER: _ClassVar[int]
+    SPARSE_MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_OVERLAP_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CHUNKER_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    model_id: str
+    dimension: int
+    sparse_model_id: str
+    chunk_tokens: int
+    chunk_overlap_tokens: int
+    chunker_fingerprint: str
+    def __init__(self, model: _Optional[str] = ..., model_id: _Optional[str] = ..., dimension: _Optional[int] = ..., sparse_model_id: _Optional[str] = ..., chunk_tokens: _Optional[int] = ..., chunk_overlap_tokens: _Optional[int] = ..., chunker_fingerprint: _Optional[str] = ...) -> None: ...
 
 class GoldenQuery(_message.Message):
     __slots__ = ("query_id", "text", "relevant")
@@ -252,12 +303,14 @@ class DeleteGoldenSetResponse(_message.Message):
     def __init__(self, collection: _Optional[str] = ..., deleted_queries: _Optional[int] = ...) -> None: ...
 
 class EvaluateCollectionRequest(_message.Message):
-    __slots__ = ("collection", "modes")
+    __slots__ = ("collection", "modes", "version")
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     MODES_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
     collection: str
     modes: _containers.RepeatedScalarFieldContainer[SearchMode]
-    def __init__(self, collection: _Optional[str] = ..., modes: _Optional[_Iterable[_Union[SearchMode, str]]] = ...) -> None: ...
+    version: int
+    def __init__(self, collection: _Optional[str] = ..., modes: _Optional[_Iterable[_Union[SearchMode, str]]] = ..., version: _Optional[int] = ...) -> None: ...
 
 class EvaluateCollectionResponse(_message.Message):
     __slots__ = ("evaluations",)
@@ -266,7 +319,7 @@ class EvaluateCollectionResponse(_message.Message):
     def __init__(self, evaluations: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ...) -> None: ...
 
 class Evaluation(_message.Message):
-    __slots__ = ("collection", "evaluated_at", "mode", "fusion", "queries", "ndcg_at_10", "recall_at_10", "mrr_at_10", "documents", "chunks", "model", "golden_set_id", "took_ms")
+    __slots__ = ("collection", "evaluated_at", "mode", "fusion", "queries", "ndcg_at_10", "recall_at_10", "mrr_at_10", "documents", "chunks", "model", "golden_set_id", "took_ms", "version")
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     EVALUATED_AT_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
@@ -280,6 +333,7 @@ class Evaluation(_message.Message):
     MODEL_FIELD_NUMBER: _ClassVar[int]
     GOLDEN_SET_ID_FIELD_NUMBER: _ClassVar[int]
     TOOK_MS_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
     collection: str
     evaluated_at: str
     mode: SearchMode
@@ -293,7 +347,8 @@ class Evaluation(_message.Message):
     model: str
     golden_set_id: str
     took_ms: float
-    def __init__(self, collection: _Optional[str] = ..., evaluated_at: _Optional[str] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., fusion: _Optional[_Union[Fusion, str]] = ..., queries: _Optional[int] = ..., ndcg_at_10: _Optional[float] = ..., recall_at_10: _Optional[float] = ..., mrr_at_10: _Optional[float] = ..., documents: _Optional[int] = ..., chunks: _Optional[int] = ..., model: _Optional[str] = ..., golden_set_id: _Optional[str] = ..., took_ms: _Optional[float] = ...) -> None: ...
+    version: int
+    def __init__(self, collection: _Optional[str] = ..., evaluated_at: _Optional[str] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., fusion: _Optional[_Union[Fusion, str]] = ..., queries: _Optional[int] = ..., ndcg_at_10: _Optional[float] = ..., recall_at_10: _Optional[float] = ..., mrr_at_10: _Optional[float] = ..., documents: _Optional[int] = ..., chunks: _Optional[int] = ..., model: _Optional[str] = ..., golden_set_id: _Optional[str] = ..., took_ms: _Optional[float] = ..., version: _Optional[int] = ...) -> None: ...
 
 class ListEvaluationsRequest(_message.Message):
     __slots__ = ("collection", "mode", "limit")
