@@ -140,15 +140,18 @@ async def start_mesh(
             await probe.close()
         store = EdgeStore(data_dir, info.dimension)
 
-        wiring = {"converter_addr": addrs["converter"], "embedder_addr": addrs["embedder"]}
-        settings["indexer"] = IndexerSettings(**{**local, **wiring, **overrides.get("indexer", {})})
         settings["search"] = SearchSettings(
             **{**local, "embedder_addr": addrs["embedder"], **overrides.get("search", {})}
         )
-        for name, create in (("indexer", create_indexer), ("search", create_search)):
-            services[name] = await _built(create(settings[name], store=store))
-            await services[name].start()
-            addrs[name] = f"127.0.0.1:{services[name].port}"
+        services["search"] = await _built(create_search(settings["search"], store=store))
+        await services["search"].start()
+        addrs["search"] = f"127.0.0.1:{services['search'].port}"
+        wiring = {"converter_addr": addrs["converter"], "embedder_addr": addrs["embedder"],
+                  "search_addr": addrs["search"]}
+        settings["indexer"] = IndexerSettings(**{**local, **wiring, **overrides.get("indexer", {})})
+        services["indexer"] = await _built(create_indexer(settings["indexer"], store=store))
+        await services["indexer"].start()
+        addrs["indexer"] = f"127.0.0.1:{services['indexer'].port}"
         settings["answer"] = AnswerSettings(**{
             **local, "search_addr": addrs["search"], "embedder_addr": addrs["embedder"], "data_dir": data_dir,
             **overrides.get("answer", {}),

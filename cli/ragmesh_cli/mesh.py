@@ -23,6 +23,9 @@ log = logging.getLogger(__name__)
 
 GRPC_SERVICES = SERVICES  # converter, embedder, indexer, search, answer (start-up order)
 ALL = (*GRPC_SERVICES, "gateway")
+# Each service starts after those it calls, so that `ragmesh up` can hand it their addresses (the indexer calls
+# search for a re-index's gate; answer calls search; the gateway calls them all).
+START_ORDER = ("converter", "embedder", "search", "indexer", "answer", "gateway")
 _SETTINGS = {
     "converter": ("ragmesh_converter.config", "ConverterSettings"),
     "embedder": ("ragmesh_embedder.config", "EmbedderSettings"),
@@ -50,7 +53,7 @@ def validate_names(names: Sequence[str]) -> list[str]:
         raise ConfigError(f"unknown service(s): {', '.join(unknown)}; choose from {', '.join(ALL)}")
     if not names:
         raise ConfigError(f"name at least one service: {', '.join(ALL)}")
-    return [n for n in ALL if n in names]  # start-up order, no duplicates
+    return [n for n in START_ORDER if n in names]  # no duplicates
 
 
 async def run(names: Sequence[str], *, local: bool) -> None:

@@ -29,6 +29,7 @@ from .base import (
     Query,
     SearchDefaults,
 )
+from .versions import VERSION_NAME_RE
 
 IndexKind = Literal["keyword", "integer", "float", "bool"]
 Scalar = str | int | float | bool
@@ -55,8 +56,10 @@ def usable_cpus() -> int:
 
 
 def checked_name(name: str) -> str:
-    """The collection name, or ValueError (services validate first; this guards paths and prefixes)."""
-    if not COLLECTION_NAME_RE.fullmatch(name):
+    """The collection name (or the name of one of its versions, `<name>.v<n>`), or ValueError (services validate
+    first; this guards paths and prefixes)."""
+    version = VERSION_NAME_RE.fullmatch(name)
+    if not COLLECTION_NAME_RE.fullmatch(version["name"] if version else name):
         raise ValueError(f"invalid collection name {name!r}")
     return name
 

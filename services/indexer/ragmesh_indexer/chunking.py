@@ -12,6 +12,7 @@ the chunks alone (plus the text after the last chunk, which the indexer stores a
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -85,6 +86,13 @@ class Chunker:
         self._tokenizer_id = hashlib.sha256(tokenizer_file.read_bytes()).hexdigest()[:16]
         self.chunk_tokens = chunk_tokens
         self.overlap_tokens = overlap_tokens
+
+    def resized(self, chunk_tokens: int, overlap_tokens: int) -> Chunker:
+        """A chunker with other sizes sharing this one's tokenizer (a collection version's own chunking)."""
+        other = copy.copy(self)
+        other.chunk_tokens = chunk_tokens
+        other.overlap_tokens = overlap_tokens
+        return other
 
     def count_tokens(self, text: str) -> int:
         """Model tokens of `text` as the embedder sees it, special tokens included."""

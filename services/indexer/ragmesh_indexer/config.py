@@ -29,6 +29,9 @@ class IndexerSettings(ServiceSettings):
                                 description="Where the converter service listens (host:port).")
     embedder_addr: str = Field(config.default_addr("embedder"), validation_alias="RAGMESH_EMBEDDER_ADDR",
                                description="Where the embedder service listens (host:port).")
+    search_addr: str = Field(config.default_addr("search"), validation_alias="RAGMESH_SEARCH_ADDR",
+                             description="Where the search service listens (host:port): a re-index's gate scores "
+                                         "the versions on the golden set through it.")
     chunk_tokens: int = Field(200, ge=16, le=8192, description=(
         "Largest chunk in model tokens (special tokens included); capped by the embedder's "
         "max_sequence_length so no chunk is ever truncated by the model."))
@@ -77,6 +80,12 @@ class IndexerSettings(ServiceSettings):
         "Redis: a batch pending this long on a consumer that stopped renewing it is taken over by another."))
     max_archive_bytes: int = Field(1024 * 1024 * 1024, ge=1, description=(
         "Largest total unpacked size of an archive job (the sum of its members' declared sizes)."))
+    reindex_tolerance: float = Field(0.01, ge=0, le=1, description=(
+        "A re-index switches the collection to its new version unless the new version's nDCG@10 on the golden "
+        "set is lower than the current one's by more than this (a request may set its own)."))
+    version_retention_seconds: int = Field(86_400, ge=0, le=365 * 86_400, description=(
+        "How long the version a re-index (or a rollback) replaced is kept, and still written to, so that a "
+        "rollback loses nothing; then it is deleted (a request may set its own)."))
 
     _split_roots = field_validator("roots", mode="before")(split_commas)
     _roots_are_folders = field_validator("roots")(existing_folders)

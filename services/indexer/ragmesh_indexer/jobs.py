@@ -38,11 +38,13 @@ from ragmesh_common.walk import SkippedFile, classify_bytes, walk
 from ragmesh_store.aio import store_call
 
 from .queues import COUNTERS, ItemResult, JobStore, Message, consumer_name
+from .reindex import Reindexer, ReindexOptions
 from .service import DocumentIn, FileIn, Indexer, IngestOutcome
 
 log = logging.getLogger(__name__)
 DOMAIN = "indexer.ragmesh"
-FINAL_STATES = ("done", "failed", "cancelled")
+FINAL_STATES = ("done", "failed", "cancelled", "rejected")
+RETENTION_SWEEP_SECONDS = 60.0
 MAX_SKIPPED_KEPT = 1000
 MAX_URLS = 10_000
 ROOTS_SETTING = "RAGMESH_INDEXER_ROOTS"
@@ -176,8 +178,9 @@ class Jobs:
     """Creating, reading and cancelling jobs; datasources; the workers. One per indexer process."""
 
     def __init__(self, indexer: Indexer, store: JobStore, *, roots: tuple[Path, ...], batch_size: int,
-                 workers: int, max_archive_bytes: int, claim_idle_seconds: float) -> None:
+                 workers: int, max_archive_bytes: int, claim_idle_seconds: float, reindexer: Reindexer) -> None:
         self.indexer = indexer
+        self.reindexer = reindexer
         self.store = store
         self.roots = roots
         self.batch_size = batch_size
@@ -263,6 +266,25 @@ class Jobs:
             await self._finish(job_id)
         return await self.get(job_id)
 
+    async def reindex(self, collection: str, options: ReindexOptions) -> dict[str, Any]:
+        """Queue a re-index of the collection (see reindex.py): its documents are copied into the new version by
+        the workers, like any job's."""
+        job_id = uuid.uuid4().hex
+        info, doc_ids = await self.reindexer.plan(collection, options, job_id)
+        job: dict[str, Any] = {
+            "job_id": job_id, "collection": collection, "created_at": now(), "prune": False, "datasource_id": "",
+            "folder": "", "skipped_files": [], "skipped": 0, "doc_ids": [], "state": "queued", "kind": "reindex",
+            "source": f"version {info['from_version']} -> {info['to_version']}", "total": len(doc_ids),
+            "reindex": info,
+        }
+        items = [{"label": d, "doc_id": d, "size": 0} for d in doc_ids]
+        batches = [json.dumps({"job_id": job_id, "start": i, "items": items[i:i + self.batch_size]}).encode()
+                   for i in range(0, len(items), self.batch_size)]
+        await self.store.create(job, batches)
+        if not items:
+            await self._finish(job_id)
+        return await self.get(job_id)
+
     # --- reading ------------------------------------------------------------------------------------------
     async def get(self, job_id: str, *, details: bool = True) -> dict[str, Any]:
         if not job_id:
@@ -281,6 +303,8 @@ class Jobs:
         job = await self.get(job_id, details=False)
         if job["state"] not in FINAL_STATES:
             await self.store.update(job_id, state="cancelled", finished_at=now())
+            if job.get("kind") == "reindex":
+                await self.reindexer.abandon(job)
             log.info("job %s cancelled", job_id)
         return await self.get(job_id)
 
@@ -327,6 +351,7 @@ class Jobs:
     def start(self) -> None:
         for n in range(self.workers):
             self._tasks.append(asyncio.create_task(self._work(consumer_name()), name=f"ragmesh-job-worker-{n}"))
+        self._tasks.append(asyncio.create_task(self._sweep(), name="ragmesh-version-retention"))
 
     async def stop(self) -> None:
         """Stop taking batches; a batch in progress is abandoned unacknowledged (another worker, or this one
@@ -349,6 +374,18 @@ class Jobs:
                 log.exception("job worker %s: a batch failed; retrying shortly", consumer)
                 await asyncio.sleep(1.0)
 
+    async def _sweep(self) -> None:
+        """Drop the versions kept for a rollback once their retention has passed (at start, then every minute)."""
+        while not self._stopping.is_set():
+            try:
+                for dropped in await self.reindexer.drop_expired():
+                    log.info("dropped %s: its retention has passed", dropped)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - tried again at the next sweep
+                log.exception("dropping expired versions failed")
+            await asyncio.sleep(RETENTION_SWEEP_SECONDS)
+
     async def _process(self, message: Message, consumer: str) -> None:
         batch = json.loads(message.payload)
         job = await self.store.get(message.job_id, details=False)
@@ -367,6 +404,8 @@ class Jobs:
         await self.store.ack(message)
 
     async def _ingest(self, job: dict[str, Any], batch: dict[str, Any]) -> list[ItemResult]:
+        if job.get("kind") == "reindex":
+            return await self._copy(job, batch)
         root = Path(job["folder"]) if job.get("folder") else None
         items = batch["items"]
         documents: list[DocumentIn | None] = []
@@ -393,6 +432,19 @@ class Jobs:
                                           {"document": item["label"], "error": _error_object(outcome)}))
         return results
 
+    async def _copy(self, job: dict[str, Any], batch: dict[str, Any]) -> list[ItemResult]:
+        items = batch["items"]
+        outcomes = await self.reindexer.copy(job["collection"], job["reindex"]["to_version"],
+                                             [i["doc_id"] for i in items])
+        results = []
+        for i, (item, outcome) in enumerate(zip(items, outcomes, strict=True)):
+            if isinstance(outcome, BaseException):
+                results.append(ItemResult(batch["start"] + i, "failed", 0,
+                                          {"document": item["label"], "error": _error_object(outcome)}))
+            else:
+                results.append(ItemResult(batch["start"] + i, outcome, 0))
+        return results
+
     async def _keep_alive(self, message: Message, consumer: str) -> None:
         while True:
             await asyncio.sleep(max(0.5, self.claim_idle_seconds / 3))
@@ -403,6 +455,17 @@ class Jobs:
         """Every document has a result: prune (folder jobs that ask for it), then `done`. Safe to repeat."""
         job = await self.store.get(job_id, details=False)
         if job is None or job["state"] in FINAL_STATES:
+            return
+        if job.get("kind") == "reindex":
+            try:
+                state, info = await self.reindexer.finish(job)
+            except RagmeshError as exc:
+                if exc.reason != "REINDEX_ABANDONED":
+                    raise  # the batch stays unacknowledged: the gate is tried again
+                state, info = "failed", job["reindex"]
+                await self.store.update(job_id, error=exc.message)
+            await self.store.update(job_id, state=state, finished_at=now(), outcome=json.dumps({"reindex": info}))
+            log.info("job %s %s (re-index of %s: %s)", job_id, state, job["collection"], info["decision"])
             return
         deleted = 0
         if job.get("prune") and job.get("datasource_id"):

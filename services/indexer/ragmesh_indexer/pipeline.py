@@ -33,7 +33,7 @@ from ragmesh_common.errors import RagmeshError
 from ragmesh_common.telemetry import Attr
 
 if TYPE_CHECKING:
-    from .service import DocumentIn, Indexer, IngestOutcome, Prepared
+    from .service import DocumentIn, Indexer, IngestOutcome, Prepared, Target
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,7 @@ class _Doc:
     span: trace.Span
     locks: AsyncExitStack = field(default_factory=AsyncExitStack)
     prepared: Prepared | None = None
+    others: list[Target] = field(default_factory=list)  # the collection's versions beside the active one
 
 
 class BatchPipeline:
@@ -117,7 +118,8 @@ class BatchPipeline:
     async def _prepare(self, doc: _Doc) -> None:
         try:
             with trace.use_span(doc.span, end_on_exit=False):
-                result = await self.indexer.prepare(doc.document, doc.locks)
+                active, *doc.others = await self.indexer.targets(doc.document.collection)
+                result = await self.indexer.prepare(doc.document, doc.locks, active)
         except Exception as exc:  # noqa: BLE001 - the document fails alone
             await self._finish(doc, exc)
             result = None
@@ -184,14 +186,21 @@ class BatchPipeline:
             self._slots.release()
 
     async def _process(self, batch: list[_Doc], *, split_on_refusal: bool) -> None:
+        by_model: dict[str, list[_Doc]] = {}
+        for doc in batch:  # collections whose versions use other models are embedded apart
+            by_model.setdefault(doc.prepared.target.model, []).append(doc)
+        for model_name, docs in by_model.items():
+            await self._process_model(model_name, docs, split_on_refusal=split_on_refusal and len(docs) > 1)
+
+    async def _process_model(self, model_name: str, batch: list[_Doc], *, split_on_refusal: bool) -> None:
         texts = [t for d in batch for t in d.prepared.texts]
         try:
-            model = await self.indexer.model_info()
+            model = await self.indexer.model_info(model_name)
             embeddings = await self.indexer.embed(texts, model)
         except RagmeshError as exc:
             if split_on_refusal and exc.code in _PER_DOCUMENT_RETRY:
                 for doc in batch:
-                    await self._process([doc], split_on_refusal=False)
+                    await self._process_model(model_name, [doc], split_on_refusal=False)
                 return
             for doc in batch:
                 await self._finish(doc, exc)
@@ -200,16 +209,17 @@ class BatchPipeline:
             for doc in batch:
                 await self._finish(doc, exc)
             return
-        by_collection: dict[str, list[tuple[_Doc, list]]] = {}
+        by_target: dict[str, list[tuple[_Doc, list]]] = {}
         start = 0
         for doc in batch:
             prepared = doc.prepared
             points = self.indexer.points(prepared, embeddings[start:start + len(prepared.texts)])
             start += len(prepared.texts)
-            by_collection.setdefault(prepared.outcome.collection, []).append((doc, points))
-        for collection, documents in by_collection.items():
+            by_target.setdefault(prepared.target.physical, []).append((doc, points))
+        for documents in by_target.values():
             try:
-                await self.indexer.write(collection, [(d.prepared, points) for d, points in documents])
+                target = documents[0][0].prepared.target
+                await self.indexer.write(target, [(d.prepared, points) for d, points in documents])
             except Exception as exc:  # noqa: BLE001 - this collection's documents fail, the others go on
                 for doc, _ in documents:
                     await self._finish(doc, exc)
@@ -222,6 +232,12 @@ class BatchPipeline:
         """Release the document's lock, close its span, count it, and report it (acknowledge)."""
         if doc not in self._unfinished:
             return
+        if doc.others and not isinstance(result, BaseException):
+            try:  # the collection's other versions get it too, before it is acknowledged
+                with trace.use_span(doc.span, end_on_exit=False):
+                    await self.indexer.mirror(doc.document, doc.others)
+            except Exception as exc:  # noqa: BLE001 - the document fails (a retry writes what is missing)
+                result = exc
         self._unfinished.discard(doc)
         await doc.locks.aclose()
         metrics = self.indexer.metrics

@@ -33,7 +33,9 @@ from typing import Any, Protocol
 
 COUNTERS = ("indexed", "unchanged", "failed")
 # Mutable job fields, stored beside the immutable record.
-FIELDS = ("state", "started_at", "finished_at", "deleted", "error")
+# What `update` may change. "outcome" is a JSON object merged into the job when read (what a job found out at its
+# end, such as a re-index gate's decision and scores).
+FIELDS = ("state", "started_at", "finished_at", "deleted", "error", "outcome")
 MAX_ERRORS_KEPT = 1000
 
 
@@ -130,6 +132,9 @@ class SqliteJobStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)")}
+        if "outcome" not in columns:  # a queue made before jobs had outcomes
+            self._db.execute("ALTER TABLE jobs ADD COLUMN outcome TEXT NOT NULL DEFAULT ''")
         self._mutex = threading.Lock()
         self._wake = asyncio.Event()
         # The previous owner is gone: what it had taken and not acknowledged goes back on the queue.
@@ -161,12 +166,12 @@ class SqliteJobStore:
 
     @staticmethod
     def _row(row: sqlite3.Row | tuple) -> dict[str, Any]:
-        record, state, started, finished, deleted, error, indexed, unchanged, failed, size = row
+        record, state, started, finished, deleted, error, indexed, unchanged, failed, size, outcome = row
         return {**json.loads(record), "state": state, "started_at": started, "finished_at": finished,
                 "deleted": deleted, "error": error, "indexed": indexed, "unchanged": unchanged, "failed": failed,
-                "bytes": size}
+                "bytes": size, **(json.loads(outcome) if outcome else {})}
 
-    _COLUMNS = "record, state, started_at, finished_at, deleted, error, indexed, unchanged, failed, bytes"
+    _COLUMNS = "record, state, started_at, finished_at, deleted, error, indexed, unchanged, failed, bytes, outcome"
 
     async def get(self, job_id: str, *, details: bool = True) -> dict[str, Any] | None:
         def read(db: sqlite3.Connection) -> dict[str, Any] | None:
@@ -330,6 +335,8 @@ class RedisJobStore:
             job[name] = values.get(name, "")
         for name in (*COUNTERS, "bytes", "deleted"):
             job[name] = int(values.get(name) or 0)
+        if values.get("outcome"):
+            job.update(json.loads(values["outcome"]))
         return job
 
     async def get(self, job_id: str, *, details: bool = True) -> dict[str, Any] | None:

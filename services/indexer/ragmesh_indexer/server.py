@@ -21,6 +21,7 @@ from .config import IndexerSettings
 from .jobs import Jobs
 from .pipeline import PipelineLimits
 from .queues import JobStore, JobStoreBusyError, RedisJobStore, SqliteJobStore
+from .reindex import Reindexer
 from .service import Indexer
 from .servicer import DOMAIN, IndexerServicer
 
@@ -65,9 +66,11 @@ async def create_server(settings: IndexerSettings, store: Store | None = None) -
             await _maybe_await(close())
         raise
     servicer = IndexerServicer(indexer)
+    reindexer = Reindexer(indexer, search_addr=settings.search_addr,
+                          tolerance=settings.reindex_tolerance, retention_seconds=settings.version_retention_seconds)
     jobs = Jobs(indexer, job_store, roots=settings.roots, batch_size=settings.job_batch_size,
                 workers=settings.job_workers, max_archive_bytes=settings.max_archive_bytes,
-                claim_idle_seconds=settings.job_claim_idle_seconds)
+                claim_idle_seconds=settings.job_claim_idle_seconds, reindexer=reindexer)
     servicer.jobs = jobs
     service = new_server(
         "indexer", settings,
@@ -77,7 +80,7 @@ async def create_server(settings: IndexerSettings, store: Store | None = None) -
     )
     # Workers start with the server (they only need the indexer's clients) and stop before anything closes.
     jobs.start()
-    service.closers.extend([jobs.stop, job_store.close, *closers, indexer.close])
+    service.closers.extend([jobs.stop, reindexer.close, job_store.close, *closers, indexer.close])
     return service
 
 

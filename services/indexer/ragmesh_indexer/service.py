@@ -7,12 +7,13 @@ No gRPC server code here: the servicer maps requests to `DocumentIn` and results
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
 import re
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from ragmesh_common.telemetry import Attr, annotate, setup_telemetry
 from ragmesh_common.vectors import dense_rows
 from ragmesh_store import ChunkPoint, SearchDefaults, Sparse, Store
 from ragmesh_store.aio import store_call
+from ragmesh_store.versions import IndexSettings, Version, Versions, read_versions
 
 from .chunking import Chunk, Chunker
 from .context import CONTEXT_VERSION, embedded_text, heading_paths
@@ -65,6 +67,32 @@ class FileIn:
 
 
 @dataclass(frozen=True)
+class Target:
+    """Where a write goes: one version of a collection (its physical store collection), chunked and embedded
+    with that version's settings. `model` is the embedder's name for the model ("" = its default)."""
+
+    collection: str
+    version: int
+    physical: str
+    chunker: Chunker
+    model: str = ""
+
+
+@dataclass(frozen=True)
+class StoredContent:
+    """A document as a version stores it (its text rebuilt from its chunks and the fields its chunks carry):
+    what a re-index writes into a new version, with no need for the original file."""
+
+    text: str
+    source: str
+    filename: str = ""
+    url: str = ""
+    mime_type: str = ""
+    path: str = ""
+    language: str = ""
+
+
+@dataclass(frozen=True)
 class DocumentIn:
     """One document to ingest: exactly one of text, file and url."""
 
@@ -79,6 +107,7 @@ class DocumentIn:
     # (ISO 8601, empty: always); both stored on its chunks so a sync can prune and expire them.
     datasource: str = ""
     fresh_until: str = ""
+    stored: StoredContent | None = None  # a re-index: the document as another version of it stores it
 
 
 @dataclass(frozen=True)
@@ -102,6 +131,7 @@ class Prepared:
     texts: list[str]  # what each chunk is embedded as
     payload: dict[str, object]  # the fields every chunk point carries
     replaces: bool  # an older version is stored: its leftover chunks are deleted after the upsert
+    target: Target  # where it is written
     lines: list[tuple[int, int]] = field(default_factory=list)  # each chunk's first and last line (1-based)
     tail: str = ""  # the text after the last chunk
 
@@ -122,21 +152,21 @@ class KeyedLocks:
     """One asyncio lock per key, dropped when nobody holds or waits for it."""
 
     def __init__(self) -> None:
-        self._locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
+        self.locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
 
     @asynccontextmanager
     async def hold(self, key: tuple[str, str]) -> AsyncIterator[None]:
-        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
-        self._locks[key] = (lock, users + 1)
+        lock, users = self.locks.get(key, (asyncio.Lock(), 0))
+        self.locks[key] = (lock, users + 1)
         try:
             async with lock:
                 yield
         finally:
-            lock, users = self._locks[key]
+            lock, users = self.locks[key]
             if users == 1:
-                del self._locks[key]
+                del self.locks[key]
             else:
-                self._locks[key] = (lock, users - 1)
+                self.locks[key] = (lock, users - 1)
 
 
 class Indexer:
@@ -153,8 +183,12 @@ class Indexer:
         max_document_bytes: int,
         limits: PipelineLimits | None = None,
         chunk_threads: int = 1,
+        search: ServiceClient | None = None,
     ) -> None:
+        """`chunker` chunks collections that were never re-indexed (their version 1 follows the configured
+        chunking); `search` scores versions on golden sets when a re-index is gated."""
         self.store = store
+        self.search = search
         self.converter = converter
         self.embedder = embedder
         self.chunker = chunker
@@ -168,9 +202,10 @@ class Indexer:
         telemetry = setup_telemetry("indexer")
         self.tracer = telemetry.tracer()
         self.metrics = telemetry.metrics(IngestMetrics)
-        self._locks = KeyedLocks()
-        self._model: embedder_pb.GetModelInfoResponse | None = None
+        self.locks = KeyedLocks()
+        self._models: dict[str, embedder_pb.GetModelInfoResponse] = {}
         self._model_lock = asyncio.Lock()
+        self._chunkers: dict[tuple[int, int], Chunker] = {}
 
     # --- ingest ------------------------------------------------------------------------------------------
     async def ingest(self, document: DocumentIn) -> IngestOutcome:
@@ -194,19 +229,23 @@ class Indexer:
         ones, and the chunks of many documents go to the embedder in few large Embed calls (see pipeline)."""
         return BatchPipeline(self, documents).run()
 
-    async def prepare(self, document: DocumentIn, locks: AsyncExitStack) -> Prepared | IngestOutcome:
-        """Validate, convert, hash and chunk one document. Holds the document's lock (entered on `locks`, which
-        the caller closes once the document is written); an unchanged document is answered here."""
+    async def prepare(self, document: DocumentIn, locks: AsyncExitStack | None, target: Target | None = None,
+                      ) -> Prepared | IngestOutcome:
+        """Validate, convert, hash and chunk one document for `target` (default: the collection's active
+        version). Holds the document's lock (entered on `locks`, which the caller closes once the document is
+        written; None: the caller holds it already); an unchanged document is answered here."""
         collection = validation.collection_name(document.collection, field="document.collection")
         if document.doc_id:
             validation.doc_id(document.doc_id, field="document.doc_id")
+        target = target or (await self.targets(collection))[0]
+        chunker = target.chunker
         async with self._slots:
-            model = await self.model_info()
+            model = await self.model_info(target.model)
             # A file is hashed on its bytes, before any conversion: an unchanged file costs one read.
-            file_hash = self._file_hash(document, model) if document.file is not None else None
+            file_hash = self._file_hash(document, model, chunker) if document.file is not None else None
             if file_hash is not None and document.file is not None:
                 doc_id = document.doc_id or _file_doc_id(document.file)
-                stored = await self._stored_document(collection, doc_id)
+                stored = await self._stored_document(target.physical, doc_id)
                 if stored is not None and stored.get("content_hash") == file_hash:
                     return IngestOutcome("unchanged", doc_id, int(stored.get("chunk_count") or 0), collection,
                                          str(stored.get("title") or ""), str(stored.get("mime_type") or ""),
@@ -217,14 +256,15 @@ class Indexer:
             doc_id = document.doc_id or _default_doc_id(document, content)
             annotate({Attr.DOC_ID: doc_id})
             title = document.title or content.title or _first_heading(content.text)
-            content_hash = file_hash or self._content_hash(content, title, document.metadata, model)
-            await locks.enter_async_context(self._locks.hold((collection, doc_id)))
-            stored_hash = await self._stored_hash(collection, doc_id)
+            content_hash = file_hash or self._content_hash(content, title, document.metadata, model, chunker)
+            if locks is not None:
+                await locks.enter_async_context(self.locks.hold((collection, doc_id)))
+            stored_hash = await self._stored_hash(target.physical, doc_id)
             if stored_hash == content_hash:
-                count = len(await store_call(self.store.document_chunk_ids, collection, doc_id))
+                count = len(await store_call(self.store.document_chunk_ids, target.physical, doc_id))
                 return _outcome("unchanged", doc_id, count, collection, title, content, content_hash)
             chunks, texts = await asyncio.get_running_loop().run_in_executor(
-                self._chunk_pool, self._split, content, title, model)
+                self._chunk_pool, self._split, content, title, model, chunker)
             if not chunks:
                 raise invalid_argument("EMPTY_DOCUMENT", "the document has no text to index", field="document")
             payload = {
@@ -238,16 +278,16 @@ class Indexer:
             }
             outcome = _outcome("indexed", doc_id, len(chunks), collection, title, content, content_hash)
             end = max(c.start + len(c.text) for c in chunks)
-            return Prepared(outcome, chunks, texts, payload, replaces=stored_hash is not None,
+            return Prepared(outcome, chunks, texts, payload, replaces=stored_hash is not None, target=target,
                             lines=line_ranges(content.text, chunks), tail=content.text[end:])
 
-    def _split(self, content: _Content, title: str, model: embedder_pb.GetModelInfoResponse,
+    def _split(self, content: _Content, title: str, model: embedder_pb.GetModelInfoResponse, chunker: Chunker,
                ) -> tuple[list[Chunk], list[str]]:
         """The chunks and the texts they are embedded as (blocking: run in a thread)."""
-        chunks = self.chunker.split(content.text, max_sequence_length=model.max_sequence_length,
-                                    filename=content.filename)
+        chunks = chunker.split(content.text, max_sequence_length=model.max_sequence_length, filename=content.filename)
         paths = heading_paths(content.text, [c.start for c in chunks])
-        return chunks, [self._embedded_text(title, path, c, model) for c, path in zip(chunks, paths, strict=True)]
+        return chunks, [self._embedded_text(title, path, c, model, chunker)
+                        for c, path in zip(chunks, paths, strict=True)]
 
     def points(self, prepared: Prepared, embeddings: Sequence[tuple[list[float], embedder_pb.Embedding]],
                ) -> list[ChunkPoint]:
@@ -259,25 +299,87 @@ class Indexer:
         points[-1] = _with_tail(points[-1], prepared.tail)
         return points
 
-    async def write(self, collection: str, documents: Sequence[tuple[Prepared, list[ChunkPoint]]]) -> None:
-        """Store the chunks of several documents of one collection with one upsert (in pieces of at most
-        _UPSERT_BATCH points), then delete the old chunks of the documents that replaced an older version."""
-        await store_call(self.store.ensure_collection, collection)
+    async def write(self, target: Target, documents: Sequence[tuple[Prepared, list[ChunkPoint]]]) -> None:
+        """Store the chunks of several documents of one version with one upsert (in pieces of at most
+        _UPSERT_BATCH points), then delete the old chunks of the documents that replaced an older version.
+        Version 1 (the collection's own name) is created by its first write; a later version exists from the
+        start of its re-index (a write to one that was dropped meanwhile raises CollectionNotFound)."""
+        if target.physical == target.collection:
+            await store_call(self.store.ensure_collection, target.physical)
         points = [p for _, document_points in documents for p in document_points]
         for i in range(0, len(points), _UPSERT_BATCH):
-            await store_call(self.store.upsert, collection, points[i:i + _UPSERT_BATCH])
+            await store_call(self.store.upsert, target.physical, points[i:i + _UPSERT_BATCH])
         for prepared, document_points in documents:
             if prepared.replaces:
-                await self._drop_stale(collection, prepared.outcome.doc_id, {p.id for p in document_points})
+                await self._drop_stale(target.physical, prepared.outcome.doc_id, {p.id for p in document_points})
+
+    async def write_to(self, document: DocumentIn, target: Target) -> IngestOutcome:
+        """Ingest one document into one version, the caller holding the document's lock: a write to the
+        versions beside the active one (a re-index's new version, the version kept for a rollback) and the
+        re-index itself."""
+        prepared = await self.prepare(document, None, target)
+        if isinstance(prepared, IngestOutcome):
+            return prepared
+        embeddings = await self.embed(prepared.texts, await self.model_info(target.model))
+        await self.write(target, [(prepared, self.points(prepared, embeddings))])
+        return prepared.outcome
+
+    async def mirror(self, document: DocumentIn, targets: Sequence[Target]) -> None:
+        """Write a document just acknowledged by the active version to the collection's other versions (the
+        caller holds its lock). A version dropped meanwhile (a re-index rejected) is skipped."""
+        for target in targets:
+            with unless_gone():
+                await self.write_to(document, target)
+
+    # --- versions ------------------------------------------------------------------------------------------
+    async def versions(self, collection: str) -> Versions:
+        """The collection's versions (one implicit version 1 if it has no record or does not exist yet)."""
+        try:
+            return await store_call(read_versions, self.store, collection)
+        except RagmeshError as exc:
+            if exc.reason == "COLLECTION_NOT_FOUND":
+                return Versions(collection)
+            raise
+
+    async def targets(self, collection: str) -> list[Target]:
+        """Where a write to the collection goes: its active version first, then the others that take writes."""
+        collection = validation.collection_name(collection, field="document.collection")
+        versions = await self.versions(collection)
+        return [self.target(versions, v) for v in versions.written()]
+
+    def target(self, versions: Versions, version: Version) -> Target:
+        settings = version.settings
+        chunker = self.chunker if settings is None else self.chunker_for(settings.chunk_tokens,
+                                                                          settings.chunk_overlap_tokens)
+        return Target(versions.name, version.version, versions.physical(version.version), chunker,
+                      settings.model if settings else "")
+
+    def chunker_for(self, chunk_tokens: int, overlap_tokens: int) -> Chunker:
+        key = (chunk_tokens, overlap_tokens)
+        if key == (self.chunker.chunk_tokens, self.chunker.overlap_tokens):
+            return self.chunker
+        if key not in self._chunkers:
+            self._chunkers[key] = self.chunker.resized(chunk_tokens, overlap_tokens)
+        return self._chunkers[key]
+
+    async def settings_of(self, target: Target) -> IndexSettings:
+        """What a version is built with, as its record keeps it."""
+        model = await self.model_info(target.model)
+        fingerprint = json.dumps(target.chunker.fingerprint(model.max_sequence_length), sort_keys=True)
+        return IndexSettings(
+            model=model.model, model_id=model.model_id, dimension=model.dimension,
+            sparse_model_id=model.sparse_model_id, chunk_tokens=target.chunker.chunk_tokens,
+            chunk_overlap_tokens=target.chunker.overlap_tokens,
+            chunker_fingerprint=hashlib.sha256(fingerprint.encode()).hexdigest()[:16])
 
     def close(self) -> None:
         self._chunk_pool.shutdown(wait=False, cancel_futures=True)
 
-    async def model_info(self) -> embedder_pb.GetModelInfoResponse:
-        """The embedder's model info, asked once (and again after a failure)."""
+    async def model_info(self, model: str = "") -> embedder_pb.GetModelInfoResponse:
+        """The embedder's info on a model ("": its default), asked once (and again after a failure)."""
         async with self._model_lock:
-            if self._model is None:
-                info = await self.embedder.call("GetModelInfo", embedder_pb.GetModelInfoRequest())
+            if model not in self._models:
+                info = await self.embedder.call("GetModelInfo", embedder_pb.GetModelInfoRequest(model=model))
                 if info.dimension != self.store.dimension:
                     raise RagmeshError(
                         grpc.StatusCode.FAILED_PRECONDITION, "EMBEDDING_DIMENSION_MISMATCH",
@@ -285,20 +387,25 @@ class Indexer:
                         f"the store holds {self.store.dimension}-dimensional ones",
                         metadata={"model_dimension": str(info.dimension), "store_dimension": str(self.store.dimension)},
                     )
-                self._model = info
-            return self._model
+                self._models[model] = info
+            return self._models[model]
 
     def _embedded_text(self, title: str, headings: list[str], chunk: Chunk,
-                       model: embedder_pb.GetModelInfoResponse) -> str:
+                       model: embedder_pb.GetModelInfoResponse, chunker: Chunker) -> str:
         """The chunk with its title/heading context, unless the context would push it past the model's
         window (the model would then drop the chunk's end): then the chunk alone."""
         text = embedded_text(title, headings, chunk.text)
         window = model.max_sequence_length
-        if window > 0 and text != chunk.text and self.chunker.count_tokens(text) > window:
+        if window > 0 and text != chunk.text and chunker.count_tokens(text) > window:
             return chunk.text
         return text
 
     async def _content(self, document: DocumentIn) -> _Content:
+        if document.stored is not None:
+            stored = document.stored
+            return _Content(stored.text, "", stored.source if stored.source in ("text", "upload", "path", "url")
+                            else "text", filename=stored.filename, url=stored.url, mime_type=stored.mime_type,
+                            path=stored.path, language=stored.language)
         if document.text is not None:
             _check_size(len(document.text.encode()), self.max_document_bytes)
             return _Content(document.text, "", "text")
@@ -327,7 +434,7 @@ class Indexer:
             url=converted.url or (document.url or ""), mime_type=converted.mime_type, path=path,
         )
 
-    def _file_hash(self, document: DocumentIn, model: embedder_pb.GetModelInfoResponse) -> str:
+    def _file_hash(self, document: DocumentIn, model: embedder_pb.GetModelInfoResponse, chunker: Chunker) -> str:
         """A file's content hash, from its bytes and everything else that decides what is stored."""
         file = document.file
         assert file is not None
@@ -335,7 +442,7 @@ class Indexer:
             "sha256": hashlib.sha256(file.data).hexdigest(), "filename": file.filename, "path": file.path,
             "mime_type": file.mime_type, "title": document.title, "metadata": dict(document.metadata),
             "datasource": _datasource_fields(document),
-            "chunker": self.chunker.fingerprint(model.max_sequence_length, file.path or file.filename),
+            "chunker": chunker.fingerprint(model.max_sequence_length, file.path or file.filename),
             "model": [model.model_id, model.sparse_model_id], "context": CONTEXT_VERSION, "layout": _LAYOUT_VERSION,
         }
         return hashlib.sha256(json.dumps(basis, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
@@ -352,10 +459,10 @@ class Indexer:
         return rows[0] if rows else None
 
     def _content_hash(self, content: _Content, title: str, metadata: Mapping[str, object],
-                      model: embedder_pb.GetModelInfoResponse) -> str:
+                      model: embedder_pb.GetModelInfoResponse, chunker: Chunker) -> str:
         basis = {
             "text": content.text, "title": title, "metadata": dict(metadata),
-            "chunker": self.chunker.fingerprint(model.max_sequence_length, content.filename),
+            "chunker": chunker.fingerprint(model.max_sequence_length, content.filename),
             "model": [model.model_id, model.sparse_model_id], "context": CONTEXT_VERSION,
         }
         return hashlib.sha256(json.dumps(basis, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
@@ -377,7 +484,7 @@ class Indexer:
         calls: list[Awaitable[embedder_pb.EmbedResponse]] = [
             self.embedder.call("Embed", embedder_pb.EmbedRequest(
                 texts=texts[i:i + size], input_type=embedder_pb.INPUT_TYPE_DOCUMENT, kinds=kinds,
-                dense_format=embedder_pb.DENSE_FORMAT_PACKED_FLOAT32))
+                dense_format=embedder_pb.DENSE_FORMAT_PACKED_FLOAT32, model=model.model))
             for i in range(0, len(texts), size)
         ]
         # Every call is awaited before one's refusal is raised: the caller's fallback (one document at a time)
@@ -408,8 +515,12 @@ class Indexer:
         if not doc_id:
             raise invalid_argument("DOCUMENT_ID_INVALID", "doc_id is required", field="doc_id")
         validation.doc_id(doc_id)
-        async with self._locks.hold((collection, doc_id)):
-            deleted = await store_call(self.store.delete_document, collection, doc_id)
+        async with self.locks.hold((collection, doc_id)):
+            active, *others = await self.targets(collection)
+            deleted = await store_call(self.store.delete_document, active.physical, doc_id)
+            for target in others:  # every version forgets it, so neither a switch nor a rollback brings it back
+                with unless_gone():
+                    await store_call(self.store.delete_document, target.physical, doc_id)
         if deleted == 0:
             raise not_found("DOCUMENT_NOT_FOUND", f"document {doc_id!r} is not in collection {collection!r}",
                             collection=collection, doc_id=doc_id)
@@ -431,8 +542,28 @@ class Indexer:
         return name, created, current
 
     async def delete_collection(self, name: str) -> tuple[str, int]:
+        """Delete the collection: every version of it (the active one's chunks are counted)."""
         name = _explicit_collection(name)
-        return name, await store_call(self.store.delete_collection, name)
+        versions = await self.versions(name)
+        deleted = 0
+        for version in versions.versions:
+            if version.version == 1:
+                continue
+            with unless_gone():
+                chunks = await store_call(self.store.delete_collection, versions.physical(version.version))
+                deleted = chunks if version.version == versions.active else deleted
+        chunks = await store_call(self.store.delete_collection, name)
+        return name, chunks if versions.active == 1 else deleted
+
+
+@contextlib.contextmanager
+def unless_gone() -> Iterator[None]:
+    """Go on when the store collection is gone (a version dropped meanwhile)."""
+    try:
+        yield
+    except RagmeshError as exc:
+        if exc.reason != "COLLECTION_NOT_FOUND":
+            raise
 
 
 def _explicit_collection(name: str) -> str:

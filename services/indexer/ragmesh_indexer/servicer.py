@@ -6,6 +6,7 @@ import logging
 from collections.abc import AsyncIterator
 
 import grpc
+from google.protobuf import json_format
 from ragmesh.indexer.v1 import indexer_service_pb2 as pb
 from ragmesh.indexer.v1 import indexer_service_pb2_grpc as pb_grpc
 from ragmesh.search.v1 import search_service_pb2 as search_pb
@@ -14,13 +15,14 @@ from ragmesh_common.errors import RagmeshError
 from ragmesh_store import SearchDefaults
 
 from .jobs import Jobs, JobSource, rates
+from .reindex import ReindexOptions
 from .service import DocumentIn, FileIn, Indexer, IngestOutcome
 
 log = logging.getLogger(__name__)
 DOMAIN = "indexer.ragmesh"
 _STATUS = {"indexed": pb.INGEST_STATUS_INDEXED, "unchanged": pb.INGEST_STATUS_UNCHANGED}
 _JOB_STATES = {"queued": pb.JOB_STATE_QUEUED, "running": pb.JOB_STATE_RUNNING, "done": pb.JOB_STATE_DONE,
-               "failed": pb.JOB_STATE_FAILED, "cancelled": pb.JOB_STATE_CANCELLED}
+               "failed": pb.JOB_STATE_FAILED, "cancelled": pb.JOB_STATE_CANCELLED, "rejected": pb.JOB_STATE_REJECTED}
 
 
 def job_message(job: dict, *, details: bool = True) -> pb.Job:
@@ -36,6 +38,8 @@ def job_message(job: dict, *, details: bool = True) -> pb.Job:
         bytes_per_second=bytes_per_second, datasource_id=job.get("datasource_id", ""), error=job.get("error", ""),
         prune=job.get("prune", False),
     )
+    if job.get("reindex"):
+        json_format.ParseDict(job["reindex"], message.reindex, ignore_unknown_fields=True)
     if details:
         message.errors.extend(
             pb.JobDocumentError(document=e["document"], error=pb.IngestError(**e["error"]))
@@ -198,3 +202,21 @@ class IndexerServicer(pb_grpc.IndexerServiceServicer):
     async def PruneExpiredDocuments(self, request: pb.PruneExpiredDocumentsRequest,
                                     context) -> pb.PruneExpiredDocumentsResponse:
         return pb.PruneExpiredDocumentsResponse(doc_ids=await self._jobs().prune_expired(request.collection))
+
+    # --- versions ------------------------------------------------------------------------------------------
+    async def ReindexCollection(self, request: pb.ReindexCollectionRequest, context) -> pb.ReindexCollectionResponse:
+        options = ReindexOptions(
+            chunk_tokens=request.chunk_tokens if request.HasField("chunk_tokens") else None,
+            chunk_overlap_tokens=(request.chunk_overlap_tokens if request.HasField("chunk_overlap_tokens")
+                                  else None),
+            model=request.model, tolerance=request.tolerance if request.HasField("tolerance") else None,
+            force=request.force,
+            retention_seconds=request.retention_seconds if request.HasField("retention_seconds") else None)
+        job = await self._jobs().reindex(request.collection, options)
+        return pb.ReindexCollectionResponse(job=job_message(job))
+
+    async def RollbackCollection(self, request: pb.RollbackCollectionRequest,
+                                 context) -> pb.RollbackCollectionResponse:
+        collection = validation.collection_name(request.collection)
+        version, replaced = await self._jobs().reindexer.rollback(collection)
+        return pb.RollbackCollectionResponse(collection=collection, version=version, replaced_version=replaced)
