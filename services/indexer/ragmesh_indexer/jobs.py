@@ -34,6 +34,7 @@ import grpc
 from ragmesh_common import validation
 from ragmesh_common.errors import RagmeshError, invalid_argument, not_found
 from ragmesh_common.paths import folder_under_roots
+from ragmesh_common.telemetry import Attr
 from ragmesh_common.walk import SkippedFile, classify_bytes, walk
 from ragmesh_store.aio import store_call
 
@@ -305,6 +306,7 @@ class Jobs:
             await self.store.update(job_id, state="cancelled", finished_at=now())
             if job.get("kind") == "reindex":
                 await self.reindexer.abandon(job)
+                self.indexer.metrics.reindexes.labels("cancelled").inc()
             log.info("job %s cancelled", job_id)
         return await self.get(job_id)
 
@@ -434,8 +436,14 @@ class Jobs:
 
     async def _copy(self, job: dict[str, Any], batch: dict[str, Any]) -> list[ItemResult]:
         items = batch["items"]
-        outcomes = await self.reindexer.copy(job["collection"], job["reindex"]["to_version"],
-                                             [i["doc_id"] for i in items])
+        with self.indexer.tracer.start_as_current_span("indexer.reindex.copy", attributes={
+                Attr.COLLECTION: job["collection"], "ragmesh.job_id": job["job_id"],
+                "ragmesh.version": job["reindex"]["to_version"], "ragmesh.documents": len(items)}):
+            outcomes = await self.reindexer.copy(job["collection"], job["reindex"]["to_version"],
+                                                 [i["doc_id"] for i in items])
+        counted = self.indexer.metrics.reindexed
+        for outcome in outcomes:
+            counted.labels("failed" if isinstance(outcome, BaseException) else outcome).inc()
         results = []
         for i, (item, outcome) in enumerate(zip(items, outcomes, strict=True)):
             if isinstance(outcome, BaseException):
@@ -458,13 +466,17 @@ class Jobs:
             return
         if job.get("kind") == "reindex":
             try:
-                state, info = await self.reindexer.finish(job)
+                with self.indexer.tracer.start_as_current_span("indexer.reindex.finish", attributes={
+                        Attr.COLLECTION: job["collection"], "ragmesh.job_id": job_id}) as span:
+                    state, info = await self.reindexer.finish(job)
+                    span.set_attribute("ragmesh.decision", info["decision"])
             except RagmeshError as exc:
                 if exc.reason != "REINDEX_ABANDONED":
                     raise  # the batch stays unacknowledged: the gate is tried again
                 state, info = "failed", job["reindex"]
                 await self.store.update(job_id, error=exc.message)
             await self.store.update(job_id, state=state, finished_at=now(), outcome=json.dumps({"reindex": info}))
+            self.indexer.metrics.reindexes.labels(info["decision"] or state).inc()
             log.info("job %s %s (re-index of %s: %s)", job_id, state, job["collection"], info["decision"])
             return
         deleted = 0

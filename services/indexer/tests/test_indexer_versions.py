@@ -10,6 +10,7 @@ import pytest
 import pytest_asyncio
 from ragmesh.indexer.v1 import indexer_service_pb2 as pb
 from ragmesh.search.v1 import search_service_pb2 as search_pb
+from ragmesh_common.telemetry import setup_telemetry
 from ragmesh_store.documents import reassemble
 from ragmesh_store.versions import read_versions
 
@@ -53,6 +54,12 @@ async def golden(mesh, collection: str) -> None:
         search_pb.GoldenQuery(query_id=qid, text=text, relevant={doc: 2}) for qid, (text, doc) in QUERIES.items()]))
 
 
+def reindexes(decision: str) -> float:
+    """Re-indexes ended with `decision`, as the indexer's Prometheus counter has them."""
+    registry = setup_telemetry("indexer").registry
+    return registry.get_sample_value("ragmesh_indexer_reindexes_total", {"decision": decision}) or 0
+
+
 def stored_text(store, physical: str, doc_id: str) -> str:
     return reassemble(store.document_chunks(physical, doc_id))
 
@@ -78,8 +85,10 @@ async def test_a_reindex_to_smaller_chunks_switches_and_keeps_the_old_version_fo
     assert created.kind == "reindex" and created.total == len(TOPICS)
     assert (created.reindex.from_version, created.reindex.to_version) == (1, 2)
     assert created.reindex.settings.chunk_tokens == 32 and created.reindex.tolerance == pytest.approx(0.01)
+    switches = reindexes("switched")
     job = await wait_job(indexer, created.job_id)
     assert job.state == pb.JOB_STATE_DONE, job
+    assert reindexes("switched") == switches + 1
     assert (job.indexed, job.failed) == (len(TOPICS), 0)
     assert job.reindex.decision == "switched"
     assert job.reindex.current.version == 1 and job.reindex.candidate.version == 2
@@ -131,8 +140,10 @@ async def test_writes_during_a_reindex_reach_both_versions_and_a_cancel_drops_th
     err = await rpc_error(indexer.RollbackCollection(pb.RollbackCollectionRequest(collection="busy")))
     assert err.reason == "REINDEX_IN_PROGRESS"
 
+    cancels = reindexes("cancelled")
     cancelled = (await indexer.CancelJob(pb.CancelJobRequest(job_id=created.job_id))).job
     assert cancelled.state == pb.JOB_STATE_CANCELLED
+    assert reindexes("cancelled") == cancels + 1  # what an SRE's dashboard counts
     versions = read_versions(store, "busy")
     assert [v.version for v in versions.versions] == [1] and versions.active == 1
     assert not store.collection_exists("busy.v2")
