@@ -320,6 +320,56 @@ def sync(
 
 
 @app.command()
+def reindex(
+    name: Annotated[str, typer.Argument(help="The collection.")],
+    chunk_tokens: Annotated[int | None, typer.Option(min=16, max=8192, help=(
+        "Largest chunk of the new version, in model tokens (default: the current version's)."))] = None,
+    chunk_overlap_tokens: Annotated[int | None, typer.Option(min=0, max=4095, help=(
+        "Tokens shared by consecutive chunks, less than half of --chunk-tokens (default: the current "
+        "version's)."))] = None,
+    model: Annotated[str, typer.Option(help=(
+        "The embedding model of the new version, by the embedder's name (default: the current version's)."))] = "",
+    tolerance: Annotated[float | None, typer.Option(min=0.0, max=1.0, help=(
+        "How much lower the new version's nDCG@10 on the golden set may be, 0..1 (default: the indexer's)."))] = None,
+    force: Annotated[bool, typer.Option(help="Switch even when the gate finds the new version worse.")] = False,
+    retention: Annotated[int | None, typer.Option(min=0, max=365 * 24 * 3600, help=(
+        "Seconds to keep the replaced version for `ragmesh rollback` (default: the indexer's)."))] = None,
+    wait: Annotated[bool, typer.Option(help=(
+        "Follow the job until it ends and print the gate's decision with both scores."))] = False,
+    indexer: Annotated[str, typer.Option(envvar="RAGMESH_INDEXER_ADDR", help="Indexer address.")] = default_addr(
+        "indexer"
+    ),
+) -> None:
+    """Re-index a collection into a new version (another chunking and/or embedding model) from the text it
+    stores, as a job: searches keep using the current version meanwhile. When it is built, both versions are
+    scored on the collection's golden set, and the collection switches only if the new one is not worse by more
+    than the tolerance (or with --force). With --wait, exits 1 when the re-index is rejected, fails or is
+    cancelled. Prints the job as JSON on stdout."""
+    from . import versions_cli
+
+    if chunk_tokens is not None and chunk_overlap_tokens is not None and chunk_overlap_tokens >= chunk_tokens / 2:
+        raise typer.BadParameter(f"must be less than half of --chunk-tokens ({chunk_tokens})",
+                                 param_hint="--chunk-overlap-tokens")
+    raise typer.Exit(_run_code(versions_cli.reindex(
+        indexer, name, chunk_tokens=chunk_tokens, chunk_overlap_tokens=chunk_overlap_tokens, model=model,
+        tolerance=tolerance, force=force, retention=retention, wait=wait)))
+
+
+@app.command()
+def rollback(
+    name: Annotated[str, typer.Argument(help="The collection.")],
+    indexer: Annotated[str, typer.Option(envvar="RAGMESH_INDEXER_ADDR", help="Indexer address.")] = default_addr(
+        "indexer"
+    ),
+) -> None:
+    """Switch a collection back to the version it used before its last re-index (while that version is kept);
+    the version it replaces is kept in turn, so a second rollback undoes the first."""
+    from . import versions_cli
+
+    raise typer.Exit(_run_code(versions_cli.rollback(indexer, name)))
+
+
+@app.command()
 def search(
     query: Annotated[str, typer.Argument(help="What to look for.")],
     collection: Annotated[list[str], typer.Option("--collection", "-c", help="Collection(s).")] = ["default"],  # noqa: B006

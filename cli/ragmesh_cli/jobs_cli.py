@@ -17,8 +17,8 @@ from rich.table import Table
 from .console import err, out
 
 STATE_NAMES = {pb.JOB_STATE_QUEUED: "queued", pb.JOB_STATE_RUNNING: "running", pb.JOB_STATE_DONE: "done",
-               pb.JOB_STATE_FAILED: "failed", pb.JOB_STATE_CANCELLED: "cancelled"}
-FINAL = (pb.JOB_STATE_DONE, pb.JOB_STATE_FAILED, pb.JOB_STATE_CANCELLED)
+               pb.JOB_STATE_FAILED: "failed", pb.JOB_STATE_CANCELLED: "cancelled", pb.JOB_STATE_REJECTED: "rejected"}
+FINAL = (pb.JOB_STATE_DONE, pb.JOB_STATE_FAILED, pb.JOB_STATE_CANCELLED, pb.JOB_STATE_REJECTED)
 POLL_SECONDS = 0.5
 # Uploads (`ragmesh index --upload`) go as ZIP archives of at most this many bytes each.
 UPLOAD_ARCHIVE_BYTES = 32 * 1024 * 1024
@@ -82,7 +82,11 @@ def summary(jobs: Sequence[pb.Job], *, details: bool = True) -> None:
         loud = [s for s in job.skipped_files if s.reason != "EMPTY"]
         for skipped in loud:
             err.print(f"- skipped {skipped.path}: {skipped.reason}", style="yellow")
-        if job.error:
+        if job.HasField("reindex") and job.state in FINAL:
+            from .versions_cli import describe
+
+            describe(job)
+        elif job.error:
             err.print(f"job {job.job_id} failed: {job.error}", style="red")
 
 

@@ -48,10 +48,13 @@ from .models import (
     GoldenQuery,
     GoldenSetResponse,
     GoldenSetSummary,
+    IndexSettings,
     IngestResult,
     Job,
     JobDocumentError,
     MatchedChunk,
+    ReindexInfo,
+    RollbackResponse,
     SearchHit,
     SearchModeName,
     SearchResponse,
@@ -441,6 +444,31 @@ class MeshClients:
         request = idx_pb.PruneExpiredDocumentsRequest(collection=_collection(collection))
         return list((await self.indexer.call("PruneExpiredDocuments", request)).doc_ids)
 
+    # --- versions ------------------------------------------------------------------------------------------
+    async def reindex_collection(
+        self, collection: str, *, chunk_tokens: int | None = None, chunk_overlap_tokens: int | None = None,
+        model: str | None = None, tolerance: float | None = None, force: bool = False,
+        retention_seconds: int | None = None,
+    ) -> Job:
+        """Queue a re-index of a collection into a new version (settings left out keep the current version's);
+        returns the job at once. Not retried: a second call would be refused as REINDEX_IN_PROGRESS."""
+        name = _collection(collection, field="name")
+        if chunk_tokens is not None and chunk_overlap_tokens is not None and chunk_overlap_tokens >= chunk_tokens / 2:
+            raise invalid_argument(  # the indexer's reason; it checks a lone overlap against the tokens in force
+                "CHUNK_OVERLAP_OUT_OF_RANGE", f"chunk_overlap_tokens must be at least 0 and less than half of "
+                f"chunk_tokens ({chunk_tokens})", field="chunk_overlap_tokens")
+        request = idx_pb.ReindexCollectionRequest(
+            collection=name, chunk_tokens=chunk_tokens, chunk_overlap_tokens=chunk_overlap_tokens, model=model or "",
+            tolerance=tolerance, force=force, retention_seconds=retention_seconds)
+        return job_model((await self.indexer.call("ReindexCollection", request)).job)
+
+    async def rollback_collection(self, collection: str) -> RollbackResponse:
+        """Switch a collection back to the version it used before (while that one is kept)."""
+        request = idx_pb.RollbackCollectionRequest(collection=_collection(collection, field="name"))
+        response = await self.indexer.call("RollbackCollection", request)
+        return RollbackResponse(collection=response.collection or request.collection, version=response.version,
+                                replaced_version=response.replaced_version)
+
     # --- answers and sessions -----------------------------------------------------------------------------
     @staticmethod
     def _question(
@@ -572,7 +600,8 @@ def _ingest_error(error: idx_pb.IngestError) -> RagmeshError:
 
 _JOB_STATES = {idx_pb.JOB_STATE_QUEUED: "queued", idx_pb.JOB_STATE_RUNNING: "running",
                idx_pb.JOB_STATE_DONE: "done", idx_pb.JOB_STATE_FAILED: "failed",
-               idx_pb.JOB_STATE_CANCELLED: "cancelled"}
+               idx_pb.JOB_STATE_CANCELLED: "cancelled", idx_pb.JOB_STATE_REJECTED: "rejected"}
+_DECISIONS = ("switched", "rejected", "forced", "no_golden_set")
 
 
 def job_model(job: idx_pb.Job) -> Job:
@@ -585,6 +614,21 @@ def job_model(job: idx_pb.Job) -> Job:
         created_at=job.created_at, started_at=job.started_at, finished_at=job.finished_at,
         documents_per_second=round(job.documents_per_second, 3), bytes_per_second=round(job.bytes_per_second, 1),
         datasource_id=job.datasource_id, prune=job.prune, error=job.error,
+        reindex=_reindex_info(job.reindex) if job.HasField("reindex") else None,
+    )
+
+
+def _reindex_info(info: idx_pb.ReindexInfo) -> ReindexInfo:
+    s = info.settings
+    return ReindexInfo(
+        from_version=info.from_version, to_version=info.to_version,
+        settings=IndexSettings(model=s.model, model_id=s.model_id, dimension=s.dimension,
+                               sparse_model_id=s.sparse_model_id, chunk_tokens=s.chunk_tokens,
+                               chunk_overlap_tokens=s.chunk_overlap_tokens, chunker_fingerprint=s.chunker_fingerprint),
+        tolerance=info.tolerance, force=info.force, retention_seconds=info.retention_seconds,
+        decision=info.decision if info.decision in _DECISIONS else None,
+        current=_evaluation(info.current) if info.HasField("current") else None,
+        candidate=_evaluation(info.candidate) if info.HasField("candidate") else None,
     )
 
 
@@ -593,7 +637,7 @@ def _evaluation(e: search_pb.Evaluation) -> Evaluation:
         collection=e.collection, evaluated_at=e.evaluated_at, mode=_MODE_NAMES.get(e.mode, "hybrid"),
         fusion=_FUSION_NAMES.get(e.fusion), queries=e.queries, ndcg_at_10=e.ndcg_at_10, recall_at_10=e.recall_at_10,
         mrr_at_10=e.mrr_at_10, documents=e.documents, chunks=e.chunks, model=e.model, golden_set_id=e.golden_set_id,
-        took_ms=e.took_ms,
+        took_ms=e.took_ms, version=e.version,
     )
 
 

@@ -67,6 +67,10 @@ _STATUS_BY_REASON: dict[str, int] = {
     # The URL was well-formed but what it points at could not be fetched (no such host, the server's own error).
     "URL_FETCH_FAILED": 422,
     "METHOD_NOT_ALLOWED": 405,
+    # A collection's versions as they are conflict with the request: another re-index runs, or a rollback has
+    # nothing to go back to (FAILED_PRECONDITION from the indexer; the request itself was fine).
+    "REINDEX_IN_PROGRESS": 409,
+    "NO_PREVIOUS_VERSION": 409,
 }
 
 # Framework HTTP errors (routing, body parsing) -> (code, reason).

@@ -3,7 +3,8 @@ over stdio (`ragmesh mcp`), both calling the one gRPC client layer (`MeshClients
 tool and its REST twin never diverge.
 
 Tool names are a contract: search, fetch_document, ask, ingest_text, ingest_url, ingest_urls, ingest_folder,
-convert_to_text, list_collections, get_job, evaluate_collection, delete_document, delete_collection. Each tool
+convert_to_text, list_collections, get_job, evaluate_collection, delete_document, delete_collection,
+reindex_collection, rollback_collection. Each tool
 needs a scope (`read`, `write` or `admin`, as the REST routes); a server is built for one scope and registers
 only the tools it allows, so a session opened with a read key (or with RAGMESH_MCP_READ_ONLY=true) does not even
 see the write tools. A key limited to some collections may name only those. Documents are also resources,
@@ -60,6 +61,10 @@ from .errors import (
     validation_error,
 )
 from .models import (
+    CHUNK_TOKENS_MAX,
+    CHUNK_TOKENS_MIN,
+    MAX_RETENTION_SECONDS,
+    MODEL_NAME_PATTERN,
     AskResponse,
     CollectionsResponse,
     ConvertResponse,
@@ -70,6 +75,8 @@ from .models import (
     IngestResult,
     Job,
     MetadataValue,
+    ReindexRequest,
+    RollbackResponse,
     SearchModeName,
     SearchRequest,
 )
@@ -125,6 +132,19 @@ Wait = Annotated[bool, Field(description="Wait for the job to finish, reporting 
 Confirm = Annotated[
     bool, Field(description="Must be true: deleting a collection permanently deletes all of its documents.")
 ]
+# A re-index's settings, described as its REST twin's body.
+_REINDEX = ReindexRequest.model_fields
+ChunkTokens = Annotated[int | None, Field(ge=CHUNK_TOKENS_MIN, le=CHUNK_TOKENS_MAX,
+                                          description=_REINDEX["chunk_tokens"].description)]
+ChunkOverlapTokens = Annotated[int | None, Field(ge=0, le=CHUNK_TOKENS_MAX // 2 - 1,
+                                                 description=_REINDEX["chunk_overlap_tokens"].description)]
+ModelName = Annotated[str | None, Field(min_length=1, max_length=63, pattern=MODEL_NAME_PATTERN,
+                                        description=_REINDEX["model"].description)]
+Tolerance = Annotated[float | None, Field(ge=0, le=1, allow_inf_nan=False,
+                                          description=_REINDEX["tolerance"].description)]
+Force = Annotated[bool, Field(description=_REINDEX["force"].description)]
+RetentionSeconds = Annotated[int | None, Field(ge=0, le=MAX_RETENTION_SECONDS,
+                                               description=_REINDEX["retention_seconds"].description)]
 
 
 def document_uri(collection: str, doc_id: str) -> str:
@@ -363,7 +383,7 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
 
     @tool("read", annotations=read)
     async def get_job(job_id: JobId) -> Job:
-        """A bulk ingestion job: its state (queued, running, done, failed, cancelled), counts, bytes,
+        """A job: its state (queued, running, done, failed, cancelled; a re-index also rejected), counts, bytes,
         per-document errors, skipped files and rate."""
         job = await clients().get_job(job_id)
         principal = current_principal.get()
@@ -533,6 +553,34 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
         deleted = await clients().delete_collection(collection, confirm=confirm)
         return DeleteCollectionResponse(name=collection, deleted=deleted)
 
+    @tool("admin", annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+                                               open_world_hint=False))
+    async def reindex_collection(
+        collection: Collection, ctx: Context, chunk_tokens: ChunkTokens = None,
+        chunk_overlap_tokens: ChunkOverlapTokens = None, model: ModelName = None, tolerance: Tolerance = None,
+        force: Force = False, retention_seconds: RetentionSeconds = None,
+        wait: Annotated[bool, Field(description=(
+            "Wait for the re-index to finish, reporting progress (else return the queued job at once; then call "
+            "get_job with its job_id)."))] = False,
+    ) -> Job:
+        """Rebuild a collection as a new version with another chunking and/or embedding model, from the text it
+        stores, as a job; searches keep using the current version meanwhile. When it is built, both versions
+        are scored on the collection's golden set and the collection switches only if the new one is not worse
+        by more than the tolerance (or with force); otherwise the job ends "rejected" and `reindex` carries
+        both scores. Returns the job (follow it with get_job, or pass wait=true); the replaced version is kept
+        for rollback_collection."""
+        job = await clients().reindex_collection(
+            collection, chunk_tokens=chunk_tokens, chunk_overlap_tokens=chunk_overlap_tokens, model=model,
+            tolerance=tolerance, force=force, retention_seconds=retention_seconds)
+        return await _follow(clients(), job, ctx) if wait else job
+
+    @tool("admin", annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+                                               open_world_hint=False))
+    async def rollback_collection(collection: Collection) -> RollbackResponse:
+        """Switch a collection back to the version it used before its last re-index (while that version is
+        kept); the version it replaces is kept in turn, so calling it again undoes the rollback."""
+        return await clients().rollback_collection(collection)
+
     return server
 
 
@@ -550,7 +598,7 @@ async def _follow(mesh: MeshClients, job: Job, ctx: Context) -> Job:
                                       f"{job.state}: {job.indexed} indexed, {job.unchanged} unchanged, "
                                       f"{job.failed} failed of {job.total}")
             reported = handled
-        if job.state in ("done", "failed", "cancelled"):
+        if job.state in ("done", "failed", "cancelled", "rejected"):
             return job
         await asyncio.sleep(JOB_POLL_SECONDS)
         job = await mesh.get_job(job.job_id)

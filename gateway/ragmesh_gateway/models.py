@@ -345,7 +345,7 @@ class ReadyResponse(BaseModel):
 
 
 # --- jobs ----------------------------------------------------------------------------------------------
-JobStateName = Literal["queued", "running", "done", "failed", "cancelled"]
+JobStateName = Literal["queued", "running", "done", "failed", "cancelled", "rejected"]
 
 
 # A job's source: exactly one of these, stated in the schema (each alternative requires its own field as a
@@ -400,7 +400,7 @@ class Job(BaseModel):
     job_id: str
     collection: str
     state: JobStateName
-    kind: str = Field(description="folder, urls, documents or archive.")
+    kind: str = Field(description="folder, urls, documents, archive or reindex.")
     source: str = ""
     total: int = Field(description="Documents in the job.")
     indexed: int = 0
@@ -419,6 +419,9 @@ class Job(BaseModel):
     datasource_id: str = ""
     prune: bool = False
     error: str = ""
+    reindex: ReindexInfo | None = Field(None, description=(
+        'For a re-index (kind "reindex"): the versions, the new settings and the gate\'s decision with both '
+        "scores."))
 
 
 class JobAccepted(BaseModel):
@@ -670,6 +673,7 @@ class Evaluation(BaseModel):
     model: str = Field("", description="The embedding model that embedded the queries (empty for sparse).")
     golden_set_id: str = Field(description="The golden set it was scored on.")
     took_ms: float = Field(description="How long scoring took.")
+    version: int = Field(0, description="The version of the collection that was scored.")
 
 
 class EvaluationsResponse(BaseModel):
@@ -677,3 +681,81 @@ class EvaluationsResponse(BaseModel):
 
     collection: str
     evaluations: list[Evaluation]
+
+
+# --- versions and re-indexing ----------------------------------------------------------------------------
+class IndexSettings(BaseModel):
+    """What decides a collection version's vectors: the embedding model and the chunking."""
+
+    model: str = Field("", description="The embedder's name for the model; empty: its default model.")
+    model_id: str = Field("", description="The model's id, as the embedder reports it.")
+    dimension: int = Field(0, description="The dimension of its dense vectors.")
+    sparse_model_id: str = Field("", description="The sparse (BM25) model's id.")
+    chunk_tokens: int = Field(0, description="Largest chunk, in model tokens.")
+    chunk_overlap_tokens: int = Field(0, description="Tokens shared by consecutive chunks.")
+    chunker_fingerprint: str = Field("", description=(
+        "A fingerprint of everything that decides chunk boundaries (chunker version, sizes, tokenizer)."))
+
+
+ReindexDecision = Literal["switched", "rejected", "forced", "no_golden_set"]
+
+
+class ReindexInfo(BaseModel):
+    """A re-index job's versions, settings and gate."""
+
+    from_version: int = Field(description="The version searches used when the job started.")
+    to_version: int = Field(description="The version the job builds.")
+    settings: IndexSettings = Field(description="The new version's settings.")
+    tolerance: float = Field(description="How much lower the new version's nDCG@10 may be than the current one's.")
+    force: bool = Field(description="Whether the switch is forced past the gate.")
+    retention_seconds: int = Field(description="How long the replaced version is kept for a rollback.")
+    decision: ReindexDecision | None = Field(None, description=(
+        "The gate's decision once the new version is built: switched, rejected (worse by more than the "
+        "tolerance; the collection keeps the current version), forced (switched past the gate) or no_golden_set "
+        "(switched without a gate); null until then."))
+    current: Evaluation | None = Field(None, description=(
+        "The current version scored on the golden set (null without a golden set, or until scored)."))
+    candidate: Evaluation | None = Field(None, description="The new version scored on the golden set, same mode.")
+
+
+# The embedder's rule for model names (RAGMESH_EMBEDDER_EXTRA_MODELS); GetModelInfo lists the ones it serves.
+MODEL_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
+CHUNK_TOKENS_MIN, CHUNK_TOKENS_MAX = 16, 8192
+# Less than half of chunk_tokens, so at most this (the indexer checks it against the chunk_tokens in force).
+_CHUNK_OVERLAP_MAX = CHUNK_TOKENS_MAX // 2 - 1
+MAX_RETENTION_SECONDS = 365 * 24 * 3600  # the indexer's limit (a year)
+
+
+class ReindexRequest(BaseModel):
+    """The new version's settings; each one left out keeps the current version's. The gate's options."""
+
+    model_config = _Strict
+
+    chunk_tokens: Annotated[WholeNumber, Field(ge=CHUNK_TOKENS_MIN, le=CHUNK_TOKENS_MAX), WithJsonSchema(
+        {"type": "integer", "minimum": CHUNK_TOKENS_MIN, "maximum": CHUNK_TOKENS_MAX})] | None = Field(
+        None, description=f"Largest chunk in model tokens, {CHUNK_TOKENS_MIN}..{CHUNK_TOKENS_MAX} (capped by the "
+                          "model's window).")
+    chunk_overlap_tokens: Annotated[WholeNumber, Field(ge=0, le=_CHUNK_OVERLAP_MAX), WithJsonSchema(
+        {"type": "integer", "minimum": 0, "maximum": _CHUNK_OVERLAP_MAX})] | None = Field(
+        None, description="Tokens shared by consecutive chunks: less than half of chunk_tokens (400 "
+                          "CHUNK_OVERLAP_OUT_OF_RANGE otherwise).")
+    model: str | None = Field(None, min_length=1, max_length=63, pattern=MODEL_NAME_PATTERN, description=(
+        "The embedding model of the new version, by the embedder's name for it (see its GetModelInfo); default: "
+        "the current version's."))
+    tolerance: float | None = Field(None, ge=0, le=1, allow_inf_nan=False, description=(
+        "How much lower the new version's nDCG@10 on the golden set may be than the current one's, 0..1; default: "
+        "the indexer's (RAGMESH_INDEXER_REINDEX_TOLERANCE)."))
+    force: bool = Field(False, description="Switch even when the gate finds the new version worse.")
+    retention_seconds: Annotated[WholeNumber, Field(ge=0, le=MAX_RETENTION_SECONDS), WithJsonSchema(
+        {"type": "integer", "minimum": 0, "maximum": MAX_RETENTION_SECONDS})] | None = Field(
+        None, description="How long the replaced version is kept for a rollback, in seconds (at most a year); "
+                          "default: the indexer's.")
+
+
+class RollbackResponse(BaseModel):
+    """The version a collection uses after a rollback."""
+
+    collection: str
+    version: int = Field(description="The version searches use now.")
+    replaced_version: int = Field(description=(
+        "The version it replaced, kept in turn for a rollback until the retention passes."))

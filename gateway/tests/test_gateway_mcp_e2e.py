@@ -27,7 +27,8 @@ from tests.support.gateway import settings_for
 KEY = "mcp-key"
 READ_TOOLS = {"search", "fetch_document", "convert_to_text", "list_collections", "get_job", "ask",
               "evaluate_collection"}
-WRITE_TOOLS = {"ingest_text", "ingest_url", "ingest_urls", "ingest_folder", "delete_document", "delete_collection"}
+WRITE_TOOLS = {"ingest_text", "ingest_url", "ingest_urls", "ingest_folder", "delete_document", "delete_collection",
+               "reindex_collection", "rollback_collection"}
 RAGMESH = str(Path(sys.executable).with_name("ragmesh"))
 
 # Distinct paragraphs, long enough to make several chunks and snippets that have to be cut.

@@ -27,7 +27,7 @@ KEYS = f"{READ}:read, {WRITE}:write, {NOTES}:write:notes|drafts, {ADMIN}:admin, 
 READ_TOOLS = {"search", "fetch_document", "convert_to_text", "list_collections", "get_job", "ask",
               "evaluate_collection"}
 WRITE_TOOLS = {"ingest_text", "ingest_url", "ingest_urls", "ingest_folder", "delete_document"}
-ADMIN_TOOLS = {"delete_collection"}
+ADMIN_TOOLS = {"delete_collection", "reindex_collection", "rollback_collection"}
 
 
 @pytest.fixture(scope="module")

@@ -101,8 +101,8 @@ async def list_jobs(
 async def get_job(
     job_id: JobId, clients: Clients, principal: Annotated[Principal, require_scope("read", collections=False)],
 ) -> Job:
-    """A job: queued/running/done/failed/cancelled, counts, bytes, per-document errors, skipped files, when it
-    started and finished, and its rate."""
+    """A job: queued/running/done/failed/cancelled (a re-index also rejected), counts, bytes, per-document
+    errors, skipped files, when it started and finished, its rate, and for a re-index its versions and gate."""
     job = await clients.get_job(job_id)
     principal.require_collections([job.collection])
     return job
