@@ -58,10 +58,11 @@ def describe(job: pb.Job) -> None:
         err.print(f"{job.collection}: {DECISIONS.get(r.decision, r.decision or state)} (version {r.from_version} -> "
                   f"{r.to_version}, tolerance {r.tolerance:g}); searches use version {now}", style=style,
                   soft_wrap=True)
-    for label, e in (("current", r.current), ("candidate", r.candidate)):
+    for label, e, version in (("current", r.current, r.from_version), ("candidate", r.candidate, r.to_version)):
         if r.HasField(label):
             scores = ", ".join(f"{name} {getattr(e, key):.3f}" for key, name in METRICS)
-            err.print(f"  {label} (version {e.version}): {scores} over {e.queries} queries", soft_wrap=True)
+            err.print(f"  {label} (version {e.version or version}): {scores} over {e.queries} queries",
+                      soft_wrap=True)
 
 
 def exit_code(job: pb.Job) -> int:

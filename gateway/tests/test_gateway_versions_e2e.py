@@ -1,10 +1,9 @@
 """Re-index and rollback end to end over REST and MCP: the real gateway in front of the in-process mesh (hash
-embedder, embedded store; the search service scores golden sets in dense mode). Each golden query names three
-words that its document holds in three different sentences, while other documents repeat one of the words
-twice: whole-document chunks (256 tokens) find every query's document, 32-token chunks too, but 16-token chunks
-split the three words apart and rank the repeats first. So a re-index to 32 tokens switches and rollback goes
-back and forth; a re-index to 16 tokens is rejected by the gate with both scores while search answers as before,
-and `force` switches anyway; the indexer's refusals reach the user with their reasons.
+embedder, embedded store; the search service scores golden sets in dense mode) with the collection of
+tests/support/versions.py, whose golden set 16-token chunks make worse and 32-token chunks do not. So a re-index
+to 32 tokens switches and rollback goes back and forth; a re-index to 16 tokens is rejected by the gate with
+both scores while search answers as before, and `force` switches anyway; the indexer's refusals reach the user
+with their reasons.
 
 These need the indexer's ReindexCollection/RollbackCollection and the search service scoring a version by
 number (EvaluateCollectionRequest.version) and searching the active one: run this file once both have landed."""
@@ -23,35 +22,15 @@ from mcp.client.streamable_http import streamable_http_client
 from ragmesh_gateway.app import run_gateway
 
 from tests.support.gateway import assert_error, settings_for
+from tests.support.versions import BETTER, DOCUMENTS, GOLDEN, MESH, WORDS, WORSE
 
 ADMIN = "ve-admin"
 FINAL = ("done", "failed", "cancelled", "rejected")
-WORDS = {
-    "harbor": ("lighthouse", "anchor", "tugboat"),
-    "kitchen": ("whisk", "saucepan", "oven"),
-    "garden": ("trowel", "compost", "hedge"),
-    "workshop": ("chisel", "lathe", "sawdust"),
-    "library": ("atlas", "catalogue", "reading"),
-}
-SENTENCES = ("The morning was quiet and nothing much happened while people walked along the old streets talking",
-             "Later a train arrived from the north carrying letters parcels and a few tired travellers home",
-             "By evening the clouds gathered over the hills and the market stalls were packed away slowly")
-LETTER = ("Someone wrote a long letter about many different things such as family holidays prices music and sport "
-          "and then")
-DOCUMENTS = [
-    *({"doc_id": name, "text": " ".join(f"{s} about the {w}." for s, w in zip(SENTENCES, words, strict=True))}
-      for name, words in WORDS.items()),
-    *({"doc_id": f"{name}-{w}", "text": f"{LETTER} the {w} and the {w}. {SENTENCES[0]}. {SENTENCES[1]}."}
-      for name, words in WORDS.items() for w in words),
-]
-GOLDEN = {"queries": [{"query_id": name, "text": " ".join(words), "relevant": {name: 2}}
-                      for name, words in WORDS.items()]}
-WORSE = {"chunk_tokens": 16, "chunk_overlap_tokens": 0, "tolerance": 0}
 
 
 @pytest.fixture(scope="module")
 async def mesh(mesh_factory):
-    return await mesh_factory(indexer={"chunk_tokens": 256, "job_batch_size": 4}, search={"default_mode": "dense"})
+    return await mesh_factory(**MESH)
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +83,7 @@ async def top_documents(api: httpx.AsyncClient, collection: str) -> list[list[st
 async def test_e2e_reindex_to_smaller_chunks_switches_and_rollback_goes_back_and_forth(url):
     async with rest(url) as api:
         await fill(api, "kb")
-        queued = await api.post("/api/v1/collections/kb/reindex", json={"chunk_tokens": 32, "chunk_overlap_tokens": 0})
+        queued = await api.post("/api/v1/collections/kb/reindex", json=BETTER)
         assert queued.status_code == 202, queued.text
         accepted = queued.json()
         job = accepted["job"]
@@ -222,7 +201,7 @@ async def test_e2e_mcp_reindex_waits_with_progress_and_rollback_switches_back(ur
     async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {ADMIN}"}, timeout=120) as http, Client(
         streamable_http_client(f"{url}/mcp", http_client=http)
     ) as client:
-        queued = await client.call_tool("reindex_collection", {"collection": "kb-mcp", "chunk_tokens": 32})
+        queued = await client.call_tool("reindex_collection", {"collection": "kb-mcp", **BETTER})
         assert not queued.is_error, queued.content
         assert queued.structured_content["kind"] == "reindex" and queued.structured_content["job_id"]
         followed = await client.call_tool("get_job", {"job_id": queued.structured_content["job_id"]})
