@@ -347,7 +347,7 @@ def reindex(
     cancelled. Prints the job as JSON on stdout."""
     from . import versions_cli
 
-    if chunk_tokens is not None and chunk_overlap_tokens is not None and chunk_overlap_tokens >= chunk_tokens / 2:
+    if chunk_tokens is not None and chunk_overlap_tokens is not None and chunk_overlap_tokens >= chunk_tokens // 2:
         raise typer.BadParameter(f"must be less than half of --chunk-tokens ({chunk_tokens})",
                                  param_hint="--chunk-overlap-tokens")
     raise typer.Exit(_run_code(versions_cli.reindex(

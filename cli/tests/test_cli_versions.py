@@ -35,13 +35,14 @@ async def mesh(mesh_factory):
     (["--chunk-tokens", "8193"], "--chunk-tokens"),
     (["--chunk-overlap-tokens", "-1"], "--chunk-overlap-tokens"),
     (["--chunk-tokens", "64", "--chunk-overlap-tokens", "32"], "less than half of --chunk-tokens (64)"),
+    (["--chunk-tokens", "17", "--chunk-overlap-tokens", "8"], "less than half of --chunk-tokens (17)"),
     (["--tolerance", "1.5"], "--tolerance"),
     (["--tolerance", "-0.1"], "--tolerance"),
     (["--retention", "-1"], "--retention"),
     (["--retention", str(365 * 24 * 3600 + 1)], "--retention"),
     (["--chunk-tokens", "many"], "--chunk-tokens"),
-], ids=["tokens-15", "tokens-8193", "overlap-negative", "overlap-half", "tolerance-above-1", "tolerance-negative",
-        "retention-negative", "retention-over-a-year", "tokens-text"])
+], ids=["tokens-15", "tokens-8193", "overlap-negative", "overlap-half", "overlap-half-odd", "tolerance-above-1",
+        "tolerance-negative", "retention-negative", "retention-over-a-year", "tokens-text"])
 async def test_reindex_refuses_out_of_range_options_before_calling_the_indexer(options, complaint):
     result = await invoke(["reindex", "kb", *options, "--indexer", NOWHERE])
     assert result.exit_code == 2, result.output

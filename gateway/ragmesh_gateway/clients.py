@@ -453,7 +453,7 @@ class MeshClients:
         """Queue a re-index of a collection into a new version (settings left out keep the current version's);
         returns the job at once. Not retried: a second call would be refused as REINDEX_IN_PROGRESS."""
         name = _collection(collection, field="name")
-        if chunk_tokens is not None and chunk_overlap_tokens is not None and chunk_overlap_tokens >= chunk_tokens / 2:
+        if chunk_tokens is not None and chunk_overlap_tokens is not None and chunk_overlap_tokens >= chunk_tokens // 2:
             raise invalid_argument(  # the indexer's reason; it checks a lone overlap against the tokens in force
                 "CHUNK_OVERLAP_OUT_OF_RANGE", f"chunk_overlap_tokens must be at least 0 and less than half of "
                 f"chunk_tokens ({chunk_tokens})", field="chunk_overlap_tokens")
