@@ -1,5 +1,5 @@
 """`ragmesh reindex --wait` and `ragmesh rollback` end to end against a real in-process mesh (hash embedder,
-golden sets scored in dense mode) with the collection of tests/support/versions.py: a re-index to 32-token chunks
+golden sets scored in dense mode) with the collection of tests/support/chunking_golden.py: a re-index to 32-token chunks
 switches (exit 0, the decision and both scores on stderr, the job as JSON on stdout), one to 16-token chunks is
 rejected by the gate (exit 1, both scores), `ragmesh jobs show` tells the decision too, and rollback switches
 back.
@@ -19,7 +19,7 @@ from ragmesh.search.v1 import search_service_pb2 as search_pb
 from ragmesh_cli.app import app
 from typer.testing import CliRunner
 
-from tests.support.versions import DOCUMENTS, GOLDEN, MESH
+from tests.support.chunking_golden import DOCUMENTS, GOLDEN, MESH
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -1,6 +1,6 @@
 """Re-index and rollback end to end over REST and MCP: the real gateway in front of the in-process mesh (hash
 embedder, embedded store; the search service scores golden sets in dense mode) with the collection of
-tests/support/versions.py, whose golden set 16-token chunks make worse and 32-token chunks do not. So a re-index
+tests/support/chunking_golden.py, whose golden set 16-token chunks make worse and 32-token chunks do not. So a re-index
 to 32 tokens switches and rollback goes back and forth; a re-index to 16 tokens is rejected by the gate with
 both scores while search answers as before, and `force` switches anyway; the indexer's refusals reach the user
 with their reasons.
@@ -21,8 +21,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from ragmesh_gateway.app import run_gateway
 
+from tests.support.chunking_golden import BETTER, DOCUMENTS, GOLDEN, MESH, WORDS, WORSE
 from tests.support.gateway import assert_error, settings_for
-from tests.support.versions import BETTER, DOCUMENTS, GOLDEN, MESH, WORDS, WORSE
 
 ADMIN = "ve-admin"
 FINAL = ("done", "failed", "cancelled", "rejected")
