@@ -144,7 +144,8 @@ async def test_e2e_a_third_version_replaces_the_one_kept_for_rollback(url):
     async with rest(url) as api:
         await fill(api, "kb-third")
         for tokens, version in ((32, 2), (48, 3)):
-            queued = await api.post("/api/v1/collections/kb-third/reindex", json={"chunk_tokens": tokens})
+            queued = await api.post("/api/v1/collections/kb-third/reindex", json={"chunk_tokens": tokens,
+                                                                                  "tolerance": 1})
             assert queued.status_code == 202, queued.text
             job = await finished(api, queued.json()["job_id"], timeout=60)
             assert (job["state"], job["reindex"]["to_version"]) == ("done", version), job
