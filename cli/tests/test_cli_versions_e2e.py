@@ -4,8 +4,9 @@ switches (exit 0, the decision and both scores on stderr, the job as JSON on std
 rejected by the gate (exit 1, both scores), `ragmesh jobs show` tells the decision too, and rollback switches
 back.
 
-These need the indexer's ReindexCollection/RollbackCollection and the search service scoring a version by number
-(EvaluateCollectionRequest.version): run this file once both have landed."""
+They need the indexer's ReindexCollection/RollbackCollection and a search service that searches the active
+version and scores a version by number (EvaluateCollectionRequest.version); without the latter the gate
+compares version 1 with itself."""
 
 from __future__ import annotations
 

@@ -5,8 +5,9 @@ to 32 tokens switches and rollback goes back and forth; a re-index to 16 tokens 
 both scores while search answers as before, and `force` switches anyway; the indexer's refusals reach the user
 with their reasons.
 
-These need the indexer's ReindexCollection/RollbackCollection and the search service scoring a version by
-number (EvaluateCollectionRequest.version) and searching the active one: run this file once both have landed."""
+They need the indexer's ReindexCollection/RollbackCollection and a search service that searches the active
+version and scores a version by number (EvaluateCollectionRequest.version); without the latter the gate
+compares version 1 with itself."""
 
 from __future__ import annotations
 
