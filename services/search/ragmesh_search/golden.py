@@ -5,6 +5,10 @@ is deleted). Evaluating runs every golden query through this service's own searc
 document, top 10), scores the document ranking as `ragmesh eval` does (nDCG@10, recall@10, MRR@10; see
 `ragmesh_common.relevance`), appends the result to the collection's history (the newest HISTORY_SIZE are kept,
 oldest first) and exports the latest figures as gauges. No gRPC code here.
+
+A versioned collection is scored on its active version, or on another version it keeps (one a re-index is
+building): that scoring is returned but neither added to the history nor exported. The golden set and the
+history are records of the collection's own name, whichever version is active.
 """
 
 from __future__ import annotations
@@ -25,10 +29,11 @@ from ragmesh_common.errors import RagmeshError, invalid_argument, not_found
 from ragmesh_common.relevance import mean_at_10
 from ragmesh_store import Store
 from ragmesh_store.aio import store_call
+from ragmesh_store.versions import read_versions
 
 from .fusion import SearchMode
 from .metrics import QualityMetrics
-from .service import Searcher, SearchIn
+from .service import Searcher, SearchIn, version_not_found
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +91,7 @@ class Evaluation:
     model: str = ""
     golden_set_id: str = ""
     took_ms: float = 0.0
+    version: int = 0  # the version scored (0 in evaluations kept before collections had versions)
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -198,10 +204,11 @@ class GoldenSets:
         """NOT_FOUND GOLDEN_DOCUMENT_NOT_FOUND when a document graded relevant is not in the collection (a set
         pointing at nothing would score 0 whatever the index)."""
         wanted = sorted({d for q in queries for d, g in q.relevant.items() if g > 0})
+        active = (await store_call(read_versions, self.store, collection)).physical()
         found: set[str] = set()
         for start in range(0, len(wanted), _LOOKUP_BATCH):
             batch = wanted[start:start + _LOOKUP_BATCH]
-            rows = await store_call(self.store.list_documents, collection, {"doc_id": batch}, [])
+            rows = await store_call(self.store.list_documents, active, {"doc_id": batch}, [])
             found.update(str(row["doc_id"]) for row in rows)
         missing = [(q.query_id, d) for q in queries for d, g in q.relevant.items() if g > 0 and d not in found]
         if missing:
@@ -213,48 +220,64 @@ class GoldenSets:
                             query_id=missing[0][0][:80])
 
     # --- evaluations --------------------------------------------------------------------------------------
-    async def evaluate(self, collection: str, modes: Sequence[SearchMode] = ()) -> list[Evaluation]:
-        """Score the collection's current index on its golden set in each mode (the service's default mode when
-        none is given), add the scores to its history and return them."""
+    async def evaluate(self, collection: str, modes: Sequence[SearchMode] = (), version: int = 0) -> list[Evaluation]:
+        """Score the collection on its golden set in each mode (the service's default mode when none is given):
+        its active version (`version` 0 or the active one's number), whose scores are added to its history and
+        exported; or another version it keeps, whose scores are only returned. NOT_FOUND VERSION_NOT_FOUND for
+        a version it does not keep."""
         golden = await self.get(collection)
+        if version < 0:
+            raise invalid_argument("VERSION_INVALID", f"version must be 0 (the active one) or a version number, "
+                                   f"not {version}", field="version", version=version)
+        versions = await store_call(read_versions, self.store, golden.collection)
+        if version and versions.get(version) is None:
+            raise version_not_found(versions, version)
+        if version and version != versions.active:
+            return await self.score(golden, modes, version)
         lock = self._locks.setdefault(golden.collection, asyncio.Lock())
         async with lock:
-            evaluations = await self.score(golden, golden.collection, modes)
+            evaluations = await self.score(golden, modes, versions.active)
             await self._append(golden.collection, evaluations)
         if self.metrics is not None:
             for evaluation in evaluations:
                 self.metrics.record(evaluation)
         return evaluations
 
-    async def score(self, golden: GoldenSet, target: str, modes: Sequence[SearchMode] = ()) -> list[Evaluation]:
-        """Score collection `target` on `golden` (its own set, or another collection's: a new version of it,
-        say) in each mode; nothing is recorded."""
+    async def score(self, golden: GoldenSet, modes: Sequence[SearchMode] = (), version: int = 1) -> list[Evaluation]:
+        """Score `version` of the golden set's collection in each mode; nothing is recorded. VERSION_NOT_FOUND
+        if the collection no longer keeps that version."""
         modes = list(dict.fromkeys(modes)) or [self.searcher.default_mode]
-        stats = await store_call(self.store.stats, target)
-        return [await self._score(golden, target, mode, stats.documents, stats.chunks) for mode in modes]
+        versions = await store_call(read_versions, self.store, golden.collection)
+        if versions.get(version) is None:
+            raise version_not_found(versions, version)
+        stats = await store_call(self.store.stats, versions.physical(version))
+        return [await self._score(golden, version, mode, stats.documents, stats.chunks) for mode in modes]
 
-    async def _score(self, golden: GoldenSet, target: str, mode: SearchMode, documents: int,
+    async def _score(self, golden: GoldenSet, version: int, mode: SearchMode, documents: int,
                      chunks: int) -> Evaluation:
         started = time.perf_counter()
         limit = asyncio.Semaphore(_CONCURRENCY)
         fusions: set[str | None] = set()
+        model_ids: set[str] = set()
 
         async def ranked(query: GoldenQuery) -> list[str]:
             async with limit:
-                used, found = await self.searcher.search(SearchIn(
-                    query=query.text, collections=[target], top_k=DEPTH, mode=mode, group_by_document=True,
+                searched = await self.searcher.search(SearchIn(
+                    query=query.text, collections=[golden.collection], top_k=DEPTH, mode=mode,
+                    group_by_document=True, versions={golden.collection: version},
                 ))
-            fusions.add(used.fusion)
-            return [str(f.hit.payload.get("doc_id", "")) for f in found]
+            fusions.add(searched.plan.fusion)
+            model_ids.update(searched.model_ids.values())
+            return [str(f.hit.payload.get("doc_id", "")) for f in searched.found]
 
         rankings = await asyncio.gather(*(ranked(q) for q in golden.queries))
         runs = {q.query_id: r for q, r in zip(golden.queries, rankings, strict=True)}
         means = mean_at_10(runs, {q.query_id: q.relevant for q in golden.queries})
         return Evaluation(
-            collection=target, evaluated_at=_now(), mode=mode, fusion=next(iter(fusions), None),
+            collection=golden.collection, evaluated_at=_now(), mode=mode, fusion=next(iter(fusions), None),
             queries=len(runs), documents=documents, chunks=chunks,
-            model="" if mode == "sparse" else self.searcher.model_id, golden_set_id=golden.golden_set_id,
-            took_ms=round((time.perf_counter() - started) * 1000, 3), **means,
+            model="" if mode == "sparse" else next(iter(model_ids), ""), golden_set_id=golden.golden_set_id,
+            took_ms=round((time.perf_counter() - started) * 1000, 3), version=version, **means,
         )
 
     async def _append(self, collection: str, evaluations: Sequence[Evaluation]) -> None:

@@ -1,5 +1,10 @@
-"""The query path: validate -> embed the query once -> query each collection in parallel -> merge, group,
-threshold. Also whole-document fetch and collection listing. No gRPC server code here."""
+"""The query path: validate -> resolve each collection to the version that answers (once per request) -> embed
+the query once per model -> query each collection in parallel -> merge, group, threshold. Also whole-document
+fetch and collection listing. No gRPC server code here.
+
+A collection name points at one physical version (`ragmesh_store.versions`); a request reads each collection's
+versions record once and makes every store call of that collection on the one physical collection it found, so
+a response comes from exactly one version even when the name switches while it is being answered."""
 
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ from ragmesh_store import (
 )
 from ragmesh_store.aio import store_call
 from ragmesh_store.base import FilterValue, Fusion, Mode
+from ragmesh_store.versions import Version, Versions, read_versions
 
 from .cache import QueryCache
 from .fusion import Plan, SearchMode, adaptive_fusion, plan, rocchio
@@ -67,6 +73,49 @@ class SearchIn:
     score_threshold: float | None = None
     fusion: Fusion | None = None
     rrf_k: int | None = None
+    # collection -> the version to search instead of the active one (evaluating a version being built).
+    versions: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One collection of a request, resolved once: the version that answers it and where that version lives."""
+
+    name: str  # the collection's name (results carry it)
+    version: int
+    physical: str  # the store collection of that version
+    model: str  # the embedder's name for the version's model ("" = its default)
+    defaults: SearchDefaults
+
+
+@dataclass(frozen=True)
+class Searched:
+    """A search's results, best first, and how it was answered."""
+
+    plan: Plan  # the plan (mode, fusion) used for the first collection
+    found: list[Found]
+    versions: dict[str, int]  # collection -> the version that answered
+    model_ids: dict[str, str]  # collection -> the id of the model its query was embedded with
+
+
+@dataclass(frozen=True)
+class VersionOut:
+    """One version of a collection and the counts of its own physical collection."""
+
+    version: Version
+    documents: int
+    chunks: int
+
+
+@dataclass(frozen=True)
+class CollectionOut:
+    """A collection: its active version's counts, and every version it keeps."""
+
+    name: str
+    documents: int
+    chunks: int
+    version: int
+    versions: list[VersionOut]
 
 
 @dataclass(frozen=True)
@@ -163,17 +212,14 @@ class Searcher:
         self.rrf_k = rrf_k
         self.max_query_chars = max_query_chars
         self.query_cache = query_cache if query_cache is not None else QueryCache(0)
-        self._model_id = ""  # the embedder's model, as its last Embed response named it
+        # collection -> the model its active version used at its last search (what the next query is embedded
+        # with while its versions are read)
+        self._models_seen: dict[str, str] = {}
 
-    @property
-    def model_id(self) -> str:
-        """The embedder's model, as its last Embed response named it ("" before the first)."""
-        return self._model_id
-
-    async def search(self, request: SearchIn) -> tuple[Plan, list[Found]]:
+    async def search(self, request: SearchIn) -> Searched:
         """The best chunks for a query across the requested collections, best first (scores 0..1, see
-        `fusion`); also the plan (mode, fusion) used for the first collection. Fusion and rrf_k come from the
-        request, else the collection's search defaults, else the service's."""
+        `fusion`), each collection answered by one version (its active one, or the one `request.versions` pins).
+        Fusion and rrf_k come from the request, else the collection's search defaults, else the service's."""
         if not request.query.strip():
             raise invalid_argument("QUERY_EMPTY", "the query is empty", field="query")
         if len(request.query) > self.max_query_chars:
@@ -192,29 +238,22 @@ class Searcher:
                                    rrf_k=request.rrf_k)
         filters = parse_filters(request.filters)
         mode = request.mode or self.default_mode
-        # The query is embedded while the collections are checked (the store mode depends on the mode only).
         store_mode = plan(mode, request.fusion, self.rrf_k, self.default_fusion).store_mode
-        defaults, vectors = await asyncio.gather(
-            store_call(self._collection_defaults, names), self._embed_query(request.query, store_mode),
-            return_exceptions=True,
-        )
-        for outcome in (defaults, vectors):  # a missing collection is reported before an embedder failure
-            if isinstance(outcome, BaseException):
-                raise outcome
-        dense, sparse = vectors
-        plans = [plan(mode, request.fusion or d.fusion, request.rrf_k or d.rrf_k or self.rrf_k, self.default_fusion,
-                      self.dense_weight) for d in defaults]
+        targets, vectors = await self._resolve_and_embed(request.query, store_mode, names, request.versions)
+        plans = [plan(mode, request.fusion or t.defaults.fusion, request.rrf_k or t.defaults.rrf_k or self.rrf_k,
+                      self.default_fusion, self.dense_weight) for t in targets]
 
         # With a reranker, the best `rerank_top_n` candidates are re-ordered by it, then cut to top_k.
         want = max(top_k, self.rerank_top_n) if self.reranker else top_k
         threshold = None if self.reranker else request.score_threshold
         limit = min(want * _GROUP_FETCH_FACTOR, _MAX_GROUP_FETCH) if request.group_by_document else want
         while True:
-            queries = [Query(mode=p.store_mode, limit=limit, dense=dense, sparse=sparse, filters=filters,
-                             prefetch_limit=self.prefetch_limit, rrf_k=p.rrf_k, fusion=p.fusion or "rrf",
-                             rrf_weights=p.weights, dense_weight=p.dense_weight) for p in plans]
-            per_collection = await asyncio.gather(*(self._query(n, p, q)
-                                                    for n, p, q in zip(names, plans, queries, strict=True)))
+            queries = [Query(mode=p.store_mode, limit=limit, dense=vectors[t.model][0], sparse=vectors[t.model][1],
+                             filters=filters, prefetch_limit=self.prefetch_limit, rrf_k=p.rrf_k,
+                             fusion=p.fusion or "rrf", rrf_weights=p.weights, dense_weight=p.dense_weight)
+                       for t, p in zip(targets, plans, strict=True)]
+            per_collection = await asyncio.gather(*(self._query(t.physical, p, q)
+                                                    for t, p, q in zip(targets, plans, queries, strict=True)))
             normalised = [p.normalise(hits) for p, hits in zip(plans, per_collection, strict=True)]
             found = _merge(names, normalised, threshold)
             if request.group_by_document:
@@ -223,8 +262,55 @@ class Searcher:
             if len(found) >= want or exhausted or limit >= _MAX_GROUP_FETCH:
                 if self.reranker:
                     found = await _reranked(self.reranker, request.query, found[:want], request.score_threshold)
-                return plans[0], found[:top_k]
+                return Searched(plans[0], found[:top_k], {t.name: t.version for t in targets},
+                                {t.name: vectors[t.model][2] for t in targets})
             limit = min(limit * _GROUP_FETCH_FACTOR, _MAX_GROUP_FETCH)
+
+    async def _resolve_and_embed(self, text: str, mode: Mode, names: Sequence[str], pinned: Mapping[str, int],
+                                 ) -> tuple[list[Target], dict[str, tuple[list[float] | None, Sparse | None, str]]]:
+        """Each collection's version (one store thread hop) and the query's vectors for each model they use.
+
+        The query is embedded while the versions are read, with the model each collection used last time (almost
+        always the one it uses now); only a collection whose version's model changed since waits for a second
+        Embed call. A missing collection is reported before an embedder failure."""
+        guessed = {self._models_seen.get(n, "") for n in names}
+        embeds = {m: asyncio.ensure_future(self._embed_query(text, mode, m)) for m in guessed}
+        try:
+            targets = await store_call(self._targets, names, pinned)
+        except BaseException:
+            for task in embeds.values():
+                _discard(task)
+            raise
+        for t in targets:
+            if t.name not in pinned:
+                self._models_seen[t.name] = t.model
+        needed = list(dict.fromkeys(t.model for t in targets))
+        for model in needed:
+            if model not in embeds:
+                embeds[model] = asyncio.ensure_future(self._embed_query(text, mode, model))
+        for model, task in embeds.items():
+            if model not in needed:
+                _discard(task)
+        outcomes = await asyncio.gather(*(embeds[m] for m in needed), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return targets, dict(zip(needed, outcomes, strict=True))  # type: ignore[arg-type]
+
+    def _targets(self, names: Sequence[str], pinned: Mapping[str, int]) -> list[Target]:
+        """Each collection resolved to its active version (or the one `pinned`), with its search defaults
+        (blocking). CollectionNotFound for a missing collection, VERSION_NOT_FOUND for a pinned version it does
+        not have."""
+        targets = []
+        for name in names:
+            versions = read_versions(self.store, name)
+            number = pinned.get(name, versions.active)
+            version = versions.get(number)
+            if version is None:
+                raise version_not_found(versions, number)
+            targets.append(Target(name, number, versions.physical(number),
+                                  version.settings.model if version.settings else "", self.store.search_defaults(name)))
+        return targets
 
     async def _query(self, name: str, used: Plan, query: Query) -> list[Hit]:
         """One collection's hits, best first: the store's own query, or for adaptive fusion the store's hybrid
@@ -246,42 +332,32 @@ class Searcher:
         payloads = await store_call(self.store.payloads, name, [h.id for h in kept])
         return sorted((Hit(h.id, h.score, payloads[h.id]) for h in kept if h.id in payloads), key=tie_key)[:query.limit]
 
-    async def _require_collection(self, name: str) -> None:
-        if not await store_call(self.store.collection_exists, name):
-            raise not_found("COLLECTION_NOT_FOUND", f"collection {name!r} does not exist", collection=name)
-
-    def _collection_defaults(self, names: Sequence[str]) -> list[SearchDefaults]:
-        """Each collection's search defaults, or COLLECTION_NOT_FOUND (blocking: one store thread hop)."""
-        for name in names:
-            if not self.store.collection_exists(name):
-                raise CollectionNotFound(name)
-        return [self.store.search_defaults(name) for name in names]
-
-    async def _embed_query(self, text: str, mode: Mode) -> tuple[list[float] | None, Sparse | None]:
-        """The query's vectors for `mode`: one Embed call for dense and sparse together, or the cache."""
+    async def _embed_query(self, text: str, mode: Mode,
+                           model: str = "") -> tuple[list[float] | None, Sparse | None, str]:
+        """The query's vectors for `mode` by embedder model `model` ("" = its default) and the id of that model:
+        one Embed call for dense and sparse together, or the cache."""
         kinds = _KINDS[mode]
-        key = (text, tuple(kinds), self._model_id)
+        key = (text, tuple(kinds), model)
         if (cached := self.query_cache.get(key)) is not None:
             return cached  # type: ignore[return-value]
         request = embedder_pb.EmbedRequest(texts=[text], input_type=embedder_pb.INPUT_TYPE_QUERY, kinds=kinds,
-                                           dense_format=embedder_pb.DENSE_FORMAT_PACKED_FLOAT32)
+                                           dense_format=embedder_pb.DENSE_FORMAT_PACKED_FLOAT32, model=model)
         response = await self.embedder.call("Embed", request)
         embedding = response.embeddings[0]
         dense = dense_rows(response)[0] if mode != "sparse" else None
         sparse = Sparse(list(embedding.sparse.indices), list(embedding.sparse.values)) if mode != "dense" else None
-        self._model_id = response.model_id
-        self.query_cache.put((text, tuple(kinds), response.model_id), (dense, sparse))
-        return dense, sparse
+        self.query_cache.put(key, (dense, sparse, response.model_id), response.model_id)
+        return dense, sparse, response.model_id
 
     async def get_document(self, collection: str, doc_id: str) -> DocumentOut:
-        """A whole document: its chunks in order and their text joined without repeating overlaps."""
+        """A whole document (from the collection's active version): its chunks in order and their text joined
+        without repeating overlaps."""
         collection = validation.collection_name(collection)
         if not doc_id:
             raise invalid_argument("DOCUMENT_ID_INVALID", "doc_id is required", field="doc_id")
         validation.doc_id(doc_id)
-        chunks = await store_call(self.store.document_chunks, collection, doc_id)
+        chunks = await store_call(self._document_chunks, collection, doc_id)
         if not chunks:
-            await self._require_collection(collection)
             raise not_found("DOCUMENT_NOT_FOUND", f"document {doc_id!r} is not in collection {collection!r}",
                             collection=collection, doc_id=doc_id)
         # While a changed document is being replaced, old chunks may linger for a moment: keep one version.
@@ -289,16 +365,46 @@ class Searcher:
         chunks = [c for c in chunks if c.payload.get("content_hash") == current]
         return DocumentOut(doc_id, collection, reassemble(chunks), chunks)
 
-    async def list_collections(self) -> list[CollectionStats]:
-        """Every collection with its document and chunk counts, by name."""
+    def _document_chunks(self, collection: str, doc_id: str) -> list[Hit]:
+        return self.store.document_chunks(read_versions(self.store, collection).physical(), doc_id)
+
+    async def list_collections(self) -> list[CollectionOut]:
+        """Every collection with its versions and their document and chunk counts, by name."""
         names = await store_call(self.store.list_collections)
-        stats = await asyncio.gather(*(store_call(self.store.stats, n) for n in names), return_exceptions=True)
+        listed = await asyncio.gather(*(store_call(self._collection, n) for n in names), return_exceptions=True)
         # A collection deleted between listing and counting is simply not listed.
-        out = [s for s in stats if isinstance(s, CollectionStats)]
-        for s in stats:
-            if isinstance(s, BaseException) and getattr(s, "reason", "") != "COLLECTION_NOT_FOUND":
-                raise s
-        return sorted(out, key=lambda s: s.name)
+        for outcome in listed:
+            if isinstance(outcome, BaseException) and getattr(outcome, "reason", "") != "COLLECTION_NOT_FOUND":
+                raise outcome
+        return sorted((c for c in listed if isinstance(c, CollectionOut)), key=lambda c: c.name)
+
+    def _collection(self, name: str) -> CollectionOut:
+        """One collection's versions and counts (blocking). CollectionNotFound if it is gone."""
+        versions = read_versions(self.store, name)
+        out = []
+        for version in versions.versions:
+            try:
+                stats = self.store.stats(versions.physical(version.version))
+            except CollectionNotFound:
+                if version.version == versions.active:
+                    raise
+                stats = CollectionStats(versions.physical(version.version), 0, 0)  # being created, or dropped
+            out.append(VersionOut(version, stats.documents, stats.chunks))
+        active = next(v for v in out if v.version.version == versions.active)
+        return CollectionOut(name, active.documents, active.chunks, versions.active, out)
+
+
+def version_not_found(versions: Versions, version: int):
+    """NOT_FOUND VERSION_NOT_FOUND: the collection has no such version."""
+    kept = ", ".join(str(v.version) for v in versions.versions)
+    return not_found("VERSION_NOT_FOUND", f"collection {versions.name!r} has no version {version} (it keeps "
+                     f"{kept}; {versions.active} is active)", collection=versions.name, version=version)
+
+
+def _discard(task: asyncio.Future) -> None:
+    """Cancel a task whose result is not wanted, and retrieve its outcome so a failure is not reported."""
+    task.cancel()
+    task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
 
 def _merge(names: Sequence[str], per_collection: Sequence[Sequence[Hit]], threshold: float | None) -> list[Found]:

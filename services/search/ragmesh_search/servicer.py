@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,7 +16,7 @@ from ragmesh_store.base import Fusion
 
 from .fusion import SearchMode
 from .golden import Evaluation, GoldenQuery, GoldenSets
-from .service import Searcher, SearchIn
+from .service import Searcher, SearchIn, VersionOut
 
 DOMAIN = "search.ragmesh"
 _MODES: dict[int, SearchMode] = {pb.SEARCH_MODE_HYBRID: "hybrid", pb.SEARCH_MODE_DENSE: "dense",
@@ -41,7 +42,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
 
     async def Search(self, request: pb.SearchRequest, context) -> pb.SearchResponse:
         annotate({Attr.COLLECTION: ",".join(request.collections) or None, Attr.TOP_K: request.top_k or None})
-        used, found = await self.searcher.search(SearchIn(
+        searched = await self.searcher.search(SearchIn(
             query=request.query,
             collections=list(request.collections),
             top_k=request.top_k,
@@ -53,7 +54,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
             rrf_k=request.rrf_k if request.HasField("rrf_k") else None,
         ))
         results = []
-        for f in found:
+        for f in searched.found:
             p = f.hit.payload
             results.append(pb.SearchResult(
                 doc_id=p.get("doc_id", ""), chunk_id=f.hit.id, chunk_index=p.get("chunk_index", 0),
@@ -61,9 +62,11 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
                 metadata=_struct(p.get("metadata")), source=p.get("source", ""), filename=p.get("filename", ""),
                 url=p.get("url", ""), mime_type=p.get("mime_type", ""), location=_location(p),
             ))
+        used = searched.plan
         annotate({Attr.MODE: used.mode, Attr.RESULT_COUNT: len(results)})
         return pb.SearchResponse(query=request.query, results=results, mode=_MODE_ENUMS[used.mode],
-                                 fusion=_FUSION_ENUMS.get(used.fusion or "", pb.FUSION_UNSPECIFIED))
+                                 fusion=_FUSION_ENUMS.get(used.fusion or "", pb.FUSION_UNSPECIFIED),
+                                 versions=searched.versions)
 
     async def GetDocument(self, request: pb.GetDocumentRequest, context) -> pb.GetDocumentResponse:
         document = await self.searcher.get_document(request.collection, request.doc_id)
@@ -80,8 +83,9 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
 
     async def ListCollections(self, request: pb.ListCollectionsRequest, context) -> pb.ListCollectionsResponse:
         return pb.ListCollectionsResponse(collections=[
-            pb.CollectionInfo(name=s.name, documents=s.documents, chunks=s.chunks)
-            for s in await self.searcher.list_collections()
+            pb.CollectionInfo(name=c.name, documents=c.documents, chunks=c.chunks, version=c.version,
+                              versions=[_version(v) for v in c.versions])
+            for c in await self.searcher.list_collections()
         ])
 
 
@@ -112,7 +116,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
                                  context) -> pb.EvaluateCollectionResponse:
         modes = [_mode(value, f"modes[{i}]") for i, value in enumerate(request.modes)]
         annotate({Attr.COLLECTION: request.collection or None, Attr.MODE: ",".join(modes) or None})
-        evaluations = await self.golden.evaluate(request.collection, modes)
+        evaluations = await self.golden.evaluate(request.collection, modes, request.version)
         annotate({Attr.QUERY_COUNT: evaluations[0].queries if evaluations else None,
                   Attr.NDCG_AT_10: evaluations[0].ndcg_at_10 if evaluations else None})
         return pb.EvaluateCollectionResponse(evaluations=[_evaluation(e) for e in evaluations])
@@ -136,7 +140,16 @@ def _evaluation(e: Evaluation) -> pb.Evaluation:
         collection=e.collection, evaluated_at=e.evaluated_at, mode=_MODE_ENUMS.get(e.mode, pb.SEARCH_MODE_UNSPECIFIED),
         fusion=_FUSION_ENUMS.get(e.fusion or "", pb.FUSION_UNSPECIFIED), queries=e.queries, ndcg_at_10=e.ndcg_at_10,
         recall_at_10=e.recall_at_10, mrr_at_10=e.mrr_at_10, documents=e.documents, chunks=e.chunks, model=e.model,
-        golden_set_id=e.golden_set_id, took_ms=e.took_ms,
+        golden_set_id=e.golden_set_id, took_ms=e.took_ms, version=e.version,
+    )
+
+
+def _version(v: VersionOut) -> pb.CollectionVersion:
+    settings = v.version.settings
+    return pb.CollectionVersion(
+        version=v.version.version, state=v.version.state, created_at=v.version.created_at,
+        retained_until=v.version.retained_until, job_id=v.version.job_id, documents=v.documents, chunks=v.chunks,
+        settings=pb.IndexSettings(**dataclasses.asdict(settings)) if settings else None,
     )
 
 

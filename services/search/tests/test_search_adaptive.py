@@ -142,10 +142,10 @@ async def test_feedback_costs_one_more_store_call_and_no_second_embed_call(mesh,
         searcher = Searcher(Counting(mesh.store, calls), Counting(embedder, calls), default_mode="hybrid",
                             prefetch_limit=50, rrf_k=60, max_query_chars=1000, default_fusion="adaptive",
                             prf_docs=prf_docs)
-        used, found = await searcher.search(SearchIn(query="rivers of ice carve valleys", top_k=3))
+        searched = await searcher.search(SearchIn(query="rivers of ice carve valleys", top_k=3))
     finally:
         await embedder.close()
-    assert used.fusion == "adaptive" and found[0].hit.payload["doc_id"] == "glacier"
+    assert searched.plan.fusion == "adaptive" and searched.found[0].hit.payload["doc_id"] == "glacier"
     assert calls["Embed"] == 1
     assert calls["hybrid_evidence"] == store_calls and calls["query"] == 0
     assert calls["payloads"] == 1  # a lookup by id of the hits kept, not a search

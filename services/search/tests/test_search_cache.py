@@ -85,11 +85,13 @@ async def test_size_zero_turns_the_cache_off(mesh_factory, rpc_count):
     await off.stop()
 
 
-async def test_another_model_never_answers_and_replaces_the_old_entries():
+async def test_another_model_never_answers_and_a_model_replaced_under_its_name_drops_its_entries():
     cache = QueryCache(10, QueryCacheMetrics(registry=None))
-    cache.put(("q", (1,), "model-a"), "vectors of a")
+    cache.put(("q", (1,), "model-a"), "vectors of a", "id-a")
     assert cache.get(("q", (1,), "model-b")) is None
-    assert cache.get(("q", (2,), "model-a")) is None  # other kinds
-    assert cache.get(("q", (1,), "model-a")) == "vectors of a"
-    cache.put(("q", (1,), "model-b"), "vectors of b")  # the embedder now serves model b
-    assert len(cache) == 1 and cache.get(("q", (1,), "model-a")) is None
+    assert cache.get(("q", (1,), "model-a")) is not None and cache.get(("q", (2,), "model-a")) is None  # other kinds
+    cache.put(("q", (1,), "model-b"), "vectors of b", "id-b")  # two models served side by side: both kept
+    assert (cache.get(("q", (1,), "model-a")), cache.get(("q", (1,), "model-b"))) == ("vectors of a", "vectors of b")
+    cache.put(("r", (1,), "model-a"), "new vectors of a", "id-a2")  # the embedder now serves another model as a
+    assert len(cache) == 2 and cache.get(("q", (1,), "model-a")) is None
+    assert cache.get(("q", (1,), "model-b")) == "vectors of b"
