@@ -55,11 +55,16 @@ def usable_cpus() -> int:
     return max(1, cpus)
 
 
+def is_store_name(name: str) -> bool:
+    """True for a collection's name or the name of one of its versions (`<name>.v<n>`)."""
+    version = VERSION_NAME_RE.fullmatch(name)
+    return COLLECTION_NAME_RE.fullmatch(version["name"] if version else name) is not None
+
+
 def checked_name(name: str) -> str:
     """The collection name (or the name of one of its versions, `<name>.v<n>`), or ValueError (services validate
     first; this guards paths and prefixes)."""
-    version = VERSION_NAME_RE.fullmatch(name)
-    if not COLLECTION_NAME_RE.fullmatch(version["name"] if version else name):
+    if not is_store_name(name):
         raise ValueError(f"invalid collection name {name!r}")
     return name
 

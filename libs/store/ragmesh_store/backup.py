@@ -5,7 +5,8 @@ A snapshot is consistent: it is taken while holding the data directory's lock, s
 files are read (the WAL goes with the segments, so even writes a crashed owner never flushed are in it). A
 running mesh holds that lock: stop it first (or, with QDRANT_URL, use the Qdrant server's own snapshots).
 
-The archive holds `MANIFEST.json` (first), the format record and `collections/<name>/...`. The manifest has the
+The archive holds `MANIFEST.json` (first), the format record and `collections/<name>/...` (with every version of
+a versioned collection: `collections/<name>.v<n>/...`). The manifest has the
 store format version, the collections with their document and chunk counts, and a SHA-256 of every file.
 `restore` refuses a non-empty target (unless `force`), a format this version cannot read, a member outside the
 data directory, a file whose checksum differs, and a restored collection whose counts differ.
@@ -29,7 +30,7 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from ._common import COLLECTION_NAME_RE
+from ._common import is_store_name
 from .base import StoreError, StoreFormatError
 from .edge import FORMAT_FILE, FORMAT_VERSION, check_format, lock_data_dir, read_format
 
@@ -55,7 +56,7 @@ def _collections(data_dir: Path) -> list[Path]:
     root = data_dir / "collections"
     if not root.is_dir():
         return []
-    return sorted(p for p in root.iterdir() if p.is_dir() and COLLECTION_NAME_RE.fullmatch(p.name))
+    return sorted(p for p in root.iterdir() if p.is_dir() and is_store_name(p.name))  # versions too
 
 
 def _counts(shard_dir: Path) -> dict[str, int]:

@@ -152,6 +152,10 @@ class Store(Protocol):
 
     def delete_points(self, name: str, ids: Sequence[str]) -> None: ...
 
+    def clear_points(self, name: str) -> int:
+        """Delete every point of the collection, keeping the collection, its records and search defaults; return
+        how many there were. CollectionNotFound if missing."""
+
     def delete_document(self, name: str, doc_id: str) -> int:
         """Delete every chunk of the document; return how many. CollectionNotFound if missing."""
 

@@ -50,6 +50,7 @@ from .base import (
     StoreError,
 )
 from .config import StoreSettings
+from .versions import is_version_name
 
 _SCROLL_PAGE = 1024
 _DEFAULTS_KEY = "ragmesh_search_defaults"  # the collection metadata key holding its SearchDefaults
@@ -173,7 +174,10 @@ class QdrantClientStore:
     def list_collections(self) -> list[str]:
         with self._call():
             names = [c.name for c in self.client.get_collections().collections]
-        return sorted(n[len(self.prefix) :] for n in names if n.startswith(self.prefix) and len(n) > len(self.prefix))
+        # Only collections' own names: the versions above 1 (`<name>.v<n>`) are not listed.
+        return sorted(n[len(self.prefix) :] for n in names
+                      if n.startswith(self.prefix) and len(n) > len(self.prefix)
+                      and not is_version_name(n[len(self.prefix) :]))
 
     def delete_collection(self, name: str) -> int:
         with self._call(name):
@@ -223,6 +227,14 @@ class QdrantClientStore:
             return
         with self._call(name):
             self.client.delete(self._full(name), points_selector=models.PointIdsList(points=list(ids)), wait=True)
+
+    def clear_points(self, name: str) -> int:
+        with self._call(name):
+            chunks = self.client.count(self._full(name), exact=True).count
+            # An empty filter matches every point.
+            self.client.delete(self._full(name), points_selector=models.FilterSelector(filter=models.Filter()),
+                               wait=True)
+        return chunks
 
     def delete_document(self, name: str, doc_id: str) -> int:
         ids = self.document_chunk_ids(name, doc_id)

@@ -330,6 +330,7 @@ class EdgeStore:
             return name in self._open or self._path(name).is_dir()
 
     def list_collections(self) -> list[str]:
+        # Only collections' own names: the versions above 1 (`<name>.v<n>`) are not listed.
         with self._lock:
             return sorted(
                 p.name for p in self._collections_dir.iterdir() if p.is_dir() and COLLECTION_NAME_RE.fullmatch(p.name)
@@ -383,6 +384,14 @@ class EdgeStore:
         with collection.use() as shard, self._edge_errors():
             shard.update(qe.UpdateOperation.delete_points(list(ids)))
             collection.written(shard, flush=self._flush_interval == 0)
+
+    def clear_points(self, name: str) -> int:
+        collection = self._get(name)
+        with collection.use() as shard, self._edge_errors():
+            chunks = shard.count(qe.CountRequest(exact=True))
+            shard.update(qe.UpdateOperation.delete_points_by_filter(qe.Filter()))  # no condition: every point
+            collection.written(shard, flush=self._flush_interval == 0)
+        return chunks
 
     def delete_document(self, name: str, doc_id: str) -> int:
         ids = self.document_chunk_ids(name, doc_id)

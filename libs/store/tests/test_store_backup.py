@@ -82,6 +82,25 @@ def test_a_restore_refuses_a_non_empty_directory_unless_forced(stocked: Path, tm
     assert sorted(p.name for p in (stocked / "collections").iterdir()) == ["docs", "notes"]
 
 
+def test_a_snapshot_keeps_every_version_of_a_versioned_collection(stocked: Path, tmp_path: Path) -> None:
+    store = EdgeStore(stocked, 4, flush_interval=0)
+    store.ensure_collection("docs.v2")  # version 2 of "docs", built beside it
+    store.upsert("docs.v2", _chunks("a", 2))
+    store.set_collection_record("docs", "versions", {"active": 2, "next_version": 3, "versions": [
+        {"version": 1, "state": "previous"}, {"version": 2, "state": "active"}]})
+    store.close()
+    manifest = snapshot(stocked, tmp_path / "backup.tar.gz")
+    assert manifest["collections"]["docs.v2"] == {"documents": 1, "chunks": 2}
+    restore(tmp_path / "backup.tar.gz", tmp_path / "fresh")
+    restored = EdgeStore(tmp_path / "fresh", 4)
+    try:
+        assert restored.list_collections() == ["docs", "notes"]
+        assert [h.payload["text"] for h in restored.document_chunks("docs.v2", "a")] == ["a part 0", "a part 1"]
+        assert restored.collection_record("docs", "versions")["active"] == 2
+    finally:
+        restored.close()
+
+
 def _repack(archive: Path, out: Path, tmp_path: Path, change) -> None:
     """Unpack with GNU tar, let `change` edit the files, pack again (sparse, as snapshots are written)."""
     work = tmp_path / f"unpacked-{out.stem}"

@@ -146,6 +146,7 @@ MISSING_CALLS = {
     "upsert": lambda s: s.upsert("nope", CORPUS[:1]),
     "upsert_nothing": lambda s: s.upsert("nope", []),
     "delete_points": lambda s: s.delete_points("nope", [point_id("alpha", 0)]),
+    "clear_points": lambda s: s.clear_points("nope"),
     "delete_document": lambda s: s.delete_document("nope", "alpha"),
     "document_chunks": lambda s: s.document_chunks("nope", "alpha"),
     "document_chunk_ids": lambda s: s.document_chunk_ids("nope", "alpha"),
@@ -346,6 +347,34 @@ def test_delete_points(corpus: Store) -> None:
     assert ids_of(corpus.document_chunks("docs", "gamma")) == [("gamma", 0)]
     corpus.delete_points("docs", [])
     assert corpus.stats("docs").chunks == 4
+
+
+def test_clear_points_empties_the_collection_and_keeps_it_with_its_records(corpus: Store) -> None:
+    corpus.set_collection_record("docs", "golden_set", {"queries": ["q"]})
+    corpus.set_search_defaults("docs", SearchDefaults(fusion="dbsf", rrf_k=7))
+    assert corpus.clear_points("docs") == 6
+    assert corpus.collection_exists("docs") and corpus.list_collections() == ["docs"]
+    assert (corpus.stats("docs").documents, corpus.stats("docs").chunks) == (0, 0)
+    assert corpus.query("docs", dense_query([1, 0, 0, 0])) == [] and corpus.document_chunks("docs", "alpha") == []
+    assert corpus.collection_record("docs", "golden_set") == {"queries": ["q"]}
+    assert corpus.search_defaults("docs") == SearchDefaults(fusion="dbsf", rrf_k=7)
+    assert corpus.clear_points("docs") == 0  # an empty collection: nothing to do
+    corpus.upsert("docs", CORPUS[:2])  # still usable
+    assert ids_of(corpus.document_chunks("docs", "alpha")) == [("alpha", 0), ("alpha", 1)]
+
+
+def test_versions_of_a_collection_are_collections_of_their_own_that_are_not_listed(store: Store) -> None:
+    store.ensure_collection("docs")
+    assert store.ensure_collection("docs.v2") is True
+    store.upsert("docs.v2", CORPUS[:3])
+    assert store.collection_exists("docs.v2") and store.stats("docs.v2").chunks == 3
+    assert store.stats("docs").chunks == 0  # apart from the collection itself
+    assert store.list_collections() == ["docs"]
+    assert store.clear_points("docs.v2") == 3 and store.delete_collection("docs.v2") == 0
+    assert not store.collection_exists("docs.v2") and store.collection_exists("docs")
+    for name in ("docs.v0", "docs.v", "Docs.v2", "docs.v2.v3", "../x.v2"):
+        with pytest.raises(ValueError, match="invalid collection name"):
+            store.ensure_collection(name)
 
 
 # --- documents ---------------------------------------------------------------------------------------------
