@@ -39,6 +39,7 @@ from .models import (
     BatchDocument,
     Chunk,
     CollectionInfo,
+    CollectionVersion,
     ConvertResponse,
     Datasource,
     Document,
@@ -285,6 +286,7 @@ class MeshClients:
                 for r in response.results
             ],
             took_ms=round((time.perf_counter() - started) * 1000, 3),
+            versions=dict(response.versions),
         )
 
     @_unicode_checked
@@ -312,9 +314,11 @@ class MeshClients:
         return response.deleted_chunks
 
     async def list_collections(self) -> list[CollectionInfo]:
-        """The collections with their document and chunk counts."""
+        """The collections with their document and chunk counts, and their versions."""
         response = await self.search_client.call("ListCollections", search_pb.ListCollectionsRequest())
-        return [CollectionInfo(name=c.name, documents=c.documents, chunks=c.chunks) for c in response.collections]
+        return [CollectionInfo(name=c.name, documents=c.documents, chunks=c.chunks, version=c.version or 1,
+                               versions=[_collection_version(v) for v in c.versions])
+                for c in response.collections]
 
     async def delete_collection(self, name: str, *, confirm: bool) -> int:
         """Delete a collection and everything in it; refuses (CONFIRMATION_REQUIRED) unless `confirm`.
@@ -360,11 +364,13 @@ class MeshClients:
         request = search_pb.DeleteGoldenSetRequest(collection=_collection(collection, field="name"))
         return (await self.search_client.call("DeleteGoldenSet", request)).deleted_queries
 
-    async def evaluate_collection(self, collection: str, modes: Sequence[SearchModeName] = ()) -> list[Evaluation]:
-        """Score a collection's current index on its golden set (each mode; default: the service's default
-        mode); the scores are added to its history. Runs every golden query, so it has the ingest deadline."""
+    async def evaluate_collection(self, collection: str, modes: Sequence[SearchModeName] = (),
+                                  version: int | None = None) -> list[Evaluation]:
+        """Score a collection's current index (or another `version` it keeps) on its golden set (each mode;
+        default: the service's default mode); the active version's scores are added to its history. Runs every
+        golden query, so it has the ingest deadline."""
         request = search_pb.EvaluateCollectionRequest(collection=_collection(collection, field="name"),
-                                                      modes=[_MODES[m] for m in modes])
+                                                      modes=[_MODES[m] for m in modes], version=version or 0)
         response = await self.search_client.call("EvaluateCollection", request,
                                                  timeout=self.settings.gateway_ingest_timeout_seconds)
         return [_evaluation(e) for e in response.evaluations]
@@ -618,13 +624,26 @@ def job_model(job: idx_pb.Job) -> Job:
     )
 
 
+def _index_settings(s: search_pb.IndexSettings) -> IndexSettings:
+    return IndexSettings(model=s.model, model_id=s.model_id, dimension=s.dimension, sparse_model_id=s.sparse_model_id,
+                         chunk_tokens=s.chunk_tokens, chunk_overlap_tokens=s.chunk_overlap_tokens,
+                         chunker_fingerprint=s.chunker_fingerprint)
+
+
+_VERSION_STATES = ("active", "building", "previous")
+
+
+def _collection_version(v: search_pb.CollectionVersion) -> CollectionVersion:
+    return CollectionVersion(
+        version=v.version, state=v.state if v.state in _VERSION_STATES else "previous",
+        settings=_index_settings(v.settings) if v.HasField("settings") else None, created_at=v.created_at,
+        retained_until=v.retained_until, job_id=v.job_id, documents=v.documents, chunks=v.chunks,
+    )
+
+
 def _reindex_info(info: idx_pb.ReindexInfo) -> ReindexInfo:
-    s = info.settings
     return ReindexInfo(
-        from_version=info.from_version, to_version=info.to_version,
-        settings=IndexSettings(model=s.model, model_id=s.model_id, dimension=s.dimension,
-                               sparse_model_id=s.sparse_model_id, chunk_tokens=s.chunk_tokens,
-                               chunk_overlap_tokens=s.chunk_overlap_tokens, chunker_fingerprint=s.chunker_fingerprint),
+        from_version=info.from_version, to_version=info.to_version, settings=_index_settings(info.settings),
         tolerance=info.tolerance, force=info.force, retention_seconds=info.retention_seconds,
         decision=info.decision if info.decision in _DECISIONS else None,
         current=_evaluation(info.current) if info.HasField("current") else None,

@@ -393,7 +393,8 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
 
     @tool("read", annotations=read)
     async def list_collections() -> CollectionsResponse:
-        """List the collections with how many documents and chunks each holds."""
+        """List the collections with how many documents and chunks each holds, the version searches use and every
+        version kept (state: active, building or previous; the embedding model and chunking it was built with)."""
         principal = current_principal.get()
         found = await clients().list_collections()
         return CollectionsResponse(collections=[c for c in found if principal is None or principal.may_touch(c.name)])
@@ -407,12 +408,15 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
         modes: Annotated[list[SearchModeName] | None, Field(min_length=1, max_length=5, description=(
             "Search modes to score (hybrid, dense, sparse, semantic, keyword); default: the service's default "
             "mode."))] = None,
+        version: Annotated[int | None, Field(ge=1, le=2**31 - 1, description=(
+            "The version of the collection to score (list_collections shows them); default: the active one. "
+            "Another version's scores are only returned, not added to the history."))] = None,
     ) -> EvaluationsResponse:
         """Score a collection's search quality on its golden set (judged queries stored with it): nDCG@10,
         recall@10 and MRR@10 per mode, means over the golden queries. The scores are added to the collection's
         evaluation history; compare them with earlier ones to see whether search got better or worse."""
         await ctx.report_progress(0, 1, "searching the golden queries")
-        evaluations = await clients().evaluate_collection(collection, modes or ())
+        evaluations = await clients().evaluate_collection(collection, modes or (), version)
         await ctx.report_progress(1, 1, f"scored {len(evaluations)} mode(s)")
         return EvaluationsResponse(collection=collection or validation.DEFAULT_COLLECTION, evaluations=evaluations)
 

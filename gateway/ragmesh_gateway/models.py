@@ -290,6 +290,9 @@ class SearchResponse(BaseModel):
     fusion: FusionName | None = Field(None, description="The fusion hybrid search used (null for dense, sparse).")
     results: list[SearchHit]
     took_ms: float = Field(0.0, description="Time spent in the gateway and behind it, in milliseconds.")
+    versions: dict[str, int] = Field(default_factory=dict, description=(
+        "The version of each collection searched that answered: collection -> version (every result of a "
+        "collection comes from that one version)."))
 
 
 class Chunk(BaseModel):
@@ -320,10 +323,33 @@ class DeleteDocumentResponse(BaseModel):
     deleted: int = Field(description="How many chunks were deleted.")
 
 
+VersionStateName = Literal["active", "building", "previous"]
+
+
+class CollectionVersion(BaseModel):
+    """One version of a collection: its own index, built with its own embedding model and chunking."""
+
+    version: int = Field(description="The version number, from 1.")
+    state: VersionStateName = Field(description=(
+        "active (searched), building (a re-index job writes it) or previous (kept for a rollback)."))
+    settings: IndexSettings | None = Field(None, description=(
+        "What it was built with; null for a version 1 made before versions were recorded (the indexer's "
+        "configured settings)."))
+    created_at: str = Field("", description="When it was created (ISO 8601, UTC).")
+    retained_until: str = Field("", description=(
+        "Until when a previous version is kept for a rollback (ISO 8601, UTC); empty for the others."))
+    job_id: str = Field("", description="The re-index job that built it; empty for version 1.")
+    documents: int = Field(description="Its documents.")
+    chunks: int = Field(description="Its chunks.")
+
+
 class CollectionInfo(BaseModel):
     name: str
-    documents: int
-    chunks: int
+    documents: int = Field(description="Documents in its active version.")
+    chunks: int = Field(description="Chunks in its active version.")
+    version: int = Field(1, description="The version searches and ingests use (1 until it is first re-indexed).")
+    versions: list[CollectionVersion] = Field(default_factory=list, description=(
+        "Every version it keeps: the active one, one being built, the one it replaced."))
 
 
 class CollectionsResponse(BaseModel):
@@ -640,14 +666,22 @@ class DeleteGoldenSetResponse(BaseModel):
     deleted_queries: int = Field(description="How many queries the removed set held.")
 
 
+_MAX_VERSION = 2**31 - 1
+
+
 class EvaluateRequest(BaseModel):
-    """Which search modes to score (default: the search service's default mode)."""
+    """Which search modes to score (default: the search service's default mode), and which version."""
 
     model_config = _Strict
 
     modes: list[SearchModeName] | None = Field(None, min_length=1, max_length=5,
                                                json_schema_extra={"uniqueItems": True},
                                                description="Modes to score, each once.")
+    version: Annotated[WholeNumber, Field(ge=1, le=_MAX_VERSION), WithJsonSchema(
+        {"type": "integer", "minimum": 1, "maximum": _MAX_VERSION})] | None = Field(None, description=(
+        "The version to score (GET /api/v1/collections lists them); default: the active one. Scoring another "
+        "version (one a re-index is building, or the one kept for a rollback) adds nothing to the history or the "
+        "exported metrics; 404 VERSION_NOT_FOUND for a version the collection does not keep."))
 
     @model_validator(mode="after")
     def _each_mode_once(self) -> EvaluateRequest:

@@ -57,9 +57,12 @@ async def evaluate_collection(
     """Score the collection's current index on its golden set: every golden query is searched (each of `modes`,
     default: the search service's default mode), the documents ranked (best chunk each) and scored: nDCG@10,
     recall@10, MRR@10, means over the queries. The scores are added to the collection's history and exported as
-    metrics."""
+    metrics. With `version`, that version of the collection is scored instead (one a re-index is building, or
+    the one kept for a rollback): its scores are only returned (404 VERSION_NOT_FOUND when it keeps no such
+    version)."""
     modes = body.modes if body is not None and body.modes else ()
-    return EvaluationsResponse(collection=name, evaluations=await clients.evaluate_collection(name, modes))
+    version = body.version if body is not None else None
+    return EvaluationsResponse(collection=name, evaluations=await clients.evaluate_collection(name, modes, version))
 
 
 @router.get("/collections/{name}/evaluations", response_model=EvaluationsResponse,

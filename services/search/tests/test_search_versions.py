@@ -10,16 +10,15 @@ re-index would leave them: version 1 under the collection's name, version 2 in `
 from __future__ import annotations
 
 import asyncio
-import uuid
+import dataclasses
 
 import pytest
 import pytest_asyncio
-from ragmesh.embedder.v1 import embedder_service_pb2 as embedder_pb
 from ragmesh.search.v1 import search_service_pb2 as pb
 from ragmesh_common.telemetry import setup_telemetry
-from ragmesh_common.vectors import dense_rows
-from ragmesh_store import ChunkPoint, Sparse
-from ragmesh_store.versions import IndexSettings, Version, Versions, write_versions
+from ragmesh_store.versions import IndexSettings, write_versions
+
+from tests.support.versions import put_documents, two_versions
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 NAME = "shelf"
@@ -33,39 +32,13 @@ V2_SETTINGS = IndexSettings(model="alt", model_id="ragmesh/hash-384", dimension=
                             chunk_tokens=64, chunk_overlap_tokens=8, chunker_fingerprint="f" * 16)
 
 
-async def put(mesh, physical: str, docs: dict[str, str], title: str, model: str = "") -> None:
-    """Write one chunk per document into the store collection `physical`, embedded by the real embedder."""
-    mesh.store.ensure_collection(physical)
-    response = await mesh.stub("embedder").Embed(embedder_pb.EmbedRequest(
-        texts=list(docs.values()), input_type=embedder_pb.INPUT_TYPE_DOCUMENT, model=model,
-        kinds=[embedder_pb.VECTOR_KIND_DENSE, embedder_pb.VECTOR_KIND_SPARSE]))
-    mesh.store.upsert(physical, [
-        ChunkPoint(id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{doc_id}:0")), dense=dense,
-                   sparse=Sparse(list(e.sparse.indices), list(e.sparse.values)),
-                   payload={"doc_id": doc_id, "chunk_index": 0, "text": text, "title": title,
-                            "content_hash": f"{title}-{doc_id}"})
-        for (doc_id, text), dense, e in zip(docs.items(), dense_rows(response), response.embeddings, strict=True)
-    ])
-
-
-def versions(active: int, *, model: str = "alt") -> Versions:
-    """The record of `shelf`: version 2 (built with model `model`) being built, active, or replaced."""
-    v2_state = {1: "building", 2: "active"}[active]
-    return Versions(NAME, active, (
-        Version(1, "active" if active == 1 else "previous", None, "2026-11-01T00:00:00+00:00",
-                "" if active == 1 else "2026-12-01T00:00:00+00:00"),
-        Version(2, v2_state, IndexSettings(**{**V2_SETTINGS.__dict__, "model": model}), "2026-11-20T00:00:00+00:00",
-                job_id="job-reindex-1"),
-    ), next_version=3, recorded=True)
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def mesh(mesh_factory):
     mesh = await mesh_factory(embedder={"extra_models": [{"name": "alt"}]})
-    await put(mesh, NAME, V1, "v1")
-    await put(mesh, f"{NAME}.v2", V2, "v2", model="alt")
-    await put(mesh, "other", {"atlas": "An atlas of glaciers and deserts."}, "v1")
-    await put(mesh, "default", {"notes": "Field notes on glaciers and deserts."}, "v1")
+    await put_documents(mesh, NAME, V1, "v1")
+    await put_documents(mesh, f"{NAME}.v2", V2, "v2", model="alt")
+    await put_documents(mesh, "other", {"atlas": "An atlas of glaciers and deserts."}, "v1")
+    await put_documents(mesh, "default", {"notes": "Field notes on glaciers and deserts."}, "v1")
     return mesh
 
 
@@ -74,8 +47,9 @@ def search(mesh):
     return mesh.stub("search")
 
 
-def switch(mesh, active: int, **kw) -> None:
-    write_versions(mesh.store, versions(active, **kw))
+def switch(mesh, active: int, model: str = "alt") -> None:
+    """Make `active` the version of `shelf` searches use (version 2 built with embedder model `model`)."""
+    write_versions(mesh.store, two_versions(NAME, active, dataclasses.replace(V2_SETTINGS, model=model)))
 
 
 async def ask(search, query: str, *collections: str) -> pb.SearchResponse:
@@ -171,7 +145,7 @@ async def test_a_document_is_read_from_the_active_version(mesh, search, rpc_erro
 
 
 async def test_collections_are_listed_with_every_version_and_its_own_counts(mesh, search):
-    await put(mesh, f"{NAME}.v2", {"extra": "One more document in version 2 only."}, "v2", model="alt")
+    await put_documents(mesh, f"{NAME}.v2", {"extra": "One more document in version 2 only."}, "v2", model="alt")
     try:
         switch(mesh, 2)
         listed = {c.name: c for c in (await search.ListCollections(pb.ListCollectionsRequest())).collections}
