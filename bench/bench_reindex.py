@@ -27,13 +27,18 @@ SHARED = Path(__file__).resolve().parents[2] / "shared"
 COLLECTION = "bench"
 
 
+
+def _lines(path: Path) -> list[str]:
+    """A JSON-lines file's lines (split on newlines only: passages hold other Unicode line separators)."""
+    return [line for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
+
 def _load(passages: int) -> tuple[list[dict], list[dict], list[str]]:
     data = SHARED / "datasets/msmarco-5k"
     qrels: dict[str, dict[str, int]] = {}
     for line in (data / "qrels" / "test.tsv").read_text().splitlines()[1:]:
         qid, doc, grade = line.split("\t")
         qrels.setdefault(qid, {})[doc] = int(grade)
-    texts = {q["_id"]: q["text"] for q in map(json.loads, (data / "queries.jsonl").read_text().splitlines())}
+    texts = {q["_id"]: q["text"] for q in map(json.loads, _lines(data / "queries.jsonl"))}
     corpus = [json.loads(line) for line in (data / "corpus.jsonl").open()][:passages]
     ids = {c["_id"] for c in corpus}
     golden = [{"query_id": q, "text": texts[q], "relevant": {d: g for d, g in r.items() if d in ids}}

@@ -30,17 +30,22 @@ ENV = {"RAGMESH_EMBEDDER_EXTRA_MODELS": EXTRA_MODELS, "RAGMESH_INDEXER_JOB_BATCH
        "RAGMESH_INDEXER_JOB_WORKERS": "1"}
 
 
+
+def _lines(path: Path) -> list[str]:
+    """A JSON-lines file's lines (split on newlines only: passages hold other Unicode line separators)."""
+    return [line for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
+
 def _dataset(queries: int = 24, passages: int = 240) -> tuple[list[dict], list[dict]]:
     """Golden queries (with their judged passages) and the passages: every judged one plus others."""
     qrels: dict[str, dict[str, int]] = {}
     for line in (DATASET / "qrels" / "test.tsv").read_text().splitlines()[1:]:
         qid, doc, grade = line.split("\t")
         qrels.setdefault(qid, {})[doc] = int(grade)
-    texts = {q["_id"]: q["text"] for q in map(json.loads, (DATASET / "queries.jsonl").read_text().splitlines())}
+    texts = {q["_id"]: q["text"] for q in map(json.loads, _lines(DATASET / "queries.jsonl"))}
     chosen = [qid for qid in qrels if qid in texts][:queries]
     golden = [{"query_id": qid, "text": texts[qid], "relevant": qrels[qid]} for qid in chosen]
     judged = {doc for qid in chosen for doc in qrels[qid]}
-    corpus = [json.loads(line) for line in (DATASET / "corpus.jsonl").read_text().splitlines()]
+    corpus = [json.loads(line) for line in _lines(DATASET / "corpus.jsonl")]
     picked = [d for d in corpus if d["_id"] in judged]
     picked += [d for d in corpus if d["_id"] not in judged][:passages - len(picked)]
     return golden, [{"doc_id": d["_id"], "text": d["text"]} for d in picked]

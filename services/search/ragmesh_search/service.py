@@ -33,6 +33,7 @@ from ragmesh_store import (
 )
 from ragmesh_store.aio import store_call
 from ragmesh_store.base import FilterValue, Fusion, Mode
+from ragmesh_store.documents import reassemble
 from ragmesh_store.versions import Version, Versions, read_versions
 
 from .cache import QueryCache
@@ -171,25 +172,6 @@ def _scalar(key: str, value: Any, path: str) -> str | int | float | bool:
 
 def _bad_filter(key: str, message: str):
     return invalid_argument("FILTER_INVALID", message, field=f"filters.{key[:70]}", key=key[:70])
-
-
-def reassemble(chunks: Sequence[Hit]) -> str:
-    """The document's text from its chunks in order, each overlap counted once (see the indexer's chunking:
-    chunks carry their offset `start` and the `separator` text before them; the last one the `tail` after it),
-    byte for byte the text that was ingested."""
-    parts: list[str] = []
-    end: int | None = None
-    for chunk in chunks:
-        text = str(chunk.payload.get("text", ""))
-        start = int(chunk.payload.get("start", end or 0))
-        if end is not None and start < end:
-            parts.append(text[end - start:])
-        else:
-            parts.append(str(chunk.payload.get("separator", "")) + text)
-        end = max(end or 0, start + len(text))
-    if chunks:
-        parts.append(str(chunks[-1].payload.get("tail", "")))
-    return "".join(parts)
 
 
 class Searcher:
