@@ -95,7 +95,7 @@ async def run(args: argparse.Namespace) -> dict:
                                     json={"chunk_tokens": args.chunk_tokens})
                 r.raise_for_status()
                 job_id = r.json()["job_id"]
-                state = {"job": r.json()}
+                state = {"job": r.json()["job"]}
 
                 async def watch() -> None:
                     while state["job"]["state"] not in ("done", "failed", "cancelled", "rejected"):
