@@ -61,7 +61,7 @@ class _Doc:
     span: trace.Span
     locks: AsyncExitStack = field(default_factory=AsyncExitStack)
     prepared: Prepared | None = None
-    others: list[Target] = field(default_factory=list)  # the collection's versions beside the active one
+    target: Target | None = None  # the version it is written to (the collection's active one when it started)
 
 
 class BatchPipeline:
@@ -118,8 +118,8 @@ class BatchPipeline:
     async def _prepare(self, doc: _Doc) -> None:
         try:
             with trace.use_span(doc.span, end_on_exit=False):
-                active, *doc.others = await self.indexer.targets(doc.document.collection)
-                result = await self.indexer.prepare(doc.document, doc.locks, active)
+                doc.target = (await self.indexer.targets(doc.document.collection))[0]
+                result = await self.indexer.prepare(doc.document, doc.locks, doc.target)
         except Exception as exc:  # noqa: BLE001 - the document fails alone
             await self._finish(doc, exc)
             result = None
@@ -232,10 +232,14 @@ class BatchPipeline:
         """Release the document's lock, close its span, count it, and report it (acknowledge)."""
         if doc not in self._unfinished:
             return
-        if doc.others and not isinstance(result, BaseException):
+        if doc.target is not None and not isinstance(result, BaseException):
             try:  # the collection's other versions get it too, before it is acknowledged
                 with trace.use_span(doc.span, end_on_exit=False):
-                    await self.indexer.mirror(doc.document, doc.others)
+                    # Read again now, under the document's lock: a re-index that began (or a switch that happened)
+                    # since the document started is seen, and its copy of this document is never older.
+                    others = [t for t in await self.indexer.targets(doc.document.collection)
+                              if t.physical != doc.target.physical]
+                    await self.indexer.mirror(doc.document, others)
             except Exception as exc:  # noqa: BLE001 - the document fails (a retry writes what is missing)
                 result = exc
         self._unfinished.discard(doc)
