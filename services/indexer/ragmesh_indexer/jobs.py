@@ -46,6 +46,9 @@ log = logging.getLogger(__name__)
 DOMAIN = "indexer.ragmesh"
 FINAL_STATES = ("done", "failed", "cancelled", "rejected")
 RETENTION_SWEEP_SECONDS = 60.0
+# A re-index's finish that fails with one of these is tried again (the service will be back); others fail the job.
+_RETRIED = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED,
+            grpc.StatusCode.CANCELLED)
 MAX_SKIPPED_KEPT = 1000
 MAX_URLS = 10_000
 ROOTS_SETTING = "RAGMESH_INDEXER_ROOTS"
@@ -471,12 +474,14 @@ class Jobs:
                     state, info = await self.reindexer.finish(job)
                     span.set_attribute("ragmesh.decision", info["decision"])
             except RagmeshError as exc:
-                if exc.reason != "REINDEX_ABANDONED":
-                    raise  # the batch stays unacknowledged: the gate is tried again
-                state, info = "failed", job["reindex"]
-                await self.store.update(job_id, error=exc.message)
+                if exc.code in _RETRIED:
+                    raise  # a service down or busy: the batch stays unacknowledged and the finish is tried again
+                # Anything else would fail again: the job fails with its reason and the new version goes.
+                state, info = "failed", {**job["reindex"], "decision": ""}
+                await self.store.update(job_id, error=f"{exc.reason}: {exc.message}")
+                await self.reindexer.abandon(job)
             await self.store.update(job_id, state=state, finished_at=now(), outcome=json.dumps({"reindex": info}))
-            self.indexer.metrics.reindexes.labels(info["decision"] or state).inc()
+            self.indexer.metrics.reindexes.labels(info["decision"] or state).inc()  # "failed" has no decision
             log.info("job %s %s (re-index of %s: %s)", job_id, state, job["collection"], info["decision"])
             return
         deleted = 0
