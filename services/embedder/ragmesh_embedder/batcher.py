@@ -301,6 +301,16 @@ class Batcher:
                 window.jobs[index].settle(error=exc)
             self._account(ready.accounted)
             return
+        # Counted before the callers are answered, so a caller that got its vectors sees its batch counted.
+        with self._cond:
+            self.queue_depth -= ready.accounted
+            self.batches_run += 1
+            self.texts_processed += len(rows)
+            self.tokens_processed += ready.tokens
+            self.last_batch_sizes.append(len(rows))
+            self.last_batch_padded_tokens.append(ready.padded_tokens)
+        if self.on_batch is not None:
+            self.on_batch(len(rows), ready.tokens, ready.padded_tokens)
         parts = window.job_of[rows]
         for index in np.unique(parts):
             job = window.jobs[index]
@@ -313,12 +323,3 @@ class Batcher:
             job.remaining -= int(mine.sum())
             if job.remaining == 0:
                 job.settle(job.out)
-        with self._cond:
-            self.queue_depth -= ready.accounted
-            self.batches_run += 1
-            self.texts_processed += len(rows)
-            self.tokens_processed += ready.tokens
-            self.last_batch_sizes.append(len(rows))
-            self.last_batch_padded_tokens.append(ready.padded_tokens)
-        if self.on_batch is not None:
-            self.on_batch(len(rows), ready.tokens, ready.padded_tokens)
