@@ -251,28 +251,40 @@ def term_probe(result: Sequence[Any], term: int) -> tuple[float, float] | None:
 
 def hybrid_evidence_of(
     query: Query, results: Sequence[Sequence[Any]], terms: Sequence[int], points: Callable[[], int],
+    known_idf: Mapping[int, float] | None = None,
 ) -> HybridEvidence:
     """Assemble `HybridEvidence` from one batch's results (scored points of either client), in this order: the
     dense and the sparse list (read `evidence_depth` deep), each list's candidates re-scored by the other vector,
     for each query term the best single-term BM25 hit (read with its sparse vector: its score / the term's
     weight in that chunk is the term's IDF, query weights being 1), then any searches read for their dense
-    vectors. `points` (the number of chunks) is only called when a term is in no chunk."""
-    dense, sparse, sparse_of_dense, dense_of_sparse = (
-        [Hit(str(p.id), p.score, p.payload or {}) for p in result] for result in results[:4])
+    vectors. `points` (the number of chunks) is only called when a term is in no chunk. With `known_idf` no term
+    was probed (`terms` is empty) and those IDFs are the evidence's."""
+    # Plain (id, score) pairs, and hits only for the candidates kept: a call reads a few hundred points.
+    dense_read, sparse_read, sparse_of_dense, dense_of_sparse = ([(str(p.id), p.score) for p in result]
+                                                                 for result in results[:4])
     probes = [term_probe(result, term) for result, term in zip(results[4:4 + len(terms)], terms, strict=True)]
-    vectors = {str(p.id): list(p.vector[DENSE]) for result in results[4 + len(terms):] for p in result
-               if isinstance(p.vector, dict)}
+    vectors: dict[str, Sequence[float]] = {}
+    for result in results[4 + len(terms):]:
+        for p in result:
+            if (point := str(p.id)) not in vectors and isinstance(vector := p.vector, dict):
+                vectors[point] = vector[DENSE]
     keep = max(query.prefetch_limit, query.limit)
-    dense, sparse = sorted(dense, key=tie_key)[:keep], sorted(sparse, key=tie_key)[:keep]  # no payload: ties by id
-    dense_scores = {h.id: h.score for h in dense} | {h.id: h.score for h in dense_of_sparse}
-    sparse_scores = {h.id: h.score for h in sparse} | {h.id: h.score for h in sparse_of_dense}
-    term_idf: dict[int, float] = {}
-    for term, probe in zip(query.sparse.indices if query.sparse else (), probes, strict=True):
+    # Read without payloads, so equal scores go by id (the order `tie_key` gives hits without payload).
+    dense = [Hit(i, score, {}) for i, score in sorted(dense_read, key=_score_then_id)[:keep]]
+    sparse = [Hit(i, score, {}) for i, score in sorted(sparse_read, key=_score_then_id)[:keep]]
+    dense_scores = {h.id: h.score for h in dense} | dict(dense_of_sparse)
+    sparse_scores = {h.id: h.score for h in sparse} | dict(sparse_of_dense)
+    term_idf: dict[int, float] = dict(known_idf or {})
+    for term, probe in zip(query.sparse.indices if query.sparse and known_idf is None else (), probes, strict=True):
         if probe is not None and probe[1] > 0:
             term_idf[term] = probe[0] / probe[1]
         else:
             term_idf[term] = absent_term_idf(points())
     return HybridEvidence(dense, sparse, dense_scores, sparse_scores, term_idf, vectors)
+
+
+def _score_then_id(pair: tuple[str, float]) -> tuple[float, str]:
+    return -pair[1], pair[0]
 
 
 def defaults_from(raw: Mapping[str, Any] | None) -> SearchDefaults:

@@ -175,9 +175,12 @@ class Store(Protocol):
     def query(self, name: str, query: Query) -> list[Hit]:
         """Best first; equal scores ordered by (doc_id, chunk_index) so results are stable."""
 
-    def hybrid_evidence(self, name: str, query: Query, vectors_of: int = 0) -> HybridEvidence:
+    def hybrid_evidence(self, name: str, query: Query, vectors_of: int = 0,
+                        term_idf: Mapping[int, float] | None = None) -> HybridEvidence:
         """The candidates of a hybrid `query` with both scores each and the query terms' IDF (see
-        `HybridEvidence`), in one batched call to the engine. CollectionNotFound if missing."""
+        `HybridEvidence`), in one batched call to the engine. `term_idf`: the IDFs an earlier call gave for the
+        same sparse query (a second query that only moves the dense vector), returned as they are instead of
+        probing each term again. CollectionNotFound if missing."""
 
     def payloads(self, name: str, ids: Sequence[str]) -> dict[str, Mapping[str, Any]]:
         """The payloads of the given point ids (a lookup by id, no search); unknown ids are left out."""

@@ -327,12 +327,13 @@ class QdrantClientStore:
 
         return stable_query(run, query.limit)
 
-    def hybrid_evidence(self, name: str, query: Query, vectors_of: int = 0) -> HybridEvidence:
+    def hybrid_evidence(self, name: str, query: Query, vectors_of: int = 0,
+                        term_idf: Mapping[int, float] | None = None) -> HybridEvidence:
         query_filter = _client_filter(conditions(query.filters))
         params = models.SearchParams(hnsw_ef=self._hnsw_ef) if self._hnsw_ef else None
         depth = evidence_depth(query)
         dense, sparse = _vector(query, "dense"), _vector(query, "sparse")
-        terms = list(query.sparse.indices) if query.sparse else []
+        terms = list(query.sparse.indices) if query.sparse and term_idf is None else []
 
         def nearest(vector: Any, using: str, limit: int, **options: Any) -> models.QueryRequest:
             return models.QueryRequest(query=vector, using=using, filter=query_filter, limit=limit,
@@ -364,7 +365,7 @@ class QdrantClientStore:
             with self._call(name):
                 return self.client.count(self._full(name), exact=True).count
 
-        return hybrid_evidence_of(query, results, terms, points)
+        return hybrid_evidence_of(query, results, terms, points, term_idf)
 
     def payloads(self, name: str, ids: Sequence[str]) -> dict[str, Any]:
         if not ids:

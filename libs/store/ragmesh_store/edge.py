@@ -491,13 +491,14 @@ class EdgeStore:
 
         return stable_query(run, query.limit)
 
-    def hybrid_evidence(self, name: str, query: Query, vectors_of: int = 0) -> HybridEvidence:
+    def hybrid_evidence(self, name: str, query: Query, vectors_of: int = 0,
+                        term_idf: Mapping[int, float] | None = None) -> HybridEvidence:
         collection = self._get(name)
         edge_filter = _edge_filter(conditions(query.filters))
         params = qe.SearchParams(hnsw_ef=self._hnsw_ef) if self._hnsw_ef else None
         depth = evidence_depth(query)
         dense, sparse = _nearest(query, "dense"), _nearest(query, "sparse")
-        terms = list(query.sparse.indices) if query.sparse else []
+        terms = list(query.sparse.indices) if query.sparse and term_idf is None else []
 
         def nearest(vector: qe.Query, limit: int, **options: Any) -> qe.QueryRequest:
             return qe.QueryRequest(limit=limit, query=vector, filter=edge_filter,
@@ -527,7 +528,7 @@ class EdgeStore:
             def points() -> int:
                 return shard.info().points_count
 
-            return hybrid_evidence_of(query, results, terms, points)
+            return hybrid_evidence_of(query, results, terms, points, term_idf)
 
     def payloads(self, name: str, ids: Sequence[str]) -> dict[str, Any]:
         collection = self._get(name)

@@ -793,6 +793,19 @@ def test_hybrid_evidence_applies_filters_to_the_candidates_but_not_to_the_idf(co
     assert evidence.term_idf[4] == pytest.approx(0.6931, rel=1e-3)  # corpus-wide: 3 of 6 chunks
 
 
+def test_hybrid_evidence_given_the_terms_idf_reuses_them_and_reads_the_same_candidates(corpus: Store) -> None:
+    """A second query that only moves the dense vector (pseudo-relevance feedback) passes the IDFs the first
+    call gave: they come back as given (no term is probed again) and the candidates are read as usual."""
+    query = Query(mode="hybrid", limit=2, dense=[0.0, 1.0, 0.0, 0.0], sparse=Sparse([4, 99], [1.0, 1.0]),
+                  prefetch_limit=3)
+    first = corpus.hybrid_evidence("docs", query)
+    known = {4: 1.25, 99: 7.5}  # not the collection's: proves they were not computed again
+    again = corpus.hybrid_evidence("docs", query, term_idf=known)
+    assert again.term_idf == known
+    assert (again.dense, again.sparse) == (first.dense, first.sparse)
+    assert (again.dense_scores, again.sparse_scores) == (first.dense_scores, first.sparse_scores)
+
+
 def test_payloads_by_id(corpus: Store) -> None:
     wanted = [point_id("beta", 0), point_id("alpha", 1), "00000000-0000-4000-8000-000000000000"]
     payloads = corpus.payloads("docs", wanted)

@@ -45,11 +45,11 @@ engine's):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 from ragmesh_store import tie_key
 from ragmesh_store.base import Fusion, Hit, HybridEvidence, Mode, Sparse
 
@@ -112,29 +112,41 @@ class Weights:
 
 def adaptive_fusion(evidence: HybridEvidence, query: Sparse, limit: int) -> tuple[list[Hit], Weights]:
     """The candidates of both lists fused as described in the module docstring, best first (ties by doc_id,
-    chunk_index), at most `limit`, scores 0..1; and the weights used."""
+    chunk_index), at most `limit`, scores 0..1; and the weights used. The scores are computed as arrays and only
+    the best `limit` (and any tied with the last of them) become hits: a query has a few hundred candidates."""
     ideal = (BM25_K1 + 1) * sum(w * evidence.term_idf.get(t, 0.0) for t, w in zip(query.indices, query.values,
                                                                                 strict=True))
     chunks: dict[str, Hit] = {}
     for hit in (*evidence.dense, *evidence.sparse):
         chunks.setdefault(hit.id, hit)
-    dense = {i: min(1.0, max(0.0, evidence.dense_scores.get(i, 0.0))) for i in chunks}
-    lexical = {i: min(1.0, evidence.sparse_scores.get(i, 0.0) / ideal) if ideal > 0 else 0.0 for i in chunks}
-    w_dense, w_sparse = max(dense.values(), default=0.0), max(lexical.values(), default=0.0)
+    ids = list(chunks)
+    count = len(ids)
+    dense = np.clip(np.fromiter((evidence.dense_scores.get(i, 0.0) for i in ids), np.float64, count), 0.0, 1.0)
+    lexical = np.zeros(count)
+    if ideal > 0:
+        bm25 = np.fromiter((evidence.sparse_scores.get(i, 0.0) for i in ids), np.float64, count)
+        lexical = np.minimum(1.0, bm25 / ideal)
+    w_dense = float(dense.max()) if count else 0.0
+    w_sparse = float(lexical.max()) if count else 0.0
     total = w_dense + w_sparse
     if total <= 0:
         return sorted((Hit(i, 0.0, h.payload) for i, h in chunks.items()), key=tie_key)[:limit], Weights(0.5, 0.5)
     weights = Weights(w_dense / total, w_sparse / total)
-    fused = [Hit(i, weights.dense * dense[i] + weights.sparse * lexical[i], h.payload) for i, h in chunks.items()]
-    return sorted(fused, key=tie_key)[:limit], weights
+    fused = weights.dense * dense + weights.sparse * lexical
+    picked = range(count)
+    if count > limit > 0:
+        last = np.partition(fused, count - limit)[count - limit]  # the limit-th best score
+        picked = np.flatnonzero(fused >= last).tolist()
+    hits = [Hit(ids[i], float(fused[i]), chunks[ids[i]].payload) for i in picked]
+    return sorted(hits, key=tie_key)[:limit], weights
 
 
 def rocchio(query: Sequence[float], feedback: Sequence[Sequence[float]], alpha: float = 1.0,
             beta: float = 0.2) -> list[float]:
     """alpha * the unit query vector + beta * the mean of the unit feedback vectors (Rocchio, 1971)."""
-    def unit(v: Sequence[float]) -> list[float]:
-        norm = math.sqrt(sum(x * x for x in v)) or 1.0
-        return [x / norm for x in v]
+    def unit(m: np.ndarray) -> np.ndarray:
+        norms = np.linalg.norm(m, axis=-1, keepdims=True)
+        return m / np.where(norms > 0, norms, 1.0)
 
-    centroid = [sum(col) / len(feedback) for col in zip(*(unit(v) for v in feedback), strict=True)]
-    return [alpha * q + beta * c for q, c in zip(unit(query), centroid, strict=True)]
+    centroid = unit(np.asarray(feedback, dtype=np.float64)).mean(axis=0)
+    return (alpha * unit(np.asarray(query, dtype=np.float64)) + beta * centroid).tolist()

@@ -306,7 +306,8 @@ class Searcher:
         feedback = [evidence.vectors[h.id] for h in hits[:self.prf_docs] if h.id in evidence.vectors]
         if feedback and query.dense is not None:
             query = dataclasses.replace(query, dense=rocchio(query.dense, feedback, beta=self.prf_weight))
-            evidence = await store_call(self.store.hybrid_evidence, name, query, 0)
+            # The sparse query is the same: its terms' IDFs are known, so only the candidates are read again.
+            evidence = await store_call(self.store.hybrid_evidence, name, query, 0, evidence.term_idf)
             hits, _ = adaptive_fusion(evidence, query.sparse, query.limit + _TIE_ROOM)
         # The hits kept, and any that tie with the last of them (their order is by doc_id, chunk_index).
         last = hits[query.limit - 1].score if len(hits) >= query.limit else None
