@@ -579,7 +579,7 @@ def section(report: dict, name: str, fn: Callable[[], object]):
 
 def baseline_pythonpath(src: Path) -> str:
     packages = ["libs/api", "libs/common", "libs/store", "services/converter", "services/embedder",
-                "services/indexer", "services/search", "gateway", "cli"]
+                "services/indexer", "services/search", "services/answer", "gateway", "cli"]
     return os.pathsep.join(str(src / p) for p in packages if (src / p).is_dir())
 
 
@@ -597,6 +597,8 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--backend", default="local", choices=["local", "hash"])
     parser.add_argument("--baseline-src", type=Path, action="append", default=[],
                         help="another checkout to run the mesh section on too (before/after)")
+    parser.add_argument("--runtime", action="append", default=[],
+                        help="only these dense runtimes of the local backend (default: every one it offers)")
     parser.add_argument("--skip", action="append", default=[],
                         choices=["raw", "mesh", "in-process", "langchain", "store", "embedder"])
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, hash embedder: seconds")
@@ -622,6 +624,10 @@ def main(argv: list[str] | None = None) -> Path:
         stem.with_suffix(".md").write_text(to_markdown(report))
 
     found = runtimes() if args.backend == "local" else [args.backend]
+    if args.runtime:
+        if unknown := sorted(set(args.runtime) - set(found)):
+            parser.error(f"--runtime {', '.join(unknown)}: the embedder offers {', '.join(found)}")
+        found = [r for r in found if r in args.runtime]
     report["runtimes"], report["main_runtime"] = found, found[0]
     for runtime in found:
         if "raw" not in args.skip:

@@ -295,24 +295,27 @@ class Searcher:
         return targets
 
     async def _query(self, name: str, used: Plan, query: Query) -> list[Hit]:
-        """One collection's hits, best first: the store's own query, or for adaptive fusion the store's hybrid
-        evidence fused here (see `fusion`), with pseudo-relevance feedback: a second store query with the dense
-        query moved towards the top fused chunks (no second model call); then the payloads of the hits kept, by
-        id."""
+        """One collection's hits, best first: the store's own query, or for adaptive fusion `_adaptive` (its
+        store calls and the fusion between them in one trip off the event loop)."""
         if used.fusion != "adaptive" or used.store_mode != "hybrid" or query.sparse is None:
             return await store_call(self.store.query, name, query)
-        evidence = await store_call(self.store.hybrid_evidence, name, query, _PRF_VECTORS if self.prf_docs else 0)
-        hits, _ = adaptive_fusion(evidence, query.sparse, max(query.limit + _TIE_ROOM, self.prf_docs))
+        return await store_call(self._adaptive, name, query, query.sparse)
+
+    def _adaptive(self, name: str, query: Query, sparse: Sparse) -> list[Hit]:
+        """Adaptive fusion (blocking): the store's hybrid evidence fused here (see `fusion`), with pseudo-relevance
+        feedback: a second store query with the dense query moved towards the top fused chunks (no second model
+        call; the sparse query and its terms' IDFs are the same); then the payloads of the hits kept, by id."""
+        evidence = self.store.hybrid_evidence(name, query, _PRF_VECTORS if self.prf_docs else 0)
+        hits, _ = adaptive_fusion(evidence, sparse, max(query.limit + _TIE_ROOM, self.prf_docs))
         feedback = [evidence.vectors[h.id] for h in hits[:self.prf_docs] if h.id in evidence.vectors]
         if feedback and query.dense is not None:
             query = dataclasses.replace(query, dense=rocchio(query.dense, feedback, beta=self.prf_weight))
-            # The sparse query is the same: its terms' IDFs are known, so only the candidates are read again.
-            evidence = await store_call(self.store.hybrid_evidence, name, query, 0, evidence.term_idf)
-            hits, _ = adaptive_fusion(evidence, query.sparse, query.limit + _TIE_ROOM)
+            evidence = self.store.hybrid_evidence(name, query, 0, evidence.term_idf)
+            hits, _ = adaptive_fusion(evidence, sparse, query.limit + _TIE_ROOM)
         # The hits kept, and any that tie with the last of them (their order is by doc_id, chunk_index).
         last = hits[query.limit - 1].score if len(hits) >= query.limit else None
         kept = [h for i, h in enumerate(hits) if i < query.limit or h.score == last]
-        payloads = await store_call(self.store.payloads, name, [h.id for h in kept])
+        payloads = self.store.payloads(name, [h.id for h in kept])
         return sorted((Hit(h.id, h.score, payloads[h.id]) for h in kept if h.id in payloads), key=tie_key)[:query.limit]
 
     async def _embed_query(self, text: str, mode: Mode,
