@@ -13,7 +13,9 @@ the chunks alone (plus the text after the last chunk, which the indexer stores a
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -122,6 +124,9 @@ class Chunker:
         # Chunk budget without the special tokens the model adds once per chunk; the length function then
         # adds up (almost) exactly over the pieces the splitter merges.
         budget = size - self._special_tokens
+        # The splitter measures most pieces twice (splitting, then merging), and each measure is a tokenizer call
+        # that holds the GIL: measured once per call.
+        length = functools.cache(self._content_tokens)
         splitter = RecursiveCharacterTextSplitter(
             separators=_separators(language),
             is_separator_regex=True,
@@ -129,7 +134,7 @@ class Chunker:
             # offset is known exactly.
             chunk_size=budget - overlap,
             chunk_overlap=0,
-            length_function=self._content_tokens,
+            length_function=length,
             keep_separator=True,
             strip_whitespace=True,
         )
@@ -137,12 +142,17 @@ class Chunker:
         pieces: list[tuple[int, str]] = []
         for begin, end in spans:
             section = text[begin:end]
+            if length(section) <= budget - overlap:
+                # Within budget the splitter gives the section back whole, stripped: skip its passes.
+                if piece := section.strip():
+                    pieces.append((begin + section.index(piece), piece))
+                continue
             cursor = 0
             for piece in splitter.split_text(section):
                 found = section.find(piece, cursor)
                 local = found if found >= 0 else section.find(piece)
                 cursor = local + len(piece)
-                pieces.extend(self._fit(begin + local, piece, budget - overlap))
+                pieces.extend(self._fit(begin + local, piece, budget - overlap, length))
         if overlap:
             pieces = self._with_overlap(text, pieces, overlap, budget)
         chunks: list[Chunk] = []
@@ -192,9 +202,9 @@ class Chunker:
         bounds.append(len(text))
         return [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if text[a:b].strip()]
 
-    def _fit(self, start: int, piece: str, budget: int) -> list[tuple[int, str]]:
+    def _fit(self, start: int, piece: str, budget: int, length: Callable[[str], int]) -> list[tuple[int, str]]:
         """The piece, cut at token boundaries when it is over budget (a single huge "word", say)."""
-        if self._content_tokens(piece) <= budget:
+        if length(piece) <= budget:
             return [(start, piece)]
         offsets = self._tokenizer.encode(piece, add_special_tokens=False).offsets
         out: list[tuple[int, str]] = []
