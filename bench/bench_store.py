@@ -10,7 +10,7 @@ top-10 of every query is computed with numpy while the points are generated, so 
 the engine.
 
 Reports: upsert rate (batches of 256 points), the HNSW build (optimize) time, p50/p95 of dense, sparse, hybrid
-(relative score and RRF) and filtered dense queries (top 10, one client), recall@10 of dense search against
+(relative score, RRF, and the default adaptive fusion as the search service runs it) and filtered dense queries (top 10, one client), recall@10 of dense search against
 the exact top 10 for each `ef` (and the default the store uses), RSS, disk and the time to reopen the store
 and answer the first query.
 """
@@ -79,6 +79,19 @@ def timed(fn, inputs) -> tuple[dict[str, float], list]:
         results.append(fn(item))
         out.append((time.perf_counter() - started) * 1000)
     return percentiles(out), results
+
+
+def adaptive_latency(store, query_vectors: np.ndarray, sparse_of: list) -> dict[str, float]:
+    """The default hybrid (adaptive fusion with dense feedback) as the search service runs it on the store: its
+    two hybrid-evidence calls, the fusion and the payload lookup."""
+    from ragmesh_search.service import Searcher
+    from ragmesh_store import Query
+
+    searcher = Searcher(store, None, default_mode="hybrid", prefetch_limit=100, rrf_k=60,  # type: ignore[arg-type]
+                        max_query_chars=10_000, default_fusion="adaptive")
+    return timed(lambda q: searcher._adaptive("bench", Query(
+        mode="hybrid", limit=10, dense=query_vectors[q].tolist(), sparse=sparse_of[q], prefetch_limit=100,
+        fusion="adaptive"), sparse_of[q]), range(len(sparse_of)))[0]
 
 
 def run(points: int, queries: int, efs: list[int], data_dir: Path, hnsw_ef: int | None) -> dict:
@@ -151,6 +164,7 @@ def run(points: int, queries: int, efs: list[int], data_dir: Path, hnsw_ef: int 
         kinds[f"hybrid_{fusion}"] = timed(lambda q, f=fusion: store.query("bench", Query(
             mode="hybrid", limit=10, dense=query_vectors[q].tolist(), sparse=sparse_of[q], prefetch_limit=100,
             fusion=f)), range(queries))[0]
+    kinds["hybrid_adaptive"] = adaptive_latency(store, query_vectors, sparse_of)
     kinds["dense_filter_10pct"] = timed(lambda q: dense(q, filters={"metadata.lang": f"l{q % 10}"}),
                                         range(queries))[0]
     kinds["dense_filter_1pct"] = timed(lambda q: dense(q, filters={"metadata.shelf": f"s{q % 100}"}),
