@@ -253,12 +253,14 @@ def hybrid_evidence_of(
     query: Query, results: Sequence[Sequence[Any]], terms: Sequence[int], points: Callable[[], int],
     known_idf: Mapping[int, float] | None = None,
 ) -> HybridEvidence:
-    """Assemble `HybridEvidence` from one batch's results (scored points of either client), in this order: the
-    dense and the sparse list (read `evidence_depth` deep), each list's candidates re-scored by the other vector,
-    for each query term the best single-term BM25 hit (read with its sparse vector: its score / the term's
-    weight in that chunk is the term's IDF, query weights being 1), then any searches read for their dense
-    vectors. `points` (the number of chunks) is only called when a term is in no chunk. With `known_idf` no term
-    was probed (`terms` is empty) and those IDFs are the evidence's."""
+    """Assemble `HybridEvidence` from the store's results (scored points of either client), in this order: the
+    dense and the sparse list (read `evidence_depth` deep); the BM25 scores of the dense list's chunks that the
+    sparse list did not read (a chunk without any query term has none); the cosines of the sparse list's chunks
+    that the dense list did not read; for each query term the best single-term BM25 hit (read with its sparse
+    vector: its score / the term's weight in that chunk is the term's IDF, query weights being 1); then, if asked
+    for, the top chunks of both lists read by id with their dense vectors. `points` (the number of chunks) is
+    only called when a term is in no chunk. With `known_idf` no term was probed (`terms` is empty) and those IDFs
+    are the evidence's."""
     # Plain (id, score) pairs, and hits only for the candidates kept: a call reads a few hundred points.
     dense_read, sparse_read, sparse_of_dense, dense_of_sparse = ([(str(p.id), p.score) for p in result]
                                                                  for result in results[:4])
@@ -272,8 +274,10 @@ def hybrid_evidence_of(
     # Read without payloads, so equal scores go by id (the order `tie_key` gives hits without payload).
     dense = [Hit(i, score, {}) for i, score in sorted(dense_read, key=_score_then_id)[:keep]]
     sparse = [Hit(i, score, {}) for i, score in sorted(sparse_read, key=_score_then_id)[:keep]]
-    dense_scores = {h.id: h.score for h in dense} | dict(dense_of_sparse)
-    sparse_scores = {h.id: h.score for h in sparse} | dict(sparse_of_dense)
+    # A candidate's score may come from its own list as read (past the cut too) or from the other list's re-score.
+    candidates = {h.id for h in dense} | {h.id for h in sparse}
+    dense_scores = {i: score for i, score in (*dense_read, *dense_of_sparse) if i in candidates}
+    sparse_scores = {i: score for i, score in (*sparse_read, *sparse_of_dense) if i in candidates}
     term_idf: dict[int, float] = dict(known_idf or {})
     for term, probe in zip(query.sparse.indices if query.sparse and known_idf is None else (), probes, strict=True):
         if probe is not None and probe[1] > 0:

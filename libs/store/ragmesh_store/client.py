@@ -339,27 +339,35 @@ class QdrantClientStore:
             return models.QueryRequest(query=vector, using=using, filter=query_filter, limit=limit,
                                        params=params if using == DENSE else None, **options)
 
-        def rescored(first: Any, first_using: str, then: Any, then_using: str) -> models.QueryRequest:
-            prefetch = models.Prefetch(query=first, using=first_using, limit=depth, filter=query_filter,
-                                       params=params if first_using == DENSE else None)
-            return models.QueryRequest(prefetch=[prefetch], query=then, using=then_using, limit=depth,
-                                       with_payload=False)
+        def by_id(vector: Any, using: str, ids: set[Any]) -> models.QueryRequest:
+            # An exact score of a few points (re-running the other list's search as a prefetch costs several times
+            # more); a chunk without any query term is left out of a BM25 one, as search leaves it out.
+            return models.QueryRequest(query=vector, using=using, limit=len(ids), with_payload=False,
+                                       filter=models.Filter(must=[models.HasIdCondition(has_id=list(ids))]),
+                                       params=models.SearchParams(exact=True) if using == DENSE else None)
 
         requests = [
             nearest(dense, DENSE, depth, with_payload=False),
             nearest(sparse, SPARSE, depth, with_payload=False),
-            rescored(dense, DENSE, sparse, SPARSE),
-            rescored(sparse, SPARSE, dense, DENSE),
             # One single-term BM25 query per query term, unfiltered: its best chunk's score / the term's weight in
             # that chunk is the term's IDF.
             *(models.QueryRequest(query=models.SparseVector(indices=[t], values=[1.0]), using=SPARSE, limit=1,
                                   with_payload=False, with_vector=[SPARSE]) for t in terms),
         ]
-        if vectors_of:
-            requests += [nearest(dense, DENSE, vectors_of, with_payload=False, with_vector=[DENSE]),
-                         nearest(sparse, SPARSE, vectors_of, with_payload=False, with_vector=[DENSE])]
         with self._call(name):
-            results = [r.points for r in self.client.query_batch_points(self._full(name), requests=requests)]
+            lists = [r.points for r in self.client.query_batch_points(self._full(name), requests=requests)]
+            # Each list's candidates the other list did not find, scored by the other vector.
+            dense_ids, sparse_ids = ({p.id for p in result} for result in lists[:2])
+            missing = [(dense, DENSE, sparse_ids - dense_ids), (sparse, SPARSE, dense_ids - sparse_ids)]
+            wanted = [by_id(v, using, ids) for v, using, ids in missing if ids]
+            scored = iter([r.points for r in self.client.query_batch_points(self._full(name), requests=wanted)]
+                          if wanted else [])
+            dense_of_sparse, sparse_of_dense = (next(scored) if ids else [] for _, _, ids in missing)
+            results: list[Sequence[Any]] = [lists[0], lists[1], sparse_of_dense, dense_of_sparse, *lists[2:]]
+            if vectors_of:  # read by id: two more searches returning vectors cost several times more
+                top = list(dict.fromkeys(p.id for result in lists[:2] for p in result[:vectors_of]))
+                results.append(self.client.retrieve(self._full(name), ids=top, with_payload=False,
+                                                    with_vectors=[DENSE]) if top else [])
 
         def points() -> int:
             with self._call(name):

@@ -504,26 +504,32 @@ class EdgeStore:
             return qe.QueryRequest(limit=limit, query=vector, filter=edge_filter,
                                    params=params if vector is dense else None, **options)
 
-        def rescored(first: qe.Query, then: qe.Query) -> qe.QueryRequest:
-            prefetch = qe.Prefetch(limit=depth, query=first, filter=edge_filter,
-                                   params=params if first is dense else None)
-            return qe.QueryRequest(limit=depth, prefetches=[prefetch], query=then)
+        def by_id(vector: qe.Query, ids: set[str]) -> qe.QueryRequest:
+            # An exact score of a few points (re-running the other list's search as a prefetch costs several times
+            # more); a chunk without any query term is left out of a BM25 one, as search leaves it out.
+            return qe.QueryRequest(limit=len(ids), query=vector, filter=qe.Filter(must=[qe.HasIdCondition(ids)]),
+                                   params=qe.SearchParams(exact=True) if vector is dense else None, with_payload=False)
 
         requests = [
             nearest(dense, depth, with_payload=False),
             nearest(sparse, depth, with_payload=False),
-            rescored(dense, sparse),
-            rescored(sparse, dense),
             # One single-term BM25 query per query term, unfiltered: its best chunk's score / the term's weight in
             # that chunk is the term's IDF.
             *(qe.QueryRequest(limit=1, query=qe.Query.Nearest(qe.SparseVector([t], [1.0]), using=SPARSE),
                               with_vector=[SPARSE]) for t in terms),
         ]
-        if vectors_of:
-            requests += [nearest(dense, vectors_of, with_vector=[DENSE]),
-                         nearest(sparse, vectors_of, with_vector=[DENSE])]
         with collection.use() as shard, self._edge_errors():
-            results = shard.query_batch(qe.QueryBatchRequest(requests))
+            lists = list(shard.query_batch(qe.QueryBatchRequest(requests)))
+            # Each list's candidates the other list did not find, scored by the other vector.
+            dense_ids, sparse_ids = ({str(p.id) for p in result} for result in lists[:2])
+            missing = [(dense, sparse_ids - dense_ids), (sparse, dense_ids - sparse_ids)]
+            scored = iter(shard.query_batch(qe.QueryBatchRequest([by_id(v, ids) for v, ids in missing if ids]))
+                          if any(ids for _, ids in missing) else [])
+            dense_of_sparse, sparse_of_dense = (next(scored) if ids else [] for _, ids in missing)
+            results = [lists[0], lists[1], sparse_of_dense, dense_of_sparse, *lists[2:]]
+            if vectors_of:  # read by id: two more searches returning vectors cost several times more
+                top = list(dict.fromkeys(str(p.id) for result in lists[:2] for p in result[:vectors_of]))
+                results.append(shard.retrieve(top, False, [DENSE]) if top else [])
 
             def points() -> int:
                 return shard.info().points_count
