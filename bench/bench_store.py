@@ -10,9 +10,9 @@ top-10 of every query is computed with numpy while the points are generated, so 
 the engine.
 
 Reports: upsert rate (batches of 256 points), the HNSW build (optimize) time, p50/p95 of dense, sparse, hybrid
-(relative score, RRF, and the default adaptive fusion as the search service runs it) and filtered dense queries (top 10, one client), recall@10 of dense search against
-the exact top 10 for each `ef` (and the default the store uses), RSS, disk and the time to reopen the store
-and answer the first query.
+(relative score, RRF, and the default adaptive fusion as the search service runs it) and filtered dense
+queries (top 10, one client), recall@10 of dense search against the exact top 10 for each `ef` (and the
+default the store uses), RSS, disk and the time to reopen the store and answer the first query.
 """
 
 from __future__ import annotations
