@@ -71,6 +71,12 @@ async def test_an_idle_batcher_runs_a_lone_request_without_waiting_for_company(s
     assert timed_waits == []
 
 
+def _waiting(batcher) -> list:
+    """The requests the batcher holds that the model has not started: queued, or padded and waiting for it."""
+    ready = [r for r in list(batcher._ready.queue) if r is not None]
+    return [*batcher._urgent, *batcher._pending, *(job for r in ready for job in r.window.jobs)]
+
+
 async def test_texts_of_a_caller_that_gave_up_are_skipped(serve, rpc_error, until, gated):
     async with serve(SETTINGS, Embedder(gated, SETTINGS)) as running:
         batcher = running.embedder.batcher
@@ -78,6 +84,9 @@ async def test_texts_of_a_caller_that_gave_up_are_skipped(serve, rpc_error, unti
         await until(gated.entered.is_set, "the model took the first request")
         error = await rpc_error(running.stub.Embed(pb2.EmbedRequest(texts=["late", "later"]), timeout=0.2))
         assert error.code == grpc.StatusCode.DEADLINE_EXCEEDED
+        # The server learns of the deadline on its own clock: let it mark the request before the model is free.
+        await until(lambda: _waiting(batcher) and all(job.dropped for job in _waiting(batcher)),
+                    "the server saw the caller give up")
         gated.gate.set()
         await first
         await until(lambda: batcher.queue_depth == 0, "the queue drained")
