@@ -249,6 +249,14 @@ def term_probe(result: Sequence[Any], term: int) -> tuple[float, float] | None:
     return result[0].score, weights.get(term, 0.0)
 
 
+def unscored_candidates(dense: Sequence[Any], sparse: Sequence[Any]) -> tuple[set[str], set[str]]:
+    """From the dense and the sparse list as read (scored points of either client): the ids of the sparse list's
+    chunks the dense list did not read (they need their cosine), and of the dense list's chunks the sparse list
+    did not read (they need their BM25 score). `hybrid_evidence` scores them by id."""
+    dense_ids, sparse_ids = {str(p.id) for p in dense}, {str(p.id) for p in sparse}
+    return sparse_ids - dense_ids, dense_ids - sparse_ids
+
+
 def hybrid_evidence_of(
     query: Query, results: Sequence[Sequence[Any]], terms: Sequence[int], points: Callable[[], int],
     known_idf: Mapping[int, float] | None = None,

@@ -35,6 +35,7 @@ from ._common import (
     metadata_indexes,
     relative_score_query,
     stable_query,
+    unscored_candidates,
 )
 from .base import (
     DENSE,
@@ -339,7 +340,7 @@ class QdrantClientStore:
             return models.QueryRequest(query=vector, using=using, filter=query_filter, limit=limit,
                                        params=params if using == DENSE else None, **options)
 
-        def by_id(vector: Any, using: str, ids: set[Any]) -> models.QueryRequest:
+        def by_id(vector: Any, using: str, ids: set[str]) -> models.QueryRequest:
             # An exact score of a few points (re-running the other list's search as a prefetch costs several times
             # more); a chunk without any query term is left out of a BM25 one, as search leaves it out.
             return models.QueryRequest(query=vector, using=using, limit=len(ids), with_payload=False,
@@ -357,13 +358,13 @@ class QdrantClientStore:
         with self._call(name):
             lists = [r.points for r in self.client.query_batch_points(self._full(name), requests=requests)]
             # Each list's candidates the other list did not find, scored by the other vector.
-            dense_ids, sparse_ids = ({p.id for p in result} for result in lists[:2])
-            missing = [(dense, DENSE, sparse_ids - dense_ids), (sparse, SPARSE, dense_ids - sparse_ids)]
-            wanted = [by_id(v, using, ids) for v, using, ids in missing if ids]
-            scored = iter([r.points for r in self.client.query_batch_points(self._full(name), requests=wanted)]
-                          if wanted else [])
-            dense_of_sparse, sparse_of_dense = (next(scored) if ids else [] for _, _, ids in missing)
-            results: list[Sequence[Any]] = [lists[0], lists[1], sparse_of_dense, dense_of_sparse, *lists[2:]]
+            need_cosine, need_bm25 = unscored_candidates(lists[0], lists[1])
+            rescoring = {kind: by_id(vector, using, ids) for kind, vector, using, ids in
+                         (("cosine", dense, DENSE, need_cosine), ("bm25", sparse, SPARSE, need_bm25)) if ids}
+            scored = dict(zip(rescoring, [r.points for r in self.client.query_batch_points(
+                self._full(name), requests=list(rescoring.values()))] if rescoring else [], strict=True))
+            results: list[Sequence[Any]] = [lists[0], lists[1], scored.get("bm25", []), scored.get("cosine", []),
+                                            *lists[2:]]
             if vectors_of:  # read by id: two more searches returning vectors cost several times more
                 top = list(dict.fromkeys(p.id for result in lists[:2] for p in result[:vectors_of]))
                 results.append(self.client.retrieve(self._full(name), ids=top, with_payload=False,

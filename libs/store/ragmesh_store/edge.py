@@ -45,6 +45,7 @@ from ._common import (
     relative_score_query,
     stable_query,
     tie_key,
+    unscored_candidates,
     usable_cpus,
 )
 from .base import (
@@ -521,12 +522,12 @@ class EdgeStore:
         with collection.use() as shard, self._edge_errors():
             lists = list(shard.query_batch(qe.QueryBatchRequest(requests)))
             # Each list's candidates the other list did not find, scored by the other vector.
-            dense_ids, sparse_ids = ({str(p.id) for p in result} for result in lists[:2])
-            missing = [(dense, sparse_ids - dense_ids), (sparse, dense_ids - sparse_ids)]
-            scored = iter(shard.query_batch(qe.QueryBatchRequest([by_id(v, ids) for v, ids in missing if ids]))
-                          if any(ids for _, ids in missing) else [])
-            dense_of_sparse, sparse_of_dense = (next(scored) if ids else [] for _, ids in missing)
-            results = [lists[0], lists[1], sparse_of_dense, dense_of_sparse, *lists[2:]]
+            need_cosine, need_bm25 = unscored_candidates(lists[0], lists[1])
+            rescoring = {kind: by_id(vector, ids) for kind, vector, ids in
+                         (("cosine", dense, need_cosine), ("bm25", sparse, need_bm25)) if ids}
+            scored = dict(zip(rescoring, shard.query_batch(qe.QueryBatchRequest(list(rescoring.values())))
+                              if rescoring else [], strict=True))
+            results = [lists[0], lists[1], scored.get("bm25", []), scored.get("cosine", []), *lists[2:]]
             if vectors_of:  # read by id: two more searches returning vectors cost several times more
                 top = list(dict.fromkeys(str(p.id) for result in lists[:2] for p in result[:vectors_of]))
                 results.append(shard.retrieve(top, False, [DENSE]) if top else [])
