@@ -249,50 +249,79 @@ def term_probe(result: Sequence[Any], term: int) -> tuple[float, float] | None:
     return result[0].score, weights.get(term, 0.0)
 
 
-def unscored_candidates(dense: Sequence[Any], sparse: Sequence[Any]) -> tuple[set[str], set[str]]:
-    """From the dense and the sparse list as read (scored points of either client): the ids of the sparse list's
-    chunks the dense list did not read (they need their cosine), and of the dense list's chunks the sparse list
-    did not read (they need their BM25 score). `hybrid_evidence` scores them by id."""
-    dense_ids, sparse_ids = {str(p.id) for p in dense}, {str(p.id) for p in sparse}
-    return sparse_ids - dense_ids, dense_ids - sparse_ids
+Scored = list[tuple[str, float]]
+
+
+def scored(result: Sequence[Any]) -> Scored:
+    """(id, score) of each scored point of either client, the id turned into a string once (a call reads a few
+    hundred points, and `str` of a UUID is Python code)."""
+    return [(str(p.id), p.score) for p in result]
+
+
+def _kept(read: Scored, query: Query) -> Scored:
+    """The candidates a list keeps: its best `max(prefetch_limit, limit)`, equal scores by id."""
+    return sorted(read, key=_score_then_id)[:max(query.prefetch_limit, query.limit)]
+
+
+def unscored_candidates(query: Query, dense_read: Scored, sparse_read: Scored,
+                        same_sparse_as: HybridEvidence | None = None) -> tuple[set[str], set[str]]:
+    """Which candidates `hybrid_evidence` scores by id, from the dense and the sparse list as read: the sparse
+    list's candidates the dense list did not read (they need their cosine), and the dense list's candidates whose
+    BM25 score is not known yet (they need it). With `same_sparse_as`, the sparse list is that evidence's, and
+    the BM25 score of each of its candidates is known (a candidate without one holds no query term)."""
+    if same_sparse_as is None:
+        sparse_kept = [i for i, _ in _kept(sparse_read, query)]
+        bm25_known = {i for i, _ in sparse_read}
+    else:
+        sparse_kept = [h.id for h in same_sparse_as.sparse]
+        bm25_known = {h.id for h in same_sparse_as.dense} | set(sparse_kept)
+    dense_ids = {i for i, _ in dense_read}
+    return ({i for i in sparse_kept if i not in dense_ids},
+            {i for i, _ in _kept(dense_read, query) if i not in bm25_known})
 
 
 def hybrid_evidence_of(
-    query: Query, results: Sequence[Sequence[Any]], terms: Sequence[int], points: Callable[[], int],
-    known_idf: Mapping[int, float] | None = None,
+    query: Query, dense_read: Scored, sparse_read: Scored, sparse_of_dense: Scored, dense_of_sparse: Scored,
+    probes: Sequence[Sequence[Any]] = (), vectors: Sequence[Sequence[Any]] = (), *,
+    terms: Sequence[int] = (), points: Callable[[], int], same_sparse_as: HybridEvidence | None = None,
 ) -> HybridEvidence:
-    """Assemble `HybridEvidence` from the store's results (scored points of either client), in this order: the
-    dense and the sparse list (read `evidence_depth` deep); the BM25 scores of the dense list's chunks that the
-    sparse list did not read (a chunk without any query term has none); the cosines of the sparse list's chunks
-    that the dense list did not read; for each query term the best single-term BM25 hit (read with its sparse
-    vector: its score / the term's weight in that chunk is the term's IDF, query weights being 1); then, if asked
-    for, the top chunks of both lists read by id with their dense vectors. `points` (the number of chunks) is
-    only called when a term is in no chunk. With `known_idf` no term was probed (`terms` is empty) and those IDFs
-    are the evidence's."""
-    # Plain (id, score) pairs, and hits only for the candidates kept: a call reads a few hundred points.
-    dense_read, sparse_read, sparse_of_dense, dense_of_sparse = ([(str(p.id), p.score) for p in result]
-                                                                 for result in results[:4])
-    probes = [term_probe(result, term) for result, term in zip(results[4:4 + len(terms)], terms, strict=True)]
-    vectors: dict[str, Sequence[float]] = {}
-    for result in results[4 + len(terms):]:
-        for p in result:
-            if (point := str(p.id)) not in vectors and isinstance(vector := p.vector, dict):
-                vectors[point] = vector[DENSE]
-    keep = max(query.prefetch_limit, query.limit)
-    # Read without payloads, so equal scores go by id (the order `tie_key` gives hits without payload).
-    dense = [Hit(i, score, {}) for i, score in sorted(dense_read, key=_score_then_id)[:keep]]
-    sparse = [Hit(i, score, {}) for i, score in sorted(sparse_read, key=_score_then_id)[:keep]]
+    """Assemble `HybridEvidence` from what the store read: the dense and the sparse list (`evidence_depth` deep;
+    no sparse list with `same_sparse_as`, whose sparse list, BM25 scores and IDFs are reused); the BM25 scores and
+    the cosines of the candidates `unscored_candidates` named, read by id (a chunk without any query term has no
+    BM25 score); for each of `terms` the best single-term BM25 hit (scored points of either client, read with
+    their sparse vector: score / the term's weight in that chunk is the term's IDF, query weights being 1); and,
+    if asked for, points read by id with their dense vectors. `points` (the number of chunks) is only called
+    when a term is in no chunk."""
+    dense = [Hit(i, score, {}) for i, score in _kept(dense_read, query)]
+    if same_sparse_as is None:
+        # Read without payloads, so equal scores go by id (the order `tie_key` gives hits without payload).
+        sparse = [Hit(i, score, {}) for i, score in _kept(sparse_read, query)]
+        bm25_known: Iterable[tuple[str, float]] = sparse_read
+        term_idf: dict[int, float] = {}
+        for term, result in zip(terms, probes, strict=True):
+            probe = term_probe(result, term)
+            term_idf[term] = probe[0] / probe[1] if probe is not None and probe[1] > 0 else absent_term_idf(points())
+    else:
+        sparse = same_sparse_as.sparse
+        bm25_known = same_sparse_as.sparse_scores.items()
+        term_idf = dict(same_sparse_as.term_idf)
     # A candidate's score may come from its own list as read (past the cut too) or from the other list's re-score.
     candidates = {h.id for h in dense} | {h.id for h in sparse}
     dense_scores = {i: score for i, score in (*dense_read, *dense_of_sparse) if i in candidates}
-    sparse_scores = {i: score for i, score in (*sparse_read, *sparse_of_dense) if i in candidates}
-    term_idf: dict[int, float] = dict(known_idf or {})
-    for term, probe in zip(query.sparse.indices if query.sparse and known_idf is None else (), probes, strict=True):
-        if probe is not None and probe[1] > 0:
-            term_idf[term] = probe[0] / probe[1]
-        else:
-            term_idf[term] = absent_term_idf(points())
-    return HybridEvidence(dense, sparse, dense_scores, sparse_scores, term_idf, vectors)
+    sparse_scores = {i: score for i, score in (*bm25_known, *sparse_of_dense) if i in candidates}
+    read_vectors: dict[str, Sequence[float]] = {}
+    for result in vectors:
+        for p in result:
+            if (point := str(p.id)) not in read_vectors and isinstance(vector := p.vector, dict):
+                read_vectors[point] = vector[DENSE]
+    return HybridEvidence(dense, sparse, dense_scores, sparse_scores, term_idf, read_vectors)
+
+
+def vector_ids(dense_read: Scored, sparse_read: Scored, same_sparse_as: HybridEvidence | None, count: int,
+               ) -> list[str]:
+    """The chunks whose dense vectors `hybrid_evidence(..., vectors_of=count)` reads: each list's first `count`."""
+    sparse = [h.id for h in same_sparse_as.sparse] if same_sparse_as is not None else [i for i, _ in sparse_read]
+    return list(dict.fromkeys([*(i for i, _ in dense_read[:count]), *sparse[:count]])) if count else []
 
 
 def _score_then_id(pair: tuple[str, float]) -> tuple[float, str]:

@@ -176,11 +176,12 @@ class Store(Protocol):
         """Best first; equal scores ordered by (doc_id, chunk_index) so results are stable."""
 
     def hybrid_evidence(self, name: str, query: Query, vectors_of: int = 0,
-                        term_idf: Mapping[int, float] | None = None) -> HybridEvidence:
+                        same_sparse_as: HybridEvidence | None = None) -> HybridEvidence:
         """The candidates of a hybrid `query` with both scores each and the query terms' IDF (see
-        `HybridEvidence`), in one batched call to the engine. `term_idf`: the IDFs an earlier call gave for the
-        same sparse query (a second query that only moves the dense vector), returned as they are instead of
-        probing each term again. CollectionNotFound if missing."""
+        `HybridEvidence`), in two batched calls to the engine (the lists, then the scores they lack, by id).
+        `same_sparse_as`: an earlier call's evidence for the same query but for its dense vector (pseudo-relevance
+        feedback moves only that): its sparse list, BM25 scores and IDFs are this query's too, so only the dense
+        list is searched again; the result is what a call without it would give. CollectionNotFound if missing."""
 
     def payloads(self, name: str, ids: Sequence[str]) -> dict[str, Mapping[str, Any]]:
         """The payloads of the given point ids (a lookup by id, no search); unknown ids are left out."""

@@ -34,8 +34,10 @@ from ._common import (
     hybrid_evidence_of,
     metadata_indexes,
     relative_score_query,
+    scored,
     stable_query,
     unscored_candidates,
+    vector_ids,
 )
 from .base import (
     DENSE,
@@ -329,12 +331,12 @@ class QdrantClientStore:
         return stable_query(run, query.limit)
 
     def hybrid_evidence(self, name: str, query: Query, vectors_of: int = 0,
-                        term_idf: Mapping[int, float] | None = None) -> HybridEvidence:
+                        same_sparse_as: HybridEvidence | None = None) -> HybridEvidence:
         query_filter = _client_filter(conditions(query.filters))
         params = models.SearchParams(hnsw_ef=self._hnsw_ef) if self._hnsw_ef else None
         depth = evidence_depth(query)
         dense, sparse = _vector(query, "dense"), _vector(query, "sparse")
-        terms = list(query.sparse.indices) if query.sparse and term_idf is None else []
+        terms = list(query.sparse.indices) if query.sparse and same_sparse_as is None else []
 
         def nearest(vector: Any, using: str, limit: int, **options: Any) -> models.QueryRequest:
             return models.QueryRequest(query=vector, using=using, filter=query_filter, limit=limit,
@@ -347,34 +349,35 @@ class QdrantClientStore:
                                        filter=models.Filter(must=[models.HasIdCondition(has_id=list(ids))]),
                                        params=models.SearchParams(exact=True) if using == DENSE else None)
 
-        requests = [
-            nearest(dense, DENSE, depth, with_payload=False),
-            nearest(sparse, SPARSE, depth, with_payload=False),
+        requests = [nearest(dense, DENSE, depth, with_payload=False)]
+        if same_sparse_as is None:  # else its sparse list, BM25 scores and IDFs are this query's too
+            requests.append(nearest(sparse, SPARSE, depth, with_payload=False))
             # One single-term BM25 query per query term, unfiltered: its best chunk's score / the term's weight in
             # that chunk is the term's IDF.
-            *(models.QueryRequest(query=models.SparseVector(indices=[t], values=[1.0]), using=SPARSE, limit=1,
-                                  with_payload=False, with_vector=[SPARSE]) for t in terms),
-        ]
+            requests += [models.QueryRequest(query=models.SparseVector(indices=[t], values=[1.0]), using=SPARSE,
+                                             limit=1, with_payload=False, with_vector=[SPARSE]) for t in terms]
         with self._call(name):
             lists = [r.points for r in self.client.query_batch_points(self._full(name), requests=requests)]
-            # Each list's candidates the other list did not find, scored by the other vector.
-            need_cosine, need_bm25 = unscored_candidates(lists[0], lists[1])
+            dense_read = scored(lists[0])
+            sparse_read = scored(lists[1]) if same_sparse_as is None else []
+            # The candidates that lack one of their two scores, scored by id.
+            need_cosine, need_bm25 = unscored_candidates(query, dense_read, sparse_read, same_sparse_as)
             rescoring = {kind: by_id(vector, using, ids) for kind, vector, using, ids in
                          (("cosine", dense, DENSE, need_cosine), ("bm25", sparse, SPARSE, need_bm25)) if ids}
-            scored = dict(zip(rescoring, [r.points for r in self.client.query_batch_points(
+            rescored = dict(zip(rescoring, [r.points for r in self.client.query_batch_points(
                 self._full(name), requests=list(rescoring.values()))] if rescoring else [], strict=True))
-            results: list[Sequence[Any]] = [lists[0], lists[1], scored.get("bm25", []), scored.get("cosine", []),
-                                            *lists[2:]]
-            if vectors_of:  # read by id: two more searches returning vectors cost several times more
-                top = list(dict.fromkeys(p.id for result in lists[:2] for p in result[:vectors_of]))
-                results.append(self.client.retrieve(self._full(name), ids=top, with_payload=False,
-                                                    with_vectors=[DENSE]) if top else [])
+            # The feedback vectors, read by id (two more searches returning vectors cost several times more).
+            top = vector_ids(dense_read, sparse_read, same_sparse_as, vectors_of)
+            vectors = [self.client.retrieve(self._full(name), ids=top, with_payload=False,
+                                            with_vectors=[DENSE])] if top else []
 
         def points() -> int:
             with self._call(name):
                 return self.client.count(self._full(name), exact=True).count
 
-        return hybrid_evidence_of(query, results, terms, points, term_idf)
+        return hybrid_evidence_of(query, dense_read, sparse_read, scored(rescored.get("bm25", [])),
+                                  scored(rescored.get("cosine", [])), lists[2:], vectors, terms=terms, points=points,
+                                  same_sparse_as=same_sparse_as)
 
     def payloads(self, name: str, ids: Sequence[str]) -> dict[str, Any]:
         if not ids:

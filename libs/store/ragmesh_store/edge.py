@@ -43,10 +43,12 @@ from ._common import (
     hybrid_evidence_of,
     metadata_indexes,
     relative_score_query,
+    scored,
     stable_query,
     tie_key,
     unscored_candidates,
     usable_cpus,
+    vector_ids,
 )
 from .base import (
     DENSE,
@@ -493,13 +495,13 @@ class EdgeStore:
         return stable_query(run, query.limit)
 
     def hybrid_evidence(self, name: str, query: Query, vectors_of: int = 0,
-                        term_idf: Mapping[int, float] | None = None) -> HybridEvidence:
+                        same_sparse_as: HybridEvidence | None = None) -> HybridEvidence:
         collection = self._get(name)
         edge_filter = _edge_filter(conditions(query.filters))
         params = qe.SearchParams(hnsw_ef=self._hnsw_ef) if self._hnsw_ef else None
         depth = evidence_depth(query)
         dense, sparse = _nearest(query, "dense"), _nearest(query, "sparse")
-        terms = list(query.sparse.indices) if query.sparse and term_idf is None else []
+        terms = list(query.sparse.indices) if query.sparse and same_sparse_as is None else []
 
         def nearest(vector: qe.Query, limit: int, **options: Any) -> qe.QueryRequest:
             return qe.QueryRequest(limit=limit, query=vector, filter=edge_filter,
@@ -511,31 +513,33 @@ class EdgeStore:
             return qe.QueryRequest(limit=len(ids), query=vector, filter=qe.Filter(must=[qe.HasIdCondition(ids)]),
                                    params=qe.SearchParams(exact=True) if vector is dense else None, with_payload=False)
 
-        requests = [
-            nearest(dense, depth, with_payload=False),
-            nearest(sparse, depth, with_payload=False),
+        requests = [nearest(dense, depth, with_payload=False)]
+        if same_sparse_as is None:  # else its sparse list, BM25 scores and IDFs are this query's too
+            requests.append(nearest(sparse, depth, with_payload=False))
             # One single-term BM25 query per query term, unfiltered: its best chunk's score / the term's weight in
             # that chunk is the term's IDF.
-            *(qe.QueryRequest(limit=1, query=qe.Query.Nearest(qe.SparseVector([t], [1.0]), using=SPARSE),
-                              with_vector=[SPARSE]) for t in terms),
-        ]
+            requests += [qe.QueryRequest(limit=1, query=qe.Query.Nearest(qe.SparseVector([t], [1.0]), using=SPARSE),
+                                         with_vector=[SPARSE]) for t in terms]
         with collection.use() as shard, self._edge_errors():
             lists = list(shard.query_batch(qe.QueryBatchRequest(requests)))
-            # Each list's candidates the other list did not find, scored by the other vector.
-            need_cosine, need_bm25 = unscored_candidates(lists[0], lists[1])
+            dense_read = scored(lists[0])
+            sparse_read = scored(lists[1]) if same_sparse_as is None else []
+            # The candidates that lack one of their two scores, scored by id.
+            need_cosine, need_bm25 = unscored_candidates(query, dense_read, sparse_read, same_sparse_as)
             rescoring = {kind: by_id(vector, ids) for kind, vector, ids in
                          (("cosine", dense, need_cosine), ("bm25", sparse, need_bm25)) if ids}
-            scored = dict(zip(rescoring, shard.query_batch(qe.QueryBatchRequest(list(rescoring.values())))
-                              if rescoring else [], strict=True))
-            results = [lists[0], lists[1], scored.get("bm25", []), scored.get("cosine", []), *lists[2:]]
-            if vectors_of:  # read by id: two more searches returning vectors cost several times more
-                top = list(dict.fromkeys(str(p.id) for result in lists[:2] for p in result[:vectors_of]))
-                results.append(shard.retrieve(top, False, [DENSE]) if top else [])
+            rescored = dict(zip(rescoring, shard.query_batch(qe.QueryBatchRequest(list(rescoring.values())))
+                                if rescoring else [], strict=True))
+            # The feedback vectors, read by id (two more searches returning vectors cost several times more).
+            top = vector_ids(dense_read, sparse_read, same_sparse_as, vectors_of)
+            vectors = [shard.retrieve(top, False, [DENSE])] if top else []
 
             def points() -> int:
                 return shard.info().points_count
 
-            return hybrid_evidence_of(query, results, terms, points, term_idf)
+            return hybrid_evidence_of(query, dense_read, sparse_read, scored(rescored.get("bm25", [])),
+                                      scored(rescored.get("cosine", [])), lists[2:], vectors, terms=terms,
+                                      points=points, same_sparse_as=same_sparse_as)
 
     def payloads(self, name: str, ids: Sequence[str]) -> dict[str, Any]:
         collection = self._get(name)

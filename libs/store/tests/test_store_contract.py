@@ -20,6 +20,8 @@ from ragmesh_store import (
     ChunkPoint,
     CollectionNotFound,
     EdgeStore,
+    Hit,
+    HybridEvidence,
     Query,
     SearchDefaults,
     Sparse,
@@ -793,17 +795,42 @@ def test_hybrid_evidence_applies_filters_to_the_candidates_but_not_to_the_idf(co
     assert evidence.term_idf[4] == pytest.approx(0.6931, rel=1e-3)  # corpus-wide: 3 of 6 chunks
 
 
-def test_hybrid_evidence_given_the_terms_idf_reuses_them_and_reads_the_same_candidates(corpus: Store) -> None:
-    """A second query that only moves the dense vector (pseudo-relevance feedback) passes the IDFs the first
-    call gave: they come back as given (no term is probed again) and the candidates are read as usual."""
-    query = Query(mode="hybrid", limit=2, dense=[0.0, 1.0, 0.0, 0.0], sparse=Sparse([4, 99], [1.0, 1.0]),
-                  prefetch_limit=3)
-    first = corpus.hybrid_evidence("docs", query)
-    known = {4: 1.25, 99: 7.5}  # not the collection's: proves they were not computed again
-    again = corpus.hybrid_evidence("docs", query, term_idf=known)
-    assert again.term_idf == known
-    assert (again.dense, again.sparse) == (first.dense, first.sparse)
-    assert (again.dense_scores, again.sparse_scores) == (first.dense_scores, first.sparse_scores)
+def test_hybrid_evidence_for_a_moved_dense_vector_reusing_the_sparse_side_equals_a_fresh_call(corpus: Store) -> None:
+    """Pseudo-relevance feedback moves only the dense vector: the second call, given the first's evidence, gives
+    what a call of its own would (the lists are cut at 2, so the dense candidates change)."""
+    sparse = Sparse([4, 99], [1.0, 1.0])
+    first = corpus.hybrid_evidence("docs", Query(mode="hybrid", limit=2, dense=[1.0, 0, 0, 0], sparse=sparse,
+                                                 prefetch_limit=2))
+    moved = Query(mode="hybrid", limit=2, dense=[0.0, 1.0, 0.2, 0.0], sparse=sparse, prefetch_limit=2)
+    fresh = corpus.hybrid_evidence("docs", moved)
+    reused = corpus.hybrid_evidence("docs", moved, same_sparse_as=first)
+    assert {h.id for h in fresh.dense} == {point_id("beta", 0), point_id("gamma", 2)}  # not first's candidates
+    assert (reused.dense, reused.sparse) == (fresh.dense, fresh.sparse)
+    assert reused.dense_scores == pytest.approx(fresh.dense_scores, abs=1e-6)
+    assert reused.sparse_scores == pytest.approx(fresh.sparse_scores, rel=1e-5)
+    assert reused.term_idf == pytest.approx(fresh.term_idf, rel=1e-5)
+
+
+def test_hybrid_evidence_reusing_the_sparse_side_searches_only_the_dense_list(corpus: Store) -> None:
+    """The sparse list, the BM25 scores and the IDFs given come back as given (these are not the collection's:
+    proof that nothing was searched or probed again), and the dense side is read as usual."""
+    sparse = Sparse([4, 99], [1.0, 1.0])
+    query = Query(mode="hybrid", limit=2, dense=[0.0, 1.0, 0.2, 0.0], sparse=sparse, prefetch_limit=2)
+    gamma0, beta0 = point_id("gamma", 0), point_id("beta", 0)
+    planted = HybridEvidence(dense=[Hit(beta0, 1.0, {})], sparse=[Hit(gamma0, 9.0, {})], dense_scores={},
+                             sparse_scores={gamma0: 9.0}, term_idf={4: 1.25, 99: 7.5})
+    again = corpus.hybrid_evidence("docs", query, same_sparse_as=planted)
+    assert again.sparse == planted.sparse and again.term_idf == planted.term_idf
+    assert again.sparse_scores[gamma0] == 9.0
+    fresh = corpus.hybrid_evidence("docs", query)
+    assert again.dense == fresh.dense
+    candidates = {h.id for h in again.dense} | {gamma0}
+    assert set(again.dense_scores) == candidates
+    assert again.dense_scores == pytest.approx({i: fresh.dense_scores.get(i, 0.0) for i in candidates}, abs=1e-6)
+    # gamma 2 is a new dense candidate: its BM25 score read by id; beta 0 holds no query term, so it has none.
+    assert again.sparse_scores[point_id("gamma", 2)] == pytest.approx(fresh.sparse_scores[point_id("gamma", 2)],
+                                                                     rel=1e-5)
+    assert beta0 not in again.sparse_scores
 
 
 def test_payloads_by_id(corpus: Store) -> None:

@@ -304,13 +304,14 @@ class Searcher:
     def _adaptive(self, name: str, query: Query, sparse: Sparse) -> list[Hit]:
         """Adaptive fusion (blocking): the store's hybrid evidence fused here (see `fusion`), with pseudo-relevance
         feedback: a second store query with the dense query moved towards the top fused chunks (no second model
-        call; the sparse query and its terms' IDFs are the same); then the payloads of the hits kept, by id."""
+        call; the sparse list, its BM25 scores and its terms' IDFs are the first query's, so only the dense list is
+        searched again); then the payloads of the hits kept, by id."""
         evidence = self.store.hybrid_evidence(name, query, _PRF_VECTORS if self.prf_docs else 0)
         hits, _ = adaptive_fusion(evidence, sparse, max(query.limit + _TIE_ROOM, self.prf_docs))
         feedback = [evidence.vectors[h.id] for h in hits[:self.prf_docs] if h.id in evidence.vectors]
         if feedback and query.dense is not None:
             query = dataclasses.replace(query, dense=rocchio(query.dense, feedback, beta=self.prf_weight))
-            evidence = self.store.hybrid_evidence(name, query, 0, evidence.term_idf)
+            evidence = self.store.hybrid_evidence(name, query, 0, same_sparse_as=evidence)
             hits, _ = adaptive_fusion(evidence, sparse, query.limit + _TIE_ROOM)
         # The hits kept, and any that tie with the last of them (their order is by doc_id, chunk_index).
         last = hits[query.limit - 1].score if len(hits) >= query.limit else None
