@@ -25,9 +25,11 @@ def test_the_benchmark_report_runs_end_to_end_at_a_tiny_size(tmp_path):
     for key in ("rest_dense_1", "rest_hybrid_2", "grpc_dense_1"):
         assert mesh[key]["p50_ms"] > 0 and mesh[key]["n"] >= 3
     assert report["in_process"]["hash"]["dense_1"]["p50_ms"] > 0
+    assert report["in_process"]["hash"]["service"]["hybrid_1"]["p50_ms"] > 0  # the search service's own code
     assert report["raw_model"]["hash"]["backend_direct"] > 0
     assert report["store"]["data"]["points"] == 1000 and 0 <= report["store"]["data"]["recall_at_10"] <= 1
     assert "skipped" in report["langchain"]  # the LangChain part is named, with why it did not run
     markdown = json_path.with_suffix(".md").read_text()
     assert "## Targets" in markdown and "| REST dense p50 <= 6 ms (1 client) |" in markdown
+    assert "| REST hybrid p50 <= in process (the search service's code) + 2 ms |" in markdown
     assert "store at 1,000: recall@10 >= 0.95" in markdown
