@@ -285,11 +285,12 @@ def test_each_mcp_tool_call_is_one_trace_through_the_same_hops(tmp_path, receive
                     and s.name.endswith("/Search")]
 
         def complete(spans: list[Span]) -> bool:
-            # Each process exports its own spans in its own batches: wait for the embedder's too.
-            calls = searches(spans)
+            # Each process exports its own spans in its own batches: wait for the embedder's and the gateway's too
+            # (the search spans can arrive before the gateway's that they descend from).
+            calls, by_id = searches(spans), {s.span_id: s for s in spans}
             return len(calls) >= 2 and all(
                 _crosses([s for s in spans if s.trace_id == c.trace_id], "ragmesh-search", "ragmesh-embedder",
-                         "Embed") for c in calls)
+                         "Embed") and any(a.name == "POST /mcp" for a in _ancestors(c, by_id)) for c in calls)
 
         deadline = time.monotonic() + 60
         while not complete(otlp.snapshot()) and time.monotonic() < deadline:
