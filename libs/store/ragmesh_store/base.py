@@ -80,7 +80,7 @@ class Query:
 
 @dataclass(frozen=True)
 class HybridEvidence:
-    """Everything one hybrid query (`Store.hybrid_evidence`, one batched store call) tells about its candidates,
+    """Everything one hybrid query (`Store.hybrid_evidence`, one store call) tells about its candidates,
     for fusions that weigh each list per query (the search service's adaptive fusion):
 
     - `dense` / `sparse`: each list's best `max(prefetch_limit, limit)` chunks, best first, without payloads
