@@ -258,70 +258,76 @@ def scored(result: Sequence[Any]) -> Scored:
     return [(str(p.id), p.score) for p in result]
 
 
-def _kept(read: Scored, query: Query) -> Scored:
-    """The candidates a list keeps: its best `max(prefetch_limit, limit)`, equal scores by id."""
-    return sorted(read, key=_score_then_id)[:max(query.prefetch_limit, query.limit)]
+class EvidenceReads:
+    """What one `hybrid_evidence` call of either adapter read, and what it still has to read: the dense list and the
+    sparse list as read (scored points, `evidence_depth` deep), or with `same_sparse_as` no sparse list (that
+    earlier evidence's sparse list, BM25 scores and IDFs are reused). Each list's ids are turned into strings and
+    the list cut to the candidates it keeps once."""
 
+    def __init__(self, query: Query, dense: Sequence[Any], sparse: Sequence[Any],
+                 same_sparse_as: HybridEvidence | None = None) -> None:
+        self.query = query
+        self.same_sparse_as = same_sparse_as
+        self.dense_read = scored(dense)
+        self.dense = [Hit(i, score, {}) for i, score in self._kept(self.dense_read)]
+        if same_sparse_as is None:
+            self.sparse_read = scored(sparse)
+            # Read without payloads, so equal scores go by id (the order `tie_key` gives hits without payload).
+            self.sparse = [Hit(i, score, {}) for i, score in self._kept(self.sparse_read)]
+            # Every chunk of the sparse list as read has its BM25 score.
+            self.bm25_known: Iterable[tuple[str, float]] = self.sparse_read
+            bm25_ids = {i for i, _ in self.sparse_read}
+        else:
+            self.sparse_read = []
+            self.sparse = same_sparse_as.sparse
+            # Each candidate of that evidence has its BM25 score there, or holds no query term.
+            self.bm25_known = same_sparse_as.sparse_scores.items()
+            bm25_ids = {h.id for h in same_sparse_as.dense} | {h.id for h in self.sparse}
+        dense_ids = {i for i, _ in self.dense_read}
+        # The candidates `hybrid_evidence` scores by id: the sparse list's the dense list did not read (they need
+        # their cosine), and the dense list's whose BM25 score is not known yet (they need it).
+        self.need_cosine = {h.id for h in self.sparse if h.id not in dense_ids}
+        self.need_bm25 = {h.id for h in self.dense if h.id not in bm25_ids}
 
-def unscored_candidates(query: Query, dense_read: Scored, sparse_read: Scored,
-                        same_sparse_as: HybridEvidence | None = None) -> tuple[set[str], set[str]]:
-    """Which candidates `hybrid_evidence` scores by id, from the dense and the sparse list as read: the sparse
-    list's candidates the dense list did not read (they need their cosine), and the dense list's candidates whose
-    BM25 score is not known yet (they need it). With `same_sparse_as`, the sparse list is that evidence's, and
-    the BM25 score of each of its candidates is known (a candidate without one holds no query term)."""
-    if same_sparse_as is None:
-        sparse_kept = [i for i, _ in _kept(sparse_read, query)]
-        bm25_known = {i for i, _ in sparse_read}
-    else:
-        sparse_kept = [h.id for h in same_sparse_as.sparse]
-        bm25_known = {h.id for h in same_sparse_as.dense} | set(sparse_kept)
-    dense_ids = {i for i, _ in dense_read}
-    return ({i for i in sparse_kept if i not in dense_ids},
-            {i for i, _ in _kept(dense_read, query) if i not in bm25_known})
+    def _kept(self, read: Scored) -> Scored:
+        """The candidates a list keeps: its best `max(prefetch_limit, limit)`, equal scores by id."""
+        return sorted(read, key=_score_then_id)[:max(self.query.prefetch_limit, self.query.limit)]
 
+    def vector_ids(self, count: int) -> list[str]:
+        """The chunks whose dense vectors `hybrid_evidence(..., vectors_of=count)` reads: each list's first
+        `count`."""
+        if not count:
+            return []
+        sparse = [i for i, _ in self.sparse_read] if self.same_sparse_as is None else [h.id for h in self.sparse]
+        return list(dict.fromkeys([*(i for i, _ in self.dense_read[:count]), *sparse[:count]]))
 
-def hybrid_evidence_of(
-    query: Query, dense_read: Scored, sparse_read: Scored, sparse_of_dense: Scored, dense_of_sparse: Scored,
-    probes: Sequence[Sequence[Any]] = (), vectors: Sequence[Sequence[Any]] = (), *,
-    terms: Sequence[int] = (), points: Callable[[], int], same_sparse_as: HybridEvidence | None = None,
-) -> HybridEvidence:
-    """Assemble `HybridEvidence` from what the store read: the dense and the sparse list (`evidence_depth` deep;
-    no sparse list with `same_sparse_as`, whose sparse list, BM25 scores and IDFs are reused); the BM25 scores and
-    the cosines of the candidates `unscored_candidates` named, read by id (a chunk without any query term has no
-    BM25 score); for each of `terms` the best single-term BM25 hit (scored points of either client, read with
-    their sparse vector: score / the term's weight in that chunk is the term's IDF, query weights being 1); and,
-    if asked for, points read by id with their dense vectors. `points` (the number of chunks) is only called
-    when a term is in no chunk."""
-    dense = [Hit(i, score, {}) for i, score in _kept(dense_read, query)]
-    if same_sparse_as is None:
-        # Read without payloads, so equal scores go by id (the order `tie_key` gives hits without payload).
-        sparse = [Hit(i, score, {}) for i, score in _kept(sparse_read, query)]
-        bm25_known: Iterable[tuple[str, float]] = sparse_read
-        term_idf: dict[int, float] = {}
-        for term, result in zip(terms, probes, strict=True):
-            probe = term_probe(result, term)
-            term_idf[term] = probe[0] / probe[1] if probe is not None and probe[1] > 0 else absent_term_idf(points())
-    else:
-        sparse = same_sparse_as.sparse
-        bm25_known = same_sparse_as.sparse_scores.items()
-        term_idf = dict(same_sparse_as.term_idf)
-    # A candidate's score may come from its own list as read (past the cut too) or from the other list's re-score.
-    candidates = {h.id for h in dense} | {h.id for h in sparse}
-    dense_scores = {i: score for i, score in (*dense_read, *dense_of_sparse) if i in candidates}
-    sparse_scores = {i: score for i, score in (*bm25_known, *sparse_of_dense) if i in candidates}
-    read_vectors: dict[str, Sequence[float]] = {}
-    for result in vectors:
-        for p in result:
-            if (point := str(p.id)) not in read_vectors and isinstance(vector := p.vector, dict):
-                read_vectors[point] = vector[DENSE]
-    return HybridEvidence(dense, sparse, dense_scores, sparse_scores, term_idf, read_vectors)
-
-
-def vector_ids(dense_read: Scored, sparse_read: Scored, same_sparse_as: HybridEvidence | None, count: int,
-               ) -> list[str]:
-    """The chunks whose dense vectors `hybrid_evidence(..., vectors_of=count)` reads: each list's first `count`."""
-    sparse = [h.id for h in same_sparse_as.sparse] if same_sparse_as is not None else [i for i, _ in sparse_read]
-    return list(dict.fromkeys([*(i for i, _ in dense_read[:count]), *sparse[:count]])) if count else []
+    def evidence(self, bm25_by_id: Sequence[Any], cosine_by_id: Sequence[Any], probes: Sequence[Sequence[Any]] = (),
+                 vectors: Sequence[Sequence[Any]] = (), *, terms: Sequence[int] = (),
+                 points: Callable[[], int]) -> HybridEvidence:
+        """`HybridEvidence` from these reads and the rest the store read (scored points of either client): the BM25
+        scores and the cosines of `need_bm25` and `need_cosine`, read by id (a chunk without any query term has no
+        BM25 score); for each of `terms` the best single-term BM25 hit (read with its sparse vector: score / the
+        term's weight in that chunk is the term's IDF, query weights being 1); and, if asked for, points read by id
+        with their dense vectors. `points` (the number of chunks) is only called when a term is in no chunk."""
+        if self.same_sparse_as is None:
+            term_idf: dict[int, float] = {}
+            for term, result in zip(terms, probes, strict=True):
+                probe = term_probe(result, term)
+                term_idf[term] = (probe[0] / probe[1] if probe is not None and probe[1] > 0
+                                  else absent_term_idf(points()))
+        else:
+            term_idf = dict(self.same_sparse_as.term_idf)
+        # A candidate's score may come from its own list as read (past the cut too) or from the other list's
+        # re-score.
+        candidates = {h.id for h in self.dense} | {h.id for h in self.sparse}
+        dense_scores = {i: score for i, score in (*self.dense_read, *scored(cosine_by_id)) if i in candidates}
+        sparse_scores = {i: score for i, score in (*self.bm25_known, *scored(bm25_by_id)) if i in candidates}
+        read_vectors: dict[str, Sequence[float]] = {}
+        for result in vectors:
+            for p in result:
+                if (point := str(p.id)) not in read_vectors and isinstance(vector := p.vector, dict):
+                    read_vectors[point] = vector[DENSE]
+        return HybridEvidence(self.dense, self.sparse, dense_scores, sparse_scores, term_idf, read_vectors)
 
 
 def _score_then_id(pair: tuple[str, float]) -> tuple[float, str]:

@@ -22,6 +22,7 @@ from qdrant_client.local.qdrant_local import QdrantLocal
 from ._common import (
     FIXED_INDEXES,
     Condition,
+    EvidenceReads,
     IndexKind,
     checked_name,
     checked_record_key,
@@ -31,13 +32,9 @@ from ._common import (
     document_row,
     evidence_depth,
     first_chunk_conditions,
-    hybrid_evidence_of,
     metadata_indexes,
     relative_score_query,
-    scored,
     stable_query,
-    unscored_candidates,
-    vector_ids,
 )
 from .base import (
     DENSE,
@@ -358,16 +355,15 @@ class QdrantClientStore:
                                              limit=1, with_payload=False, with_vector=[SPARSE]) for t in terms]
         with self._call(name):
             lists = [r.points for r in self.client.query_batch_points(self._full(name), requests=requests)]
-            dense_read = scored(lists[0])
-            sparse_read = scored(lists[1]) if same_sparse_as is None else []
+            reads = EvidenceReads(query, lists[0], lists[1] if same_sparse_as is None else [], same_sparse_as)
             # The candidates that lack one of their two scores, scored by id.
-            need_cosine, need_bm25 = unscored_candidates(query, dense_read, sparse_read, same_sparse_as)
             rescoring = {kind: by_id(vector, using, ids) for kind, vector, using, ids in
-                         (("cosine", dense, DENSE, need_cosine), ("bm25", sparse, SPARSE, need_bm25)) if ids}
+                         (("cosine", dense, DENSE, reads.need_cosine), ("bm25", sparse, SPARSE, reads.need_bm25))
+                         if ids}
             rescored = dict(zip(rescoring, [r.points for r in self.client.query_batch_points(
                 self._full(name), requests=list(rescoring.values()))] if rescoring else [], strict=True))
             # The feedback vectors, read by id (two more searches returning vectors cost several times more).
-            top = vector_ids(dense_read, sparse_read, same_sparse_as, vectors_of)
+            top = reads.vector_ids(vectors_of)
             vectors = [self.client.retrieve(self._full(name), ids=top, with_payload=False,
                                             with_vectors=[DENSE])] if top else []
 
@@ -375,9 +371,8 @@ class QdrantClientStore:
             with self._call(name):
                 return self.client.count(self._full(name), exact=True).count
 
-        return hybrid_evidence_of(query, dense_read, sparse_read, scored(rescored.get("bm25", [])),
-                                  scored(rescored.get("cosine", [])), lists[2:], vectors, terms=terms, points=points,
-                                  same_sparse_as=same_sparse_as)
+        return reads.evidence(rescored.get("bm25", []), rescored.get("cosine", []), lists[2:], vectors, terms=terms,
+                              points=points)
 
     def payloads(self, name: str, ids: Sequence[str]) -> dict[str, Any]:
         if not ids:

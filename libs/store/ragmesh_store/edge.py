@@ -31,6 +31,7 @@ from ._common import (
     COLLECTION_NAME_RE,
     FIXED_INDEXES,
     Condition,
+    EvidenceReads,
     IndexKind,
     checked_name,
     checked_record_key,
@@ -40,15 +41,11 @@ from ._common import (
     document_row,
     evidence_depth,
     first_chunk_conditions,
-    hybrid_evidence_of,
     metadata_indexes,
     relative_score_query,
-    scored,
     stable_query,
     tie_key,
-    unscored_candidates,
     usable_cpus,
-    vector_ids,
 )
 from .base import (
     DENSE,
@@ -522,24 +519,21 @@ class EdgeStore:
                                          with_vector=[SPARSE]) for t in terms]
         with collection.use() as shard, self._edge_errors():
             lists = list(shard.query_batch(qe.QueryBatchRequest(requests)))
-            dense_read = scored(lists[0])
-            sparse_read = scored(lists[1]) if same_sparse_as is None else []
+            reads = EvidenceReads(query, lists[0], lists[1] if same_sparse_as is None else [], same_sparse_as)
             # The candidates that lack one of their two scores, scored by id.
-            need_cosine, need_bm25 = unscored_candidates(query, dense_read, sparse_read, same_sparse_as)
             rescoring = {kind: by_id(vector, ids) for kind, vector, ids in
-                         (("cosine", dense, need_cosine), ("bm25", sparse, need_bm25)) if ids}
+                         (("cosine", dense, reads.need_cosine), ("bm25", sparse, reads.need_bm25)) if ids}
             rescored = dict(zip(rescoring, shard.query_batch(qe.QueryBatchRequest(list(rescoring.values())))
                                 if rescoring else [], strict=True))
             # The feedback vectors, read by id (two more searches returning vectors cost several times more).
-            top = vector_ids(dense_read, sparse_read, same_sparse_as, vectors_of)
+            top = reads.vector_ids(vectors_of)
             vectors = [shard.retrieve(top, False, [DENSE])] if top else []
 
             def points() -> int:
                 return shard.info().points_count
 
-            return hybrid_evidence_of(query, dense_read, sparse_read, scored(rescored.get("bm25", [])),
-                                      scored(rescored.get("cosine", [])), lists[2:], vectors, terms=terms,
-                                      points=points, same_sparse_as=same_sparse_as)
+            return reads.evidence(rescored.get("bm25", []), rescored.get("cosine", []), lists[2:], vectors,
+                                  terms=terms, points=points)
 
     def payloads(self, name: str, ids: Sequence[str]) -> dict[str, Any]:
         collection = self._get(name)
