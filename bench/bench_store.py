@@ -84,14 +84,15 @@ def timed(fn, inputs) -> tuple[dict[str, float], list]:
 def adaptive_latency(store, query_vectors: np.ndarray, sparse_of: list) -> dict[str, float]:
     """The default hybrid (adaptive fusion with dense feedback) as the search service runs it on the store: its
     two hybrid-evidence calls, the fusion and the payload lookup."""
+    from ragmesh_search.config import SearchSettings
     from ragmesh_search.service import Searcher
     from ragmesh_store import Query
 
-    searcher = Searcher(store, None, default_mode="hybrid", prefetch_limit=100, rrf_k=60,  # type: ignore[arg-type]
-                        max_query_chars=10_000, default_fusion="adaptive")
+    settings = SearchSettings()  # the search service's defaults
+    searcher = Searcher.from_settings(settings, store, None)  # type: ignore[arg-type]
     return timed(lambda q: searcher._adaptive("bench", Query(
-        mode="hybrid", limit=10, dense=query_vectors[q].tolist(), sparse=sparse_of[q], prefetch_limit=100,
-        fusion="adaptive"), sparse_of[q]), range(len(sparse_of)))[0]
+        mode="hybrid", limit=10, dense=query_vectors[q].tolist(), sparse=sparse_of[q],
+        prefetch_limit=settings.prefetch_limit, fusion="adaptive"), sparse_of[q]), range(len(sparse_of)))[0]
 
 
 def run(points: int, queries: int, efs: list[int], data_dir: Path, hnsw_ef: int | None) -> dict:

@@ -387,6 +387,7 @@ async def searcher_latency(store, embedder, queries: list[str]) -> dict:
     the same work as a search through the mesh, without its gRPC and HTTP hops (query cache off, as in the mesh)."""
     from ragmesh_embedder.servicer import EmbedderServicer
     from ragmesh_search.cache import QueryCache
+    from ragmesh_search.config import SearchSettings
     from ragmesh_search.service import Searcher, SearchIn
 
     class InProcessEmbedder:
@@ -398,8 +399,9 @@ async def searcher_latency(store, embedder, queries: list[str]) -> dict:
         async def call(self, method: str, request, **_):
             return await getattr(self.servicer, method)(request, None)
 
-    searcher = Searcher(store, InProcessEmbedder(), default_mode="hybrid", prefetch_limit=100, rrf_k=60,  # type: ignore[arg-type]
-                        max_query_chars=10_000, default_fusion="adaptive", query_cache=QueryCache(0))
+    # The search service's default settings, as the mesh runs them.
+    searcher = Searcher.from_settings(SearchSettings(), store, InProcessEmbedder(),  # type: ignore[arg-type]
+                                      query_cache=QueryCache(0))
     out = {}
     for mode in MODES:
         latencies = []

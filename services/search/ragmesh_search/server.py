@@ -51,14 +51,9 @@ async def create_server(settings: SearchSettings, store: Store | None = None) ->
     reranker = _reranker(settings)
     if reranker is not None:
         closers.append(reranker.close)
-    searcher = Searcher(traced_store, embedder, default_mode=settings.default_mode,
-                        prefetch_limit=settings.prefetch_limit,
-                        rrf_k=settings.rrf_k, max_query_chars=settings.max_query_chars,
-                        default_fusion=settings.default_fusion, dense_weight=settings.dense_weight,
-                        reranker=reranker,
-                        rerank_top_n=settings.rerank_top_n, prf_docs=settings.prf_docs,
-                        prf_weight=settings.prf_weight,
-                        query_cache=QueryCache(settings.query_cache_size, telemetry.metrics(QueryCacheMetrics)))
+    searcher = Searcher.from_settings(
+        settings, traced_store, embedder, reranker=reranker,
+        query_cache=QueryCache(settings.query_cache_size, telemetry.metrics(QueryCacheMetrics)))
     golden = GoldenSets(traced_store, searcher, telemetry.metrics(QualityMetrics))
     await golden.export_latest()
     service = new_server(

@@ -37,6 +37,7 @@ from ragmesh_store.documents import reassemble
 from ragmesh_store.versions import Version, Versions, read_versions
 
 from .cache import QueryCache
+from .config import SearchSettings
 from .fusion import Plan, SearchMode, adaptive_fusion, plan, rocchio
 from .rerank import Reranker
 
@@ -197,6 +198,16 @@ class Searcher:
         # collection -> the model its active version used at its last search (what the next query is embedded
         # with while its versions are read)
         self._models_seen: dict[str, str] = {}
+
+    @classmethod
+    def from_settings(cls, settings: SearchSettings, store: Store, embedder: ServiceClient, *,
+                      reranker: Reranker | None = None, query_cache: QueryCache | None = None) -> Searcher:
+        """The searcher the search service runs with these settings (the benchmarks build the same one)."""
+        return cls(store, embedder, default_mode=settings.default_mode, prefetch_limit=settings.prefetch_limit,
+                   rrf_k=settings.rrf_k, max_query_chars=settings.max_query_chars,
+                   default_fusion=settings.default_fusion, dense_weight=settings.dense_weight, reranker=reranker,
+                   rerank_top_n=settings.rerank_top_n, prf_docs=settings.prf_docs, prf_weight=settings.prf_weight,
+                   query_cache=query_cache)
 
     async def search(self, request: SearchIn) -> Searched:
         """The best chunks for a query across the requested collections, best first (scores 0..1, see
