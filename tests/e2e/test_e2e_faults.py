@@ -143,7 +143,9 @@ async def _under_fault(cluster: Cluster, name: str, sig: signal.Signals, prefix:
             await asyncio.sleep(0.05)
         await asyncio.to_thread(cluster.kill, name, sig)
         killed.set()
-        await asyncio.sleep(3)  # clients meet the dead service
+        # Clients meet the dead service: longer than the retries nested under one request take to give up (the
+        # gateway's 4 attempts at the indexer, each with the indexer's 4 at the embedder: ~3.3 s measured).
+        await asyncio.sleep(6)
         cluster.start(name)
         await asyncio.to_thread(cluster.serving, name)
         restarted.set()
