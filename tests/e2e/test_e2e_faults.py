@@ -143,8 +143,8 @@ async def _under_fault(cluster: Cluster, name: str, sig: signal.Signals, prefix:
             await asyncio.sleep(0.05)
         await asyncio.to_thread(cluster.kill, name, sig)
         killed.set()
-        # Clients meet the dead service: longer than the retries nested under one request take to give up (the
-        # gateway's 4 attempts at the indexer, each with the indexer's 4 at the embedder: ~3.3 s measured).
+        # Clients meet the dead service for a while: well past the ~1 s one layer of retries takes to give up
+        # (a hop that already retried its callee tells its own callers not to retry again).
         await asyncio.sleep(6)
         cluster.start(name)
         await asyncio.to_thread(cluster.serving, name)

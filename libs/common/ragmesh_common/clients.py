@@ -6,7 +6,9 @@ AIP-194 allows them (UNAVAILABLE, idempotent methods).
     response = await embedder.call("Embed", request)
 
 A failed call raises `RagmeshError` (see `errors.from_rpc_error`). A call made while serving another call
-never outlives that call's deadline (`server.current_deadline`).
+never outlives that call's deadline (`server.current_deadline`). An idempotent call that is still UNAVAILABLE
+after its retries is marked `retried`: the service serving the caller passes it on with server pushback, so
+the callers above it do not retry it again (one layer of retries, not one per hop).
 """
 
 from __future__ import annotations
@@ -81,8 +83,9 @@ class ServiceClient:
         self.target = target
         self.timeout = timeout
         self.full_name = _full_service_name(stub_cls)
+        self.idempotent = frozenset(idempotent)
         options = [
-            ("grpc.service_config", _service_config(self.full_name, idempotent)),
+            ("grpc.service_config", _service_config(self.full_name, self.idempotent)),
             ("grpc.enable_retries", 1),
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),
@@ -118,7 +121,12 @@ class ServiceClient:
         try:
             return await getattr(self.stub, method)(request, timeout=self.deadline(timeout))
         except grpc.RpcError as exc:
-            raise from_rpc_error(exc, service=self.service, target=self.target) from None
+            raise self._error(exc, method) from None
+
+    def _error(self, exc: grpc.RpcError, method: str) -> RagmeshError:
+        err = from_rpc_error(exc, service=self.service, target=self.target)
+        err.retried = method in self.idempotent and err.code == grpc.StatusCode.UNAVAILABLE
+        return err
 
     async def stream(self, method: str, request, *, timeout: float | None = None) -> AsyncIterator:
         """A server-streaming call; yields responses, raises RagmeshError on failure."""
@@ -127,7 +135,7 @@ class ServiceClient:
             async for response in call:
                 yield response
         except grpc.RpcError as exc:
-            raise from_rpc_error(exc, service=self.service, target=self.target) from None
+            raise self._error(exc, method) from None
         finally:
             call.cancel()  # the caller stopped early (a client went away): the callee stops too; else a no-op
 

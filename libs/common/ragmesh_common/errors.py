@@ -16,6 +16,8 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
+# gRPC's server pushback (gRFC A6): a negative value tells the caller's channel not to retry this failure.
+RETRY_PUSHBACK_KEY = "grpc-retry-pushback-ms"
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,9 @@ class RagmeshError(Exception):
     field_violations: Sequence[FieldViolation] = ()
     # Seconds after which a retry may succeed (google.rpc.RetryInfo; HTTP Retry-After): back-pressure.
     retry_after: float | None = None
+    # Set on a failure of a downstream call that its channel already retried (`ServiceClient`): this service's
+    # callers are told not to retry it again (`trailing_metadata`), so that retries happen at one layer only.
+    retried: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
         super().__init__(self.message)
@@ -72,8 +77,13 @@ class RagmeshError(Exception):
             details.append(_pack(retry))
         return status_pb2.Status(code=self.code.value[0], message=self.message, details=details)
 
-    def trailing_metadata(self) -> tuple[tuple[str, bytes], ...]:
-        return ((STATUS_DETAILS_KEY, self.to_status_proto().SerializeToString()),)
+    def trailing_metadata(self) -> tuple[tuple[str, str | bytes], ...]:
+        """The rich status; and for a failure already retried downstream, server pushback that stops the caller's
+        channel from retrying it too (else each layer's retries multiply: gateway x indexer x embedder)."""
+        status = ((STATUS_DETAILS_KEY, self.to_status_proto().SerializeToString()),)
+        if self.retried and self.code == grpc.StatusCode.UNAVAILABLE:
+            return (*status, (RETRY_PUSHBACK_KEY, "-1"))
+        return status
 
 
 def _pack(message) -> any_pb2.Any:

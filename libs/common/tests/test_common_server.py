@@ -9,9 +9,11 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
+from ragmesh.embedder.v1 import embedder_service_pb2 as embedder_pb
+from ragmesh.embedder.v1 import embedder_service_pb2_grpc as embedder_grpc
 from ragmesh_common.clients import ServiceClient
 from ragmesh_common.config import ServiceSettings
-from ragmesh_common.errors import RagmeshError, from_rpc_error, invalid_argument
+from ragmesh_common.errors import RagmeshError, from_rpc_error, invalid_argument, unavailable
 from ragmesh_common.server import current_deadline, new_server
 
 SERVICE = "test.Echo"
@@ -182,3 +184,64 @@ async def test_a_service_that_comes_back_is_found_again_within_seconds():
         await client.close()
         if service is not None:
             await service.stop(0)
+
+
+class _Relay(embedder_grpc.EmbedderServiceServicer):
+    """GetModelInfo answered by calling the next hop's GetModelInfo (as the indexer's calls reach the embedder),
+    or, at the end of the chain, failing with UNAVAILABLE."""
+
+    def __init__(self, downstream: ServiceClient | None = None) -> None:
+        self.downstream = downstream
+        self.attempts = 0
+
+    async def GetModelInfo(self, request, context):
+        self.attempts += 1
+        if self.downstream is None:
+            raise unavailable("MODEL_LOADING", "the model is still loading")
+        return await self.downstream.call("GetModelInfo", request)
+
+
+async def _serve(name: str, servicer: _Relay):
+    def register(server: grpc.aio.Server) -> None:
+        embedder_grpc.add_EmbedderServiceServicer_to_server(servicer, server)
+
+    service = new_server(name, ServiceSettings(port=0), register, ["ragmesh.embedder.v1.EmbedderService"],
+                         domain=f"{name}.ragmesh")
+    await service.start()
+    return service
+
+
+def _client(name: str, port: int) -> ServiceClient:
+    return ServiceClient(name, f"127.0.0.1:{port}", embedder_grpc.EmbedderServiceStub, timeout=10,
+                         idempotent=("GetModelInfo",))
+
+
+async def test_a_failure_is_retried_at_one_layer_not_at_every_hop():
+    """front -> middle -> back, every call idempotent, back always UNAVAILABLE: the middle's channel retries back
+    (4 attempts) and tells the front not to retry it again, so back sees 4 calls, not 4 x 4, and the front learns
+    of the failure after one round of backoff instead of four. A middle that is unavailable itself (its own
+    error, not one passed on) is still retried by the front."""
+    back = _Relay()
+    back_service = await _serve("back", back)
+    to_back = _client("back", back_service.port)
+    middle = _Relay(to_back)
+    middle_service = await _serve("middle", middle)
+    to_middle = _client("middle", middle_service.port)
+    try:
+        with pytest.raises(RagmeshError) as info:
+            await to_middle.call("GetModelInfo", embedder_pb.GetModelInfoRequest())
+        assert (middle.attempts, back.attempts) == (1, 4)
+        err = info.value
+        assert err.code == grpc.StatusCode.UNAVAILABLE and err.reason == "MODEL_LOADING"
+        assert err.domain == "back.ragmesh"  # the hop that failed, as the user is told
+
+        middle.downstream = None  # now the middle itself is unavailable: the front's channel retries it
+        middle.attempts = back.attempts = 0
+        with pytest.raises(RagmeshError):
+            await to_middle.call("GetModelInfo", embedder_pb.GetModelInfoRequest())
+        assert (middle.attempts, back.attempts) == (4, 0)
+    finally:
+        await to_middle.close()
+        await to_back.close()
+        await middle_service.stop(0)
+        await back_service.stop(0)
