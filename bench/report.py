@@ -16,6 +16,9 @@ Sections (each one is skipped with its reason instead of failing the run):
   the search service's own code (`Searcher`, the default adaptive hybrid: the same work as the mesh's search);
 - LangChain + langchain-qdrant (the bench extra: bench/requirements.txt) with the same model, passages and
   queries: what a team would otherwise write;
+- the hops alone: a gRPC unary call between a grpc.aio client and server on one event loop (as the services of
+  `ragmesh up` call each other) and an HTTP round trip to a FastAPI route under uvicorn, with nothing behind
+  them: a REST search crosses one HTTP hop and two gRPC ones, so that sum is its floor over in process;
 - the store at `--store-points` (bench/bench_store.py), and the embedder's own benchmark
   (`python -m bench.bench_embedder --json`), when it speaks that interface;
 - with `--baseline-src DIR` (a checkout of another commit, e.g. `git worktree add ../base main`), the mesh
@@ -413,6 +416,77 @@ async def searcher_latency(store, embedder, queries: list[str]) -> dict:
     return out
 
 
+# --- the hops alone -------------------------------------------------------------------------------------------
+def hops_section(calls: int = 2000) -> dict:
+    """What the mesh's hops cost with nothing behind them, here and now. gRPC: the standard Health check (empty
+    messages) from a grpc.aio client to a grpc.aio server on the same event loop, as the services of `ragmesh up`
+    call each other. HTTP: this benchmark's client (httpx, as for the mesh) posting a small JSON body to a FastAPI
+    route under uvicorn that validates it and answers a small JSON body. p50 of `calls` calls each, and CPU ms per
+    call of this process (both ends run in it)."""
+    import grpc
+    import uvicorn
+    from fastapi import FastAPI
+    from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+    from pydantic import BaseModel
+
+    async def grpc_calls() -> dict:
+        server = grpc.aio.server()
+        health_pb2_grpc.add_HealthServicer_to_server(health.aio.HealthServicer(), server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                check = health_pb2_grpc.HealthStub(channel).Check
+                for _ in range(200):  # warm-up
+                    await check(health_pb2.HealthCheckRequest(), timeout=5)
+                latencies, cpu = [], cpu_seconds()
+                for _ in range(calls):
+                    started = time.perf_counter()
+                    await check(health_pb2.HealthCheckRequest(), timeout=5)
+                    latencies.append((time.perf_counter() - started) * 1000)
+                return {**summary(latencies), "cpu_ms": round((cpu_seconds() - cpu) * 1000 / calls, 3)}
+        finally:
+            await server.stop(0)
+
+    class Body(BaseModel):
+        query: str
+        top_k: int = 10
+
+    async def echo(body: Body) -> dict:
+        return {"query": body.query, "results": []}
+
+    # This module's annotations are strings (PEP 563), and FastAPI cannot resolve a class local to this function
+    # from one: it is given the class itself.
+    echo.__annotations__.update({"body": Body, "return": dict})
+    app = FastAPI()
+    app.post("/echo")(echo)
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY, as the gateway
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.01)
+        with httpx.Client(base_url=f"http://127.0.0.1:{sock.getsockname()[1]}") as http:
+            for _ in range(200):
+                http.post("/echo", json={"query": "warm-up"}).raise_for_status()
+            latencies, cpu = [], cpu_seconds()
+            for _ in range(calls):
+                started = time.perf_counter()
+                http.post("/echo", json={"query": "what is a hop"}).raise_for_status()
+                latencies.append((time.perf_counter() - started) * 1000)
+            http_calls = {**summary(latencies), "cpu_ms": round((cpu_seconds() - cpu) * 1000 / calls, 3)}
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+    grpc_call = asyncio.run(grpc_calls())
+    floor = round(2 * grpc_call["p50_ms"] + http_calls["p50_ms"], 2)
+    return {"grpc_unary": grpc_call, "http_fastapi": http_calls, "rest_search_floor_ms": floor}
+
+
 # --- LangChain -----------------------------------------------------------------------------------------------
 def langchain_section(corpus: list[dict], queries: list[str], batch: int) -> dict:
     """LangChain + langchain-qdrant (Qdrant local mode) + the same model through sentence-transformers: the
@@ -593,6 +667,13 @@ def to_markdown(report: dict) -> str:
     for label, before in report.get("baseline", {}).items():
         search_rows(f"before ({label})", before)
     search_rows("LangChain", {f"x_{k}": v for k, v in lc.items()})
+    if hops := report.get("hops"):
+        grpc_call, http_call = hops["grpc_unary"], hops["http_fastapi"]
+        lines += ["", f"The hops alone, nothing behind them (this run): a gRPC unary call on one event loop p50 "
+                  f"{grpc_call['p50_ms']} ms ({grpc_call['cpu_ms']} CPU ms); an HTTP round trip to a FastAPI route "
+                  f"p50 {http_call['p50_ms']} ms ({http_call['cpu_ms']} CPU ms, client included). A REST search "
+                  f"crosses one HTTP hop and two gRPC ones (gateway -> search -> embedder): at least "
+                  f"{hops['rest_search_floor_ms']} ms over in process."]
     lines += ["", f"Issue #9's figures for ragmesh before this work: REST ingest {ISSUE_BEFORE['ingest_rest']} "
               f"passages/s, dense p50 {ISSUE_BEFORE['dense_p50']} ms, hybrid p50 {ISSUE_BEFORE['hybrid_p50']} ms, "
               f"32 clients {ISSUE_BEFORE['dense_qps_32']:g} / {ISSUE_BEFORE['hybrid_qps_32']:g} q/s."]
@@ -641,7 +722,7 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--runtime", action="append", default=[],
                         help="only these dense runtimes of the local backend (default: every one it offers)")
     parser.add_argument("--skip", action="append", default=[],
-                        choices=["raw", "mesh", "in-process", "langchain", "store", "embedder"])
+                        choices=["raw", "mesh", "in-process", "hops", "langchain", "store", "embedder"])
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, hash embedder: seconds")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args(argv)
@@ -686,6 +767,10 @@ def main(argv: list[str] | None = None) -> Path:
             if local:
                 report.setdefault("in_process", {})[runtime] = local
                 save()
+    if "hops" not in args.skip:
+        if (hops := section(report, "hops", lambda: hops_section(200 if args.smoke else 2000))):
+            report["hops"] = hops
+            save()
     for src in args.baseline_src:
         env = mesh_env(args.backend, found[0])
         before = section(report, f"baseline {src}", lambda e=env, s=src: mesh_section(
