@@ -12,10 +12,10 @@
 Requests are numpy arrays end to end (`Prepared`); a request whose caller gave up (cancelled, deadline
 passed) is skipped wherever it is, and a full queue is refused with QUEUE_FULL.
 
-Queries (`urgent`) have a lane of their own that every window takes from first, and the feeder looks at it
-again before each micro-batch of a window it is cutting: a query that arrives while a large window is fed goes
-into the next micro-batch handed over, so it waits for at most the micro-batch the model runs and the one
-already padded, never for the bulk ingestion queued before it, however large the window.
+Queries (`urgent`) have a lane of their own that every window takes from first. The feeder looks at it again
+before each micro-batch of a window it is cutting, and the runner before each micro-batch it takes (the feeder
+may be waiting for the slot with a padded micro-batch of bulk in hand): a query waits for the micro-batch the
+model is running, never for the bulk ingestion queued before it, however large the window.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import asyncio
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import chain
 
@@ -247,15 +247,20 @@ class Batcher:
             texts = list(chain.from_iterable(job.prepared.texts[first : first + count] for job, first, count in parts))
         return _Window([job for job, _, _ in parts], job_of, row_of, lengths, ids, starts, texts)
 
-    def _cut(self, window: _Window, preemptible: bool = True) -> None:
-        """Sort the window by length, cut it into micro-batches within the budget, pad and hand each over; before
-        each micro-batch after the first, the queries queued meanwhile are cut and handed over first."""
+    def _cut(self, window: _Window) -> None:
+        """Hand each micro-batch of the window over to the runner (waiting while the slot is taken)."""
+        for ready in self._batches(window):
+            self._ready.put(ready)
+
+    def _batches(self, window: _Window, preemptible: bool = True) -> Iterator[_Ready]:
+        """Sort the window by length, cut it into micro-batches within the budget and pad each; before each
+        micro-batch after the first, the queries queued meanwhile come first (`preemptible`)."""
         order = np.argsort(window.lengths, kind="stable")
         sorted_lengths = window.lengths[order]
         begin, total = 0, len(order)
         while begin < total:
             if begin and preemptible and self._urgent and (queries := self._take(urgent_only=True)) is not None:
-                self._cut(queries, preemptible=False)
+                yield from self._batches(queries, preemptible=False)
             count = min(self.batch_size, total - begin)
             if self.max_batch_tokens is not None:
                 # Lengths ascend, so the padded cost k x lengths[begin + k - 1] grows with k.
@@ -265,11 +270,10 @@ class Batcher:
             begin += count
             dropped = np.fromiter((job.dropped for job in window.jobs), dtype=bool, count=len(window.jobs))
             live = rows[~dropped[window.job_of[rows]]]
-            ready = self._pad(window, live, len(rows)) if live.size else None
-            if ready is None:
-                self._account(len(rows))
+            if live.size:
+                yield self._pad(window, live, len(rows))
             else:
-                self._ready.put(ready)
+                self._account(len(rows))
 
     def _pad(self, window: _Window, rows: np.ndarray, accounted: int) -> _Ready:
         lengths = window.lengths[rows]
@@ -296,7 +300,15 @@ class Batcher:
 
     # --- the runner thread -------------------------------------------------------------------------
     def _run(self) -> None:
-        while (ready := self._ready.get()) is not None:
+        while True:
+            # Queries the feeder has not taken (it waits for the slot with a padded micro-batch in hand) run next:
+            # cut and padded here, they wait only for the micro-batch that was running.
+            if self._urgent and (queries := self._take(urgent_only=True)) is not None:
+                for ready in self._batches(queries, preemptible=False):
+                    self._run_batch(ready)
+                continue
+            if (ready := self._ready.get()) is None:
+                return
             self._run_batch(ready)
 
     def _run_batch(self, ready: _Ready) -> None:
