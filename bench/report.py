@@ -10,7 +10,8 @@ Sections (each one is skipped with its reason instead of failing the run):
   the embedder's own backend called directly, on the same passages;
 - the mesh as users run it (`ragmesh up`, one process per runtime, query cache off): REST `/ingest/batch` and
   gRPC `IngestDocuments` of the msmarco passages (4 clients, batches of 32), then REST search latency and
-  throughput (dense and hybrid, top 10) at 1, 8 and 32 clients, and gRPC `Search` at 1 client;
+  throughput (dense and hybrid, top 10) at 1, 8 and 32 clients, gRPC `Search` at 1 client, and REST dense
+  search at 1 client while the ingest clients send the passages again (search during a bulk ingest);
 - in process: the embedder (its domain class, in this process) + the store, no gRPC, no HTTP: the same
   ingest and the same queries, each as one embed + one store query (hybrid: relative_score fusion) and through
   the search service's own code (`Searcher`, the default adaptive hybrid: the same work as the mesh's search);
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import platform
@@ -289,8 +291,8 @@ def mesh_section(env: dict[str, str], corpus: list[dict], queries: list[str], ar
             def http_client() -> httpx.Client:
                 return httpx.Client(base_url=url, timeout=600)
 
-            def post_batch(http: httpx.Client, batch: list[dict]) -> None:
-                r = http.post("/api/v1/ingest/batch", json={"collection": "rest", "documents": batch})
+            def post_batch(http: httpx.Client, batch: list[dict], collection: str = "rest") -> None:
+                r = http.post("/api/v1/ingest/batch", json={"collection": collection, "documents": batch})
                 r.raise_for_status()
                 assert all(x["status"] != "failed" for x in r.json()["results"]), r.text[:500]
 
@@ -336,6 +338,31 @@ def mesh_section(env: dict[str, str], corpus: list[dict], queries: list[str], ar
                 latencies, seconds = in_threads(1, queries, rpc, lambda: grpc.insecure_channel(search_addr),
                                                 lambda c: c.close())
                 out[f"grpc_{mode}_1"] = summary(latencies, seconds)
+            # Search while a bulk ingest runs: one client searching (dense) while the ingest clients send the
+            # passages again, into another collection.
+            stop = threading.Event()
+            during: list[float] = []
+
+            def search_meanwhile() -> None:
+                with http_client() as http:
+                    for i in itertools.count():
+                        if stop.is_set() and during:  # at least one search, however short the ingest
+                            return
+                        started = time.perf_counter()
+                        http.post("/api/v1/search", json={"collection": "rest", "mode": "dense", "top_k": 10,
+                                                          "query": queries[i % len(queries)]}).raise_for_status()
+                        during.append((time.perf_counter() - started) * 1000)
+
+            searcher = threading.Thread(target=search_meanwhile)
+            searcher.start()
+            try:
+                _, seconds = in_threads(args.clients, batches, lambda http, b: post_batch(http, b, "mixed"),
+                                        http_client, lambda c: c.close())
+            finally:
+                stop.set()
+                searcher.join()
+            out["rest_dense_1_during_ingest"] = {**summary(during), "ingest_passages_per_second": round(
+                len(docs) / seconds, 1)}
             out["rss_mb"] = run.rss_mb()
         finally:
             run.stop()
@@ -652,7 +679,11 @@ def to_markdown(report: dict) -> str:
 
     def search_rows(label: str, data: dict) -> None:
         for key, s in data.items():
-            if isinstance(s, dict) and "p50_ms" in s:
+            if key.endswith("_during_ingest"):
+                lines.append(f"| {label} rest, while {report['clients']} clients ingest "
+                             f"({s['ingest_passages_per_second']} passages/s) | dense | 1 | {s['p50_ms']} | "
+                             f"{s['p95_ms']} | {s['p99_ms']} | - |")
+            elif isinstance(s, dict) and "p50_ms" in s:
                 parts = key.split("_")
                 transport = parts[0] if len(parts) == 3 and parts[0] != "x" else ""  # x_<mode>_<clients>: none
                 lines.append(f"| {label} {transport} | {parts[-2]} | {parts[-1]} | "

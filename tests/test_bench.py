@@ -27,6 +27,7 @@ def test_the_benchmark_report_runs_end_to_end_at_a_tiny_size(tmp_path):
     assert report["in_process"]["hash"]["dense_1"]["p50_ms"] > 0
     assert report["in_process"]["hash"]["service"]["hybrid_1"]["p50_ms"] > 0  # the search service's own code
     assert report["raw_model"]["hash"]["backend_direct"] > 0
+    assert mesh["rest_dense_1_during_ingest"]["n"] >= 1 and mesh["rest_dense_1_during_ingest"]["p50_ms"] > 0
     assert report["hops"]["grpc_unary"]["p50_ms"] > 0 and report["hops"]["http_fastapi"]["p50_ms"] > 0
     assert report["store"]["data"]["points"] == 1000 and 0 <= report["store"]["data"]["recall_at_10"] <= 1
     assert "skipped" in report["langchain"]  # the LangChain part is named, with why it did not run
@@ -35,3 +36,4 @@ def test_the_benchmark_report_runs_end_to_end_at_a_tiny_size(tmp_path):
     assert "| REST hybrid p50 <= in process (the search service's code) + 2 ms |" in markdown
     assert "store at 1,000: recall@10 >= 0.95" in markdown
     assert "The hops alone, nothing behind them" in markdown
+    assert "clients ingest (" in markdown  # search during a bulk ingest
