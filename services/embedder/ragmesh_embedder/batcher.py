@@ -300,13 +300,17 @@ class Batcher:
 
     # --- the runner thread -------------------------------------------------------------------------
     def _run(self) -> None:
+        queries_turn = True
         while True:
             # Queries the feeder has not taken (it waits for the slot with a padded micro-batch in hand) run next:
-            # cut and padded here, they wait only for the micro-batch that was running.
-            if self._urgent and (queries := self._take(urgent_only=True)) is not None:
+            # cut and padded here, they wait only for the micro-batch that was running. Then the slot's turn, so
+            # that a steady stream of queries never starves the bulk queued before it.
+            if queries_turn and self._urgent and (queries := self._take(urgent_only=True)) is not None:
                 for ready in self._batches(queries, preemptible=False):
                     self._run_batch(ready)
+                queries_turn = False
                 continue
+            queries_turn = True
             if (ready := self._ready.get()) is None:
                 return
             self._run_batch(ready)

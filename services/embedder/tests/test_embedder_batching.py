@@ -133,3 +133,51 @@ async def test_a_query_goes_ahead_of_bulk_documents_queued_before_it(serve, unti
     at = next(i for i, call in enumerate(later) if "where do glaciers flow" in call)
     assert at <= 1, [len(call) for call in later]
     assert sum(len(call) for call in later) == 65
+
+
+class _SteppedBackend(HashBackend):
+    """The hash backend, but each model call waits until the test allows one more; records every call's texts."""
+
+    def __init__(self) -> None:
+        super().__init__(384, batch_size=4, max_batch_tokens=10_000)
+        self.allowed = threading.Semaphore(0)
+        self.calls: list[list[str]] = []
+
+    def embed(self, batch):
+        if not self.allowed.acquire(timeout=30):
+            raise TimeoutError("the test never allowed this model call")
+        self.calls.append(list(batch.texts))
+        return super().embed(batch)
+
+
+async def test_bulk_documents_still_progress_while_queries_keep_coming(serve, until):
+    """Queries go first, but not forever: with a new query waiting every time the model finishes a call, the bulk
+    request queued before them still gets a call at least every fourth, and finishes."""
+    backend = _SteppedBackend()
+    try:
+        async with serve(SETTINGS, Embedder(backend, SETTINGS)) as running:
+            batcher = running.embedder.batcher
+            bulk = asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(
+                texts=[f"bulk document {i} about glaciers" for i in range(32)], input_type=pb2.INPUT_TYPE_DOCUMENT)))
+            await until(lambda: batcher.queue_depth == 32, "the bulk request queued")
+            queries = []
+            for step in range(40):
+                if bulk.done():
+                    break
+                depth = batcher.queue_depth  # the model is held, so only this query changes it
+                queries.append(asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(
+                    texts=[f"query {step}"], input_type=pb2.INPUT_TYPE_QUERY))))
+                await until(lambda depth=depth: batcher.queue_depth == depth + 1, "the query queued")
+                backend.allowed.release()
+                await until(lambda step=step: len(backend.calls) == step + 1, "the model ran one more call")
+            assert bulk.done(), f"the bulk request starved: calls {[len(c) for c in backend.calls]}"
+            backend.allowed.release(100)
+            await asyncio.gather(bulk, *queries)
+    finally:
+        backend.allowed.release(100)
+    # 8 micro-batches of bulk. Between two of them, at most three calls of queries: the model thread's turn, a
+    # micro-batch of queries the feeder put in the slot ahead of the next bulk one, the model thread's turn again.
+    kinds = ["bulk" if call[0].startswith("bulk") else "query" for call in backend.calls]
+    assert kinds.count("bulk") == 8
+    last_bulk = max(i for i, kind in enumerate(kinds) if kind == "bulk")
+    assert "query, query, query, query" not in ", ".join(kinds[:last_bulk]), kinds
