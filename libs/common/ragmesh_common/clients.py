@@ -28,6 +28,7 @@ from .telemetry import setup_telemetry
 # Below this much time left there is no point in starting a downstream call.
 _MIN_TIMEOUT = 0.05
 RECONNECT_BACKOFF_MAX_MS = 2_000  # the longest a caller waits before trying a service that was down again
+RETRYABLE = grpc.StatusCode.UNAVAILABLE  # the one code an idempotent call is retried on (AIP-194)
 
 
 def _service_config(full_service: str, idempotent: Iterable[str]) -> str:
@@ -47,7 +48,7 @@ def _service_config(full_service: str, idempotent: Iterable[str]) -> str:
                         "initialBackoff": "0.1s",
                         "maxBackoff": "2s",
                         "backoffMultiplier": 2,
-                        "retryableStatusCodes": ["UNAVAILABLE"],
+                        "retryableStatusCodes": [RETRYABLE.name],
                     },
                 }
             ]
@@ -125,7 +126,7 @@ class ServiceClient:
 
     def _error(self, exc: grpc.RpcError, method: str) -> RagmeshError:
         err = from_rpc_error(exc, service=self.service, target=self.target)
-        err.retried = method in self.idempotent and err.code == grpc.StatusCode.UNAVAILABLE
+        err.retried = method in self.idempotent and err.code == RETRYABLE
         return err
 
     async def stream(self, method: str, request, *, timeout: float | None = None) -> AsyncIterator:

@@ -40,7 +40,7 @@ class RagmeshError(Exception):
     field_violations: Sequence[FieldViolation] = ()
     # Seconds after which a retry may succeed (google.rpc.RetryInfo; HTTP Retry-After): back-pressure.
     retry_after: float | None = None
-    # Set on a failure of a downstream call that its channel already retried (`ServiceClient`): this service's
+    # Set (by `ServiceClient`) on a failure of a downstream call that its channel already retried: this service's
     # callers are told not to retry it again (`trailing_metadata`), so that retries happen at one layer only.
     retried: bool = field(default=False, compare=False)
 
@@ -81,7 +81,7 @@ class RagmeshError(Exception):
         """The rich status; and for a failure already retried downstream, server pushback that stops the caller's
         channel from retrying it too (else each layer's retries multiply: gateway x indexer x embedder)."""
         status = ((STATUS_DETAILS_KEY, self.to_status_proto().SerializeToString()),)
-        if self.retried and self.code == grpc.StatusCode.UNAVAILABLE:
+        if self.retried:
             return (*status, (RETRY_PUSHBACK_KEY, "-1"))
         return status
 
