@@ -37,7 +37,7 @@ from .backends import DenseBackend, MicroBatch, Prepared
 # The feeder sorts up to this many micro-batches' worth of queued texts at a time, so that texts of neighbouring
 # lengths share micro-batches: msmarco passages queued 128 at a time (4 clients x 32) pad 14 % at 4 micro-batches
 # of the default 1,024-token budget and 6 % at 16 (the model tokenizer's lengths). Queries do not wait for a
-# window: the feeder takes them between its micro-batches.
+# window: the feeder and the model thread take them between micro-batches (see the module docstring).
 WINDOW_BATCHES = 16
 # What a caller refused with QUEUE_FULL is told to wait (google.rpc.RetryInfo; the gateway's Retry-After).
 QUEUE_FULL_RETRY_SECONDS = 1.0
