@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -19,10 +20,30 @@ SERVICES = ("converter", "embedder", "indexer", "search", "answer")
 MODEL_CACHE = Path(__file__).resolve().parents[2] / ".ragmesh" / "models"
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now, below the kernel's ephemeral range, and not handed out before in this process. The
+    processes a test starts bind it a moment later; a port from the ephemeral range (what binding port 0 gives)
+    can be taken meanwhile by any process's own port-0 bind or outgoing connection (seen once: a `serve embedder`
+    held the port picked for the indexer started next to it)."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default
+    for _ in range(1000):
+        port = random.randint(10_000, max(10_001, low - 1))
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
+    raise RuntimeError(f"no free port found between 10000 and {low}")
 
 
 @dataclass
