@@ -45,6 +45,7 @@ class ConstantBackend:
     batch_size = 1024
     max_batch_tokens = None
     runtime = device = precision = ""
+    runners = 1
 
     def __init__(self) -> None:
         self._row = np.full((1, self.dimension), 1 / np.sqrt(self.dimension), dtype=np.float32)

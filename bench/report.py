@@ -152,11 +152,25 @@ def runtimes() -> list[str]:
     return [c for c in choices if c != "auto"] or ["torch"]
 
 
-def embedder_settings(backend: str, runtime: str):
+def embedder_settings(backend: str, runtime: str, **more):
     from ragmesh_embedder.config import EmbedderSettings
 
     extra = {"runtime": runtime} if "runtime" in EmbedderSettings.model_fields and backend == "local" else {}
-    return EmbedderSettings(port=0, metrics_port=0, backend=backend, **extra)
+    return EmbedderSettings(port=0, metrics_port=0, backend=backend, **extra, **more)
+
+
+def embed_all(backend, batches: list) -> None:
+    """Every micro-batch through the backend from as many threads as it has runners (the embedder's model
+    threads), taking them in order from one shared iterator."""
+    runners = getattr(backend, "runners", 1)
+    if runners == 1:
+        for batch in batches:
+            backend.embed(batch)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(runners) as pool:
+        list(pool.map(backend.embed, batches))
 
 
 def mesh_env(backend: str, runtime: str) -> dict[str, str]:
@@ -185,22 +199,27 @@ def raw_model(backend: str, runtime: str, texts: list[str]) -> dict:
         out["sentence_transformers_encode"] = rates["encode_passages_per_second"]
         out["sentence_transformers_encode_cpu_ms"] = rates["encode_cpu_ms_per_passage"]
         del model
-    from ragmesh_embedder.backends import create_backend
+    from ragmesh_embedder.backends import create_backend, resolve_plan
 
     from bench.bench_embedder import micro_batches
 
-    backend_ = create_backend(settings)
-    try:
-        for batch in micro_batches(backend_, texts[:32]):  # warm-up
-            backend_.embed(batch)
-        clock = CpuClock()
-        for batch in micro_batches(backend_, texts):
-            backend_.embed(batch)
-        rates = clock.rates(len(texts), "backend")
-        out["backend_direct"] = rates["backend_passages_per_second"]
-        out["backend_direct_cpu_ms"] = rates["backend_cpu_ms_per_passage"]
-    finally:
-        backend_.close()
+    # As the embedder runs it (its default runners x threads), and, where that is several runners, also as one
+    # call at a time on every CPU: the target is judged against the better of the two.
+    configurations = [("backend_direct", settings)]
+    if backend == "local" and (plan := resolve_plan(settings)).runners > 1:
+        configurations.append(("backend_one_call", embedder_settings(
+            backend, runtime, runners=1, RAGMESH_EMBEDDER_THREADS=plan.runners * plan.threads)))
+    for key, chosen in configurations:
+        backend_ = create_backend(chosen)
+        try:
+            embed_all(backend_, micro_batches(backend_, texts[:32]))  # warm-up
+            clock = CpuClock()  # tokenising and padding included, as in the embedder
+            embed_all(backend_, micro_batches(backend_, texts))
+            rates = clock.rates(len(texts), "backend")
+            out[key] = rates["backend_passages_per_second"]
+            out[f"{key}_cpu_ms"] = rates["backend_cpu_ms_per_passage"]
+        finally:
+            backend_.close()
     return out
 
 
@@ -583,7 +602,8 @@ def targets(report: dict) -> list[tuple[str, str, bool | None]]:
     raw = report.get("raw_model", {}).get(runtime, {})
     if "ingest_rest_passages_per_second" in mesh:
         rest = mesh["ingest_rest_passages_per_second"]
-        base = raw.get("backend_direct") or raw.get("sentence_transformers_encode")
+        base = max(raw.get("backend_direct", 0), raw.get("backend_one_call", 0)) or raw.get(
+            "sentence_transformers_encode")
         if base:
             rows.append(("REST ingest >= 0.85 x raw model (same runtime)", f"{rest} / {base} = {rest / base:.2f}",
                          rest / base >= 0.85))
@@ -592,7 +612,8 @@ def targets(report: dict) -> list[tuple[str, str, bool | None]]:
                      rest / lc >= 1.5 if lc else None))
         # The same ratios in CPU time per passage: what they are on idle cores, whatever else the machine ran.
         cpu = mesh.get("ingest_rest_cpu_ms_per_passage")
-        raw_cpu = raw.get("backend_direct_cpu_ms") or raw.get("sentence_transformers_encode_cpu_ms")
+        raw_cpu = min(filter(None, (raw.get("backend_direct_cpu_ms"), raw.get("backend_one_call_cpu_ms"))),
+                      default=None) or raw.get("sentence_transformers_encode_cpu_ms")
         if cpu and raw_cpu:
             rows.append(("REST ingest >= 0.85 x raw model, by CPU ms/passage", f"{raw_cpu} / {cpu} = "
                          f"{raw_cpu / cpu:.2f}", raw_cpu / cpu >= 0.85))
@@ -651,7 +672,10 @@ def to_markdown(report: dict) -> str:
     raw, mesh, local = report.get("raw_model", {}), report.get("mesh", {}), report.get("in_process", {})
     row("raw model: sentence-transformers encode (batch 16)", lambda r: raw.get(r, {}).get(
         "sentence_transformers_encode"))
-    row("raw model: the embedder's backend called directly", lambda r: raw.get(r, {}).get("backend_direct"))
+    row("raw model: the embedder's backend called directly, as the embedder runs it (runners x threads)",
+        lambda r: raw.get(r, {}).get("backend_direct"))
+    row("raw model: the embedder's backend called directly, one call at a time on every CPU",
+        lambda r: raw.get(r, {}).get("backend_one_call"))
     row("embedder + store in process (no gRPC, no HTTP)", lambda r: local.get(r, {}).get("ingest_passages_per_second"))
     row(f"REST /ingest/batch ({report['clients']} clients x {report['batch']})",
         lambda r: mesh.get(r, {}).get("ingest_rest_passages_per_second"))
@@ -666,7 +690,10 @@ def to_markdown(report: dict) -> str:
               "wall rate, is what the work costs):", "", "| path | " + " | ".join(report["runtimes"]) + " |",
               "|---|" + "---|" * len(report["runtimes"])]
     row("raw model: sentence-transformers encode", lambda r: raw.get(r, {}).get("sentence_transformers_encode_cpu_ms"))
-    row("raw model: the embedder's backend", lambda r: raw.get(r, {}).get("backend_direct_cpu_ms"))
+    row("raw model: the embedder's backend (as the embedder runs it)", lambda r: raw.get(r, {}).get(
+        "backend_direct_cpu_ms"))
+    row("raw model: the embedder's backend (one call at a time)", lambda r: raw.get(r, {}).get(
+        "backend_one_call_cpu_ms"))
     row("embedder + store in process", lambda r: local.get(r, {}).get("ingest_cpu_ms_per_passage"))
     row("the mesh process, REST ingest", lambda r: mesh.get(r, {}).get("ingest_rest_cpu_ms_per_passage"))
     row("the mesh process, gRPC ingest", lambda r: mesh.get(r, {}).get("ingest_grpc_cpu_ms_per_passage"))

@@ -187,10 +187,11 @@ def test_prod_requests_follow_the_measurements(renders):
     docs = renders["prod"]
     embedder = by_name(docs, "Deployment", "embedder")["spec"]["template"]["spec"]["containers"][0]
     # The model keeps 2 threads busy (~40 passages/s per pod): request the cores it was measured on, and pin
-    # its thread pool to them (OpenMP would otherwise size it from the node's cores).
+    # its threads to them (OpenMP would otherwise size its pool from the node's cores): 2 runners x 1 thread.
     assert embedder["resources"]["requests"]["cpu"] == embedder["resources"]["limits"]["cpu"] == "2"
     env = container_env(docs, embedder)
-    assert env["OMP_NUM_THREADS"] == env["RAGMESH_EMBEDDER_THREADS"] == "2"
+    assert env["OMP_NUM_THREADS"] == "2"
+    assert int(env["RAGMESH_EMBEDDER_RUNNERS"]) * int(env["RAGMESH_EMBEDDER_THREADS"]) == 2
     # ~600 MB RSS with the model loaded.
     assert _mebibytes(embedder["resources"]["requests"]["memory"]) >= 600
     converter = by_name(docs, "Deployment", "converter")["spec"]["template"]["spec"]["containers"][0]
@@ -242,6 +243,7 @@ def test_the_gpu_component_puts_the_embedder_on_a_gpu_node_in_cuda(renders, name
     env = container_env(docs, container)
     assert env["RAGMESH_EMBEDDER_DEVICE"] == "cuda"
     assert env["OMP_NUM_THREADS"] == env["RAGMESH_EMBEDDER_THREADS"] == container["resources"]["limits"]["cpu"]
+    assert env["RAGMESH_EMBEDDER_RUNNERS"] == "1"  # one call at a time on the GPU
     # Only the embedder moves to the GPU pool.
     for workload in workloads(docs):
         if workload["metadata"]["name"] != "embedder":

@@ -6,8 +6,9 @@
   texts, as TEI counts them) and text limit. It pads each micro-batch with numpy (one gather, no per-text
   Python work) and hands it over through a one-slot queue, so the next micro-batch is ready while the model
   runs the current one.
-- The *runner* thread calls the model, scatters the rows back to their requests and resolves each request
-  as soon as its last text is embedded.
+- The *runner* threads (`backend.runners` of them: ONNX Runtime on the CPU runs one single-threaded call per
+  core) call the model, scatter the rows back to their requests and resolve each request as soon as its last
+  text is embedded. A request's micro-batches may run on different runners at once.
 
 Requests are numpy arrays end to end (`Prepared`); a request whose caller gave up (cancelled, deadline
 passed) is skipped wherever it is, and a full queue is refused with QUEUE_FULL.
@@ -41,7 +42,8 @@ from .backends import DenseBackend, MicroBatch, Prepared
 WINDOW_BATCHES = 16
 # What a caller refused with QUEUE_FULL is told to wait (google.rpc.RetryInfo; the gateway's Retry-After).
 QUEUE_FULL_RETRY_SECONDS = 1.0
-# Micro-batches padded and waiting for the model: one is enough to hide the feeder's work behind the model's.
+# Micro-batches padded and waiting for the model, per runner: one is enough to hide the feeder's work behind
+# the model's.
 PIPELINE_DEPTH = 1
 
 
@@ -105,8 +107,8 @@ class _Ready:
 
 
 class Batcher:
-    """One queue, a feeder and a runner thread (per model: `name` names the threads). The counters are for
-    metrics and tests (read without locking)."""
+    """One queue, a feeder thread and `backend.runners` runner threads (per model: `name` names the threads).
+    The counters are for metrics and tests (read without locking)."""
 
     def __init__(self, backend: DenseBackend, *, max_queue_texts: int, name: str = "default") -> None:
         self._backend = backend
@@ -120,7 +122,8 @@ class Batcher:
         self._pending: deque[_Job] = deque()
         self._urgent: deque[_Job] = deque()  # queries: taken before anything in _pending
         self._closed = False
-        self._ready: queue.Queue[_Ready | None] = queue.Queue(maxsize=PIPELINE_DEPTH)
+        self.runners = max(1, backend.runners)
+        self._ready: queue.Queue[_Ready | None] = queue.Queue(maxsize=PIPELINE_DEPTH * self.runners)
         # Texts accepted and not embedded yet (waiting or in the pipeline): what the HPA scales on.
         self.queue_depth = 0
         # Model tokens of the texts embedded so far (0 for backends that do not tokenise).
@@ -133,9 +136,13 @@ class Batcher:
         # Called from the runner after each micro-batch with (texts, tokens, padded tokens) (metrics).
         self.on_batch: Callable[[int, int, int], None] | None = None
         self._feeder = threading.Thread(target=self._feed, name=f"embedder-feeder-{name}", daemon=True)
-        self._runner = threading.Thread(target=self._run, name=f"embedder-runner-{name}", daemon=True)
+        self._threads = [
+            threading.Thread(target=self._run, name=f"embedder-runner-{name}" + (f"-{i}" if i else ""), daemon=True)
+            for i in range(self.runners)
+        ]
         self._feeder.start()
-        self._runner.start()
+        for runner in self._threads:
+            runner.start()
 
     async def embed(self, prepared: Prepared, *, urgent: bool = False) -> np.ndarray:
         """Embed the texts together with whatever else is queued; rows in the order of the texts. `urgent`
@@ -170,7 +177,8 @@ class Batcher:
             self._closed = True
             self._cond.notify_all()
         self._feeder.join(timeout)
-        self._runner.join(timeout)
+        for runner in self._threads:
+            runner.join(timeout)
 
     def _account(self, texts: int) -> None:
         with self._cond:
@@ -182,7 +190,8 @@ class Batcher:
             while (window := self._take()) is not None:
                 self._cut(window)
         finally:
-            self._ready.put(None)
+            for _ in self._threads:  # one end mark per runner
+                self._ready.put(None)
 
     def _take(self, urgent_only: bool = False) -> _Window | None:
         """Whatever is queued now (no waiting for more), up to a window; None once closed. `urgent_only`: the
@@ -338,14 +347,18 @@ class Batcher:
         if self.on_batch is not None:
             self.on_batch(len(rows), ready.tokens, ready.padded_tokens)
         parts = window.job_of[rows]
-        for index in np.unique(parts):
-            job = window.jobs[index]
-            if job.dropped:
-                continue
-            mine = parts == index
-            if job.out is None:
-                job.out = np.empty((len(job.prepared), vectors.shape[1]), dtype=np.float32)
-            job.out[window.row_of[rows[mine]]] = vectors[mine]
-            job.remaining -= int(mine.sum())
-            if job.remaining == 0:
-                job.settle(job.out)
+        done: list[_Job] = []
+        with self._cond:  # another runner may be scattering rows of the same request
+            for index in np.unique(parts):
+                job = window.jobs[index]
+                if job.dropped:
+                    continue
+                mine = parts == index
+                if job.out is None:
+                    job.out = np.empty((len(job.prepared), vectors.shape[1]), dtype=np.float32)
+                job.out[window.row_of[rows[mine]]] = vectors[mine]
+                job.remaining -= int(mine.sum())
+                if job.remaining == 0:
+                    done.append(job)
+        for job in done:
+            job.settle(job.out)

@@ -53,6 +53,7 @@ class ModelSettings(BaseModel):
     precision: Precision | None = None
     device: Device | None = None
     threads: Threads | None = None
+    runners: Threads | None = None
     openai_base_url: NonEmpty | None = None
     openai_api_key: SecretStr | None = None
     openai_model: NonEmpty | None = None
@@ -114,8 +115,17 @@ class EmbedderSettings(ServiceSettings):
     threads: Threads | None = Field(
         None,
         validation_alias=AliasChoices("RAGMESH_EMBEDDER_THREADS", "RAGMESH_EMBEDDER_TORCH_THREADS"),
-        description="The model's intra-op threads (one pool per process); default: the CPUs this process may "
-        "use (its cgroup CPU quota, else its CPU affinity), not the host's cores.",
+        description="The threads one model call runs on (the runtime's intra-op pool); default: the CPUs this "
+        "process may use (its cgroup CPU quota, else its CPU affinity, not the host's cores) divided among the "
+        "runners.",
+    )
+    runners: Threads | None = Field(
+        None,
+        description="How many micro-batches the model runs at once, each on its own thread with `threads` "
+        "threads. Default for onnx on the CPU: one per CPU this process may use, on one thread each (short "
+        "sequences gain little from splitting one call's work over cores, and calls that do not wait for each "
+        "other keep every core busy); 1 for torch, on CUDA and for the other backends (openai: API requests at "
+        "once).",
     )
     data_dir: Path = Field(Path(".ragmesh"), validation_alias="RAGMESH_DATA_DIR",
                            description="ragmesh's data directory (the default home of model_cache_dir).")
@@ -166,7 +176,7 @@ class EmbedderSettings(ServiceSettings):
         default_factory=list,
         description='More models served beside the default one: a JSON list of objects, each with a "name" and '
         "the per-model settings that differ from the ones above (backend, model_path, model_id, runtime, "
-        "precision, device, threads, openai_*, hash_*, batch_size, max_batch_tokens, max_queue_texts), e.g. "
+        "precision, device, threads, runners, openai_*, hash_*, batch_size, max_batch_tokens, max_queue_texts), e.g. "
         '[{"name": "bge-small", "model_path": "/models/bge-small-en-v1.5", "model_id": "BAAI/bge-small-en-v1.5"}]. '
         "Each gets its own backend, batcher and queue, is loaded and warmed up at start, and is picked by "
         "EmbedRequest.model.",

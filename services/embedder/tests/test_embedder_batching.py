@@ -10,8 +10,9 @@ import threading
 import grpc
 import numpy as np
 from ragmesh.embedder.v1 import embedder_service_pb2 as pb2
+from ragmesh_common.errors import RagmeshError
 from ragmesh_embedder.backends import HashBackend
-from ragmesh_embedder.batcher import WINDOW_BATCHES
+from ragmesh_embedder.batcher import WINDOW_BATCHES, Batcher
 from ragmesh_embedder.config import EmbedderSettings
 from ragmesh_embedder.service import Embedder
 
@@ -181,3 +182,70 @@ async def test_bulk_documents_still_progress_while_queries_keep_coming(serve, un
     assert kinds.count("bulk") == 8
     last_bulk = max(i for i, kind in enumerate(kinds) if kind == "bulk")
     assert "query, query, query, query" not in ", ".join(kinds[:last_bulk]), kinds
+
+
+class _HeldBackend(HashBackend):
+    """The hash backend with `runners` model threads; every model call waits until the test opens the gate and
+    counts how many calls are inside the model at once."""
+
+    def __init__(self, *, runners: int, batch_size: int, max_batch_tokens: int | None) -> None:
+        super().__init__(384, batch_size=batch_size, max_batch_tokens=max_batch_tokens, runners=runners)
+        self.gate = threading.Event()
+        self._lock = threading.Lock()
+        self.inside = self.most = 0
+
+    def embed(self, batch):
+        with self._lock:
+            self.inside += 1
+            self.most = max(self.most, self.inside)
+        try:
+            if not self.gate.wait(30):
+                raise TimeoutError("the test never opened the gate")
+            return super().embed(batch)
+        finally:
+            with self._lock:
+                self.inside -= 1
+
+
+async def test_two_runners_run_two_micro_batches_at_once_and_reassemble_each_request_in_order(serve, until, vectors):
+    backend = _HeldBackend(runners=2, batch_size=3, max_batch_tokens=8)
+    settings = EmbedderSettings(port=0, backend="hash", max_texts_per_request=64)
+    texts = [f"text {i} " + "more " * (i % 5) for i in range(40)]
+    try:
+        async with serve(settings, Embedder(backend, settings)) as running:
+            reply = asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(texts=texts,
+                                                                             kinds=[pb2.VECTOR_KIND_DENSE])))
+            await until(lambda: backend.inside == 2, "two micro-batches in the model at once")
+            backend.gate.set()
+            reply = await reply
+    finally:
+        backend.gate.set()
+    assert backend.most == 2
+    # The request's micro-batches finished on two threads in no set order; its vectors are still in its order.
+    np.testing.assert_allclose(vectors(reply.embeddings), backend.embed_texts(texts), atol=1e-6)
+
+
+def _runner_threads(name: str) -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith(f"embedder-runner-{name}")]
+
+
+async def test_closing_ends_every_runner_and_answers_every_request(until):
+    """Shut down with both model threads busy and more queued: close() returns with no model thread left, and
+    every caller gets its vectors or UNAVAILABLE, none is left waiting."""
+    backend = _HeldBackend(runners=2, batch_size=1, max_batch_tokens=None)
+    batcher = Batcher(backend, max_queue_texts=1000, name="closing")
+    assert len(_runner_threads("closing")) == 2
+    calls = [asyncio.ensure_future(batcher.embed(backend.prepare([f"text {i}"]))) for i in range(40)]
+    try:
+        await until(lambda: backend.inside == 2, "both model threads busy")
+        closing = asyncio.get_running_loop().run_in_executor(None, batcher.close, 30.0)
+        backend.gate.set()
+        await closing
+    finally:
+        backend.gate.set()
+    assert _runner_threads("closing") == []
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    embedded = [o for o in outcomes if isinstance(o, np.ndarray)]
+    refused = [o for o in outcomes if isinstance(o, RagmeshError)]
+    assert len(embedded) + len(refused) == 40, outcomes
+    assert embedded and all(e.code == grpc.StatusCode.UNAVAILABLE for e in refused)

@@ -3,6 +3,7 @@ int8, device selection and the settings that refuse impossible combinations."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 from pathlib import Path
@@ -129,6 +130,7 @@ def test_device_auto_picks_what_the_machine_has():
         ({"RAGMESH_EMBEDDER_DEVICE": "gpu"}, "RAGMESH_EMBEDDER_DEVICE"),
         ({"RAGMESH_EMBEDDER_MAX_BATCH_TOKENS": "8"}, "RAGMESH_EMBEDDER_MAX_BATCH_TOKENS"),
         ({"RAGMESH_EMBEDDER_THREADS": "0"}, "RAGMESH_EMBEDDER_THREADS"),
+        ({"RAGMESH_EMBEDDER_RUNNERS": "0"}, "RAGMESH_EMBEDDER_RUNNERS"),
     ],
 )
 def test_impossible_settings_stop_start_up_with_the_variable_named(monkeypatch, env, named):
@@ -151,6 +153,47 @@ def test_threads_follow_the_cgroup_quota_not_the_host(tmp_path, monkeypatch):
     assert available_cpus(tmp_path) == 4  # cgroup v1
     monkeypatch.setenv("RAGMESH_EMBEDDER_THREADS", "3")
     assert resolve_plan(load(EmbedderSettings), ort_cuda=lambda: False, torch_cuda=lambda: False).threads == 3
+
+
+@pytest.mark.parametrize(
+    ("env", "gpu", "expected"),
+    [
+        # onnx on the CPU: one single-threaded runner per CPU, unless told otherwise; what is unset fills the CPUs.
+        ({}, False, (4, 1)),
+        ({"RAGMESH_EMBEDDER_THREADS": "2"}, False, (2, 2)),
+        ({"RAGMESH_EMBEDDER_THREADS": "8"}, False, (1, 8)),
+        ({"RAGMESH_EMBEDDER_RUNNERS": "1"}, False, (1, 4)),
+        ({"RAGMESH_EMBEDDER_RUNNERS": "2", "RAGMESH_EMBEDDER_THREADS": "3"}, False, (2, 3)),
+        # torch and CUDA: one call at a time on every CPU, as before, unless runners are asked for.
+        ({"RAGMESH_EMBEDDER_RUNTIME": "torch"}, False, (1, 4)),
+        ({}, True, (1, 4)),
+        ({"RAGMESH_EMBEDDER_RUNNERS": "2"}, True, (2, 2)),
+    ],
+)
+def test_runners_and_threads_share_the_cpus_this_process_may_use(monkeypatch, env, gpu, expected):
+    monkeypatch.setattr("ragmesh_embedder.backends.available_cpus", lambda: 4)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    plan = resolve_plan(load(EmbedderSettings), ort_cuda=lambda: gpu, torch_cuda=lambda: False)
+    assert (plan.runners, plan.threads) == expected
+
+
+async def test_two_onnx_runners_give_the_vectors_one_runner_gives(passages, local):
+    """Two model threads call one ONNX Runtime session at once; every text gets the vector it gets from one. (In
+    fp32: int8's dynamic quantization scales activations per call, so there a text's vector moves a little with
+    the texts it shares a micro-batch with, however many runners.)"""
+    one = build_embedder(EmbedderSettings(port=0, precision="fp32", runners=1, RAGMESH_EMBEDDER_THREADS=1))
+    two = build_embedder(EmbedderSettings(port=0, precision="fp32", runners=2, RAGMESH_EMBEDDER_THREADS=1))
+    try:
+        assert (one.batcher.runners, two.batcher.runners) == (1, 2)
+        groups = [passages[i::8] for i in range(8)]
+        alone = await asyncio.gather(*(one.embed(group, _document()) for group in groups))
+        together = await asyncio.gather(*(two.embed(group, _document()) for group in groups))
+    finally:
+        one.close()
+        two.close()
+    for a, b in zip(alone, together, strict=True):
+        np.testing.assert_allclose(a.dense, b.dense, atol=1e-5)
 
 
 def _document():

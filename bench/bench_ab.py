@@ -1,0 +1,125 @@
+"""Two settings of `ragmesh up` against each other in alternating rounds: REST ingest (and optionally search).
+
+    .venv/bin/python -m bench.bench_ab --a RAGMESH_EMBEDDER_RUNNERS=1 --a RAGMESH_EMBEDDER_THREADS=2 \
+        [--b NAME=VALUE ...] [--rounds 3] [--passes 3] [--passages 1000] [--search dense]
+
+On a shared or noisy machine two separate runs differ by more than most changes do; alternating A, B, A, B, ...
+(a fresh mesh per round, the same passages) puts the drift on both sides. Each round starts the mesh with the
+settings added to the environment (B defaults to none: the code's defaults), warms it up with a few batches,
+then ingests the passages `--passes` times (4 clients x 32 through /api/v1/ingest/batch, a new collection
+each pass) and reports passages/s, the mesh process's CPU ms per passage and the embedder's padding (padded
+tokens over real ones, from its metrics) per pass; with `--search`, also REST search p50 at one client over the
+last collection. Prints one line per round and a JSON summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from bench.report import CpuClock, MeshRun, in_threads, load_data, mesh_env
+from tests.e2e.mesh_process import free_port
+
+
+def settings(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"expected NAME=VALUE, got {pair!r}")
+        out[name] = value
+    return out
+
+
+def token_counts(port: int) -> tuple[float, float]:
+    """The embedder's model tokens and padded tokens so far (its Prometheus metrics)."""
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    values = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name, _, value = line.rpartition(" ")
+        values[name.split("{")[0]] = values.get(name.split("{")[0], 0.0) + float(value or 0)
+    return values.get("ragmesh_embedder_tokens_total", 0.0), values.get("ragmesh_embedder_batch_padded_tokens_sum", 0.0)
+
+
+def one_round(env: dict[str, str], corpus: list[dict], queries: list[str], passes: int, search: str | None) -> dict:
+    docs = [{"text": c["text"], "doc_id": c["_id"], "title": c.get("title") or None} for c in corpus]
+    batches = [docs[i:i + 32] for i in range(0, len(docs), 32)]
+    out: dict = {"ingest": [], "cpu_ms": [], "padding_pct": []}
+    metrics_port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        run = MeshRun({**env, "RAGMESH_EMBEDDER_METRICS_PORT": str(metrics_port)}, Path(tmp))
+        try:
+            def client() -> httpx.Client:
+                return httpx.Client(base_url=run.mesh.url, timeout=600)
+
+            def post(collection: str):
+                def call(http: httpx.Client, batch: list[dict]) -> None:
+                    http.post("/api/v1/ingest/batch", json={"collection": collection, "documents": batch}
+                              ).raise_for_status()
+                return call
+
+            in_threads(4, batches[:8], post("warm-up"), client, lambda c: c.close())
+            for p in range(passes):
+                tokens = token_counts(metrics_port)
+                clock = CpuClock(run.proc.popen.pid)
+                _, seconds = in_threads(4, batches, post(f"pass-{p}"), client, lambda c: c.close())
+                rates = clock.rates(len(docs), "x")
+                real, padded = (after - before for after, before in zip(token_counts(metrics_port), tokens,
+                                                                        strict=True))
+                out["ingest"].append(round(len(docs) / seconds, 1))
+                out["cpu_ms"].append(rates["x_cpu_ms_per_passage"])
+                out["padding_pct"].append(round(100 * (padded - real) / real, 1) if real else None)
+            if search:
+                def query(http: httpx.Client, q: str) -> None:
+                    http.post("/api/v1/search", json={"collection": f"pass-{passes - 1}", "query": q, "mode": search,
+                                                      "top_k": 10}).raise_for_status()
+
+                in_threads(1, queries[:50], query, client, lambda c: c.close())  # warm-up
+                latencies, _ = in_threads(1, queries * 2, query, client, lambda c: c.close())
+                out["search_p50_ms"] = round(statistics.median(latencies), 2)
+        finally:
+            run.stop()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--a", action="append", default=[], metavar="NAME=VALUE", help="settings of side A")
+    parser.add_argument("--b", action="append", default=[], metavar="NAME=VALUE", help="settings of side B")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per side")
+    parser.add_argument("--passes", type=int, default=3, help="ingest passes per round")
+    parser.add_argument("--passages", type=int, default=1000)
+    parser.add_argument("--search", choices=["dense", "hybrid", "sparse"], help="also REST search p50, 1 client")
+    parser.add_argument("--backend", default="local", choices=["local", "hash"])
+    args = parser.parse_args()
+    corpus, queries = load_data(args.passages, 200)
+    sides = {"A": settings(args.a), "B": settings(args.b)}
+    results: dict[str, list[dict]] = {"A": [], "B": []}
+    started = time.perf_counter()
+    for r in range(args.rounds):
+        for side, extra in sides.items():
+            env = {**mesh_env(args.backend, "onnx"), **extra}
+            result = one_round(env, corpus, queries, args.passes, args.search)
+            results[side].append(result)
+            print(f"round {r + 1} {side}: ingest {result['ingest']} passages/s, CPU ms/passage {result['cpu_ms']}, "
+                  f"padding % {result['padding_pct']}"
+                  + (f", search p50 {result['search_p50_ms']} ms" if "search_p50_ms" in result else ""), flush=True)
+    summary = {"settings": sides, "passages": args.passages, "seconds": round(time.perf_counter() - started),
+               "results": results}
+    for side in sides:
+        rates = [x for result in results[side] for x in result["ingest"]]
+        summary[f"{side}_ingest_mean"] = round(statistics.mean(rates), 1)
+        summary[f"{side}_ingest_range"] = [min(rates), max(rates)]
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
