@@ -1,11 +1,12 @@
 """Two settings of `ragmesh up` against each other in alternating rounds: REST ingest (and optionally search).
 
     .venv/bin/python -m bench.bench_ab --a RAGMESH_EMBEDDER_RUNNERS=1 --a RAGMESH_EMBEDDER_THREADS=2 \
-        [--b NAME=VALUE ...] [--rounds 3] [--passes 3] [--passages 1000] [--search dense]
+        [--b NAME=VALUE ...] [--a-src WORKTREE] [--rounds 3] [--passes 3] [--passages 1000] [--search dense]
 
 On a shared or noisy machine two separate runs differ by more than most changes do; alternating A, B, A, B, ...
 (a fresh mesh per round, the same passages) puts the drift on both sides. Each round starts the mesh with the
-settings added to the environment (B defaults to none: the code's defaults), warms it up with a few batches,
+settings added to the environment (B defaults to none: the code's defaults) and, with `--a-src`, side A's code
+from another checkout (a worktree of the commit before a change), warms it up with a few batches,
 then ingests the passages `--passes` times (4 clients x 32 through /api/v1/ingest/batch, a new collection
 each pass) and reports passages/s, the mesh process's CPU ms per passage and the embedder's padding (padded
 tokens over real ones, from its metrics) per pass; with `--search`, also REST search p50 at one client over the
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.report import CpuClock, MeshRun, in_threads, load_data, mesh_env
+from bench.report import CpuClock, MeshRun, baseline_pythonpath, in_threads, load_data, mesh_env
 from tests.e2e.mesh_process import free_port
 
 
@@ -49,13 +50,14 @@ def token_counts(port: int) -> tuple[float, float]:
     return values.get("ragmesh_embedder_tokens_total", 0.0), values.get("ragmesh_embedder_batch_padded_tokens_sum", 0.0)
 
 
-def one_round(env: dict[str, str], corpus: list[dict], queries: list[str], passes: int, search: str | None) -> dict:
+def one_round(env: dict[str, str], corpus: list[dict], queries: list[str], passes: int, search: str | None,
+              pythonpath: str | None) -> dict:
     docs = [{"text": c["text"], "doc_id": c["_id"], "title": c.get("title") or None} for c in corpus]
     batches = [docs[i:i + 32] for i in range(0, len(docs), 32)]
     out: dict = {"ingest": [], "cpu_ms": [], "padding_pct": []}
     metrics_port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
-        run = MeshRun({**env, "RAGMESH_EMBEDDER_METRICS_PORT": str(metrics_port)}, Path(tmp))
+        run = MeshRun({**env, "RAGMESH_EMBEDDER_METRICS_PORT": str(metrics_port)}, Path(tmp), pythonpath)
         try:
             def client() -> httpx.Client:
                 return httpx.Client(base_url=run.mesh.url, timeout=600)
@@ -94,6 +96,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--a", action="append", default=[], metavar="NAME=VALUE", help="settings of side A")
     parser.add_argument("--b", action="append", default=[], metavar="NAME=VALUE", help="settings of side B")
+    parser.add_argument("--a-src", type=Path, help="run side A from this checkout (e.g. a git worktree)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per side")
     parser.add_argument("--passes", type=int, default=3, help="ingest passes per round")
     parser.add_argument("--passages", type=int, default=1000)
@@ -107,12 +110,14 @@ def main() -> None:
     for r in range(args.rounds):
         for side, extra in sides.items():
             env = {**mesh_env(args.backend, "onnx"), **extra}
-            result = one_round(env, corpus, queries, args.passes, args.search)
+            source = baseline_pythonpath(args.a_src) if side == "A" and args.a_src else None
+            result = one_round(env, corpus, queries, args.passes, args.search, source)
             results[side].append(result)
             print(f"round {r + 1} {side}: ingest {result['ingest']} passages/s, CPU ms/passage {result['cpu_ms']}, "
                   f"padding % {result['padding_pct']}"
                   + (f", search p50 {result['search_p50_ms']} ms" if "search_p50_ms" in result else ""), flush=True)
-    summary = {"settings": sides, "passages": args.passages, "seconds": round(time.perf_counter() - started),
+    summary = {"settings": sides, "a_src": str(args.a_src) if args.a_src else None, "passages": args.passages,
+               "seconds": round(time.perf_counter() - started),
                "results": results}
     for side in sides:
         rates = [x for result in results[side] for x in result["ingest"]]
