@@ -35,9 +35,12 @@ log = logging.getLogger(__name__)
 CPU_AUTO_PRECISION = "int8"
 # Micro-batch limits by device when the settings leave them unset: on a CPU bigger batches are slower (padding,
 # attention cost; shared/MEASUREMENTS.md), a GPU needs large ones to be busy. The CPU token budgets are the best
-# of a side-by-side sweep (1024-16384 padded tokens, msmarco passages, 2 cores): int8 1024, fp32 2048-4096.
+# of side-by-side sweeps on 2 cores (msmarco passages, cut from windows of 32, 64 and 1,000 texts): torch 4096
+# (1024-16384 swept); ONNX Runtime with one single-threaded call per core, int8 256 (128-1024 swept: 178-224
+# passages/s at 256 against 141-195 at 1024; from windows of 32 texts, as an ingest often queues, 1024 pads 18 %
+# and 256 3 %) and fp32 512 (512-4096: 84-98 against 47-78 at 4096).
 DEFAULT_BATCH_SIZE = {"cpu": 256, "cuda": 1024}
-DEFAULT_MAX_BATCH_TOKENS = {"cpu": 4096, "cpu-int8": 1024, "cuda": 131072}
+DEFAULT_MAX_BATCH_TOKENS = {"cpu": 4096, "cpu-onnx-int8": 256, "cpu-onnx-fp32": 512, "cuda": 131072}
 
 
 @dataclass(frozen=True, eq=False)
@@ -172,7 +175,7 @@ def resolve_plan(settings: EmbedderSettings, *, ort_cuda=_ort_has_cuda, torch_cu
         runtime=runtime, device=device, precision=precision, threads=threads, runners=runners,
         batch_size=settings.batch_size or DEFAULT_BATCH_SIZE[device],
         max_batch_tokens=settings.max_batch_tokens or DEFAULT_MAX_BATCH_TOKENS.get(
-            f"{device}-{precision}", DEFAULT_MAX_BATCH_TOKENS[device]),
+            f"{device}-{runtime}-{precision}", DEFAULT_MAX_BATCH_TOKENS[device]),
     )
 
 

@@ -35,11 +35,14 @@ from ragmesh_common.errors import RagmeshError, unavailable
 
 from .backends import DenseBackend, MicroBatch, Prepared
 
-# The feeder sorts up to this many micro-batches' worth of queued texts at a time, so that texts of neighbouring
-# lengths share micro-batches: msmarco passages queued 128 at a time (4 clients x 32) pad 14 % at 4 micro-batches
-# of the default 1,024-token budget and 6 % at 16 (the model tokenizer's lengths). Queries do not wait for a
-# window: the feeder and the model thread take them between micro-batches (see the module docstring).
+# The feeder sorts up to this many micro-batches' worth of queued texts at a time, and at least WINDOW_TOKENS,
+# so that texts of neighbouring lengths share micro-batches: msmarco passages queued 128 at a time (4 clients x
+# 32) pad 14 % in windows of 4 micro-batches of 1,024 tokens and 6 % in windows of 16 (the model tokenizer's
+# lengths); the floor keeps windows that large when the micro-batches are small (256 tokens for int8 on the CPU).
+# Queries do not wait for a window: the feeder and the model threads take them between micro-batches (see the
+# module docstring).
 WINDOW_BATCHES = 16
+WINDOW_TOKENS = 16_384
 # What a caller refused with QUEUE_FULL is told to wait (google.rpc.RetryInfo; the gateway's Retry-After).
 QUEUE_FULL_RETRY_SECONDS = 1.0
 # Micro-batches padded and waiting for the model, per runner: one is enough to hide the feeder's work behind
@@ -117,7 +120,8 @@ class Batcher:
         self.max_batch_tokens = backend.max_batch_tokens
         self.max_queue_texts = max_queue_texts
         self._window_texts = self.batch_size * WINDOW_BATCHES
-        self._window_tokens = self.max_batch_tokens * WINDOW_BATCHES if self.max_batch_tokens else None
+        self._window_tokens = max(self.max_batch_tokens * WINDOW_BATCHES, WINDOW_TOKENS) if self.max_batch_tokens \
+            else None
         self._cond = threading.Condition()
         self._pending: deque[_Job] = deque()
         self._urgent: deque[_Job] = deque()  # queries: taken before anything in _pending

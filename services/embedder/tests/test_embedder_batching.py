@@ -97,8 +97,8 @@ async def test_texts_of_a_caller_that_gave_up_are_skipped(serve, rpc_error, unti
 
 async def test_a_request_larger_than_the_window_is_split_and_reassembled_in_order(serve, vectors):
     backend = HashBackend(384, batch_size=3, max_batch_tokens=8)
-    settings = EmbedderSettings(port=0, backend="hash", max_texts_per_request=64)
-    texts = [f"text {i} " + "more " * (i % 5) for i in range(40)]
+    settings = EmbedderSettings(port=0, backend="hash", max_texts_per_request=128)
+    texts = [f"text {i} " + "more " * (i % 5) for i in range(100)]  # a window holds 16 x 3 texts
     async with serve(settings, Embedder(backend, settings)) as running:
         reply = await running.stub.Embed(pb2.EmbedRequest(texts=texts, kinds=[pb2.VECTOR_KIND_DENSE]))
         batcher = running.embedder.batcher

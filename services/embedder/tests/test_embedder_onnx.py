@@ -113,9 +113,11 @@ def test_device_auto_picks_what_the_machine_has():
     assert (plan.runtime, plan.device, plan.precision) == ("torch", "cuda", "fp16")
     # Explicit cpu never looks for a GPU; int8 with a GPU found by auto is refused with the fix.
     plan = resolve_plan(EmbedderSettings(port=0, device="cpu"), ort_cuda=lambda: True, torch_cuda=lambda: True)
-    assert (plan.device, plan.precision, plan.batch_size, plan.max_batch_tokens) == ("cpu", "int8", 256, 1024)
+    assert (plan.device, plan.precision, plan.batch_size, plan.max_batch_tokens) == ("cpu", "int8", 256, 256)
     plan = resolve_plan(EmbedderSettings(port=0, runtime="torch"))
     assert (plan.precision, plan.max_batch_tokens) == ("fp32", 4096)
+    plan = resolve_plan(EmbedderSettings(port=0, precision="fp32"), ort_cuda=lambda: False, torch_cuda=lambda: False)
+    assert (plan.runtime, plan.max_batch_tokens) == ("onnx", 512)
     with pytest.raises(ConfigError, match="RAGMESH_EMBEDDER_PRECISION=int8"):
         resolve_plan(EmbedderSettings(port=0, precision="int8"), ort_cuda=lambda: True, torch_cuda=lambda: False)
 
