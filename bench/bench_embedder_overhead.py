@@ -65,7 +65,7 @@ class TokenizingConstant(_Tokenized):
     """The packaged model's real tokenizer and padding, then the constant answer instead of the model."""
 
     def __init__(self, settings: EmbedderSettings) -> None:
-        plan = Plan("constant", "cpu", "fp32", threads=1, batch_size=1024, max_batch_tokens=131072)
+        plan = Plan("constant", "cpu", "fp32", threads=1, runners=1, batch_size=1024, max_batch_tokens=131072)
         super().__init__(settings.model_path, "bench/tokenizing-constant-384", plan)
         self.name = "constant+tokenizer"
         self.dimension = 384

@@ -37,3 +37,26 @@ def test_the_benchmark_report_runs_end_to_end_at_a_tiny_size(tmp_path):
     assert "store at 1,000: recall@10 >= 0.95" in markdown
     assert "The hops alone, nothing behind them" in markdown
     assert "clients ingest (" in markdown  # search during a bulk ingest
+
+
+def test_the_service_ceiling_benchmark_runs_every_row_at_a_tiny_size(tmp_path):
+    out = tmp_path / "overhead.json"
+    done = subprocess.run([sys.executable, "-m", "bench.bench_embedder_overhead", "--seconds", "0.2", "--rounds", "1",
+                           "--clients", "2", "--request-size", "8", "--json", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads(out.read_text())["data"]
+    rows = [value for value in data.values() if isinstance(value, dict) and "texts_per_second" in value]
+    assert len(rows) == 3 and all(row["texts_per_second"] > 0 for row in rows)
+
+
+def test_the_ab_benchmark_runs_both_sides_at_a_tiny_size():
+    done = subprocess.run([sys.executable, "-m", "bench.bench_ab", "--backend", "hash", "--passages", "64",
+                           "--rounds", "1", "--passes", "1", "--a", "RAGMESH_EMBEDDER_RUNNERS=2", "--search", "dense"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["settings"]["A"] == {"RAGMESH_EMBEDDER_RUNNERS": "2"}
+    for side in ("A", "B"):
+        [result] = summary["results"][side]
+        assert result["ingest"][0] > 0 and result["search_p50_ms"] > 0
