@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,14 +23,10 @@ from deploy_support import REPO, SERVICES, container_env, ragmesh_containers
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from ragmesh_cli import mesh
 
+from tests.e2e.mesh_process import free_port
+
 RAGMESH = str(Path(sys.executable).parent / "ragmesh")
 STARTUP_ATTEMPTS = 600  # x 0.2 s: generous, the embedder loads its model on 2 shared cores
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def pod_env(renders, service: str) -> tuple[dict[str, str], dict]:
