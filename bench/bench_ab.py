@@ -39,15 +39,14 @@ def settings(pairs: list[str]) -> dict[str, str]:
 
 
 def token_counts(port: int) -> tuple[float, float]:
-    """The embedder's model tokens and padded tokens so far (its Prometheus metrics)."""
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-    values = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        name, _, value = line.rpartition(" ")
-        values[name.split("{")[0]] = values.get(name.split("{")[0], 0.0) + float(value or 0)
-    return values.get("ragmesh_embedder_tokens_total", 0.0), values.get("ragmesh_embedder_batch_padded_tokens_sum", 0.0)
+    """The embedder's model tokens and padded tokens so far, every model together (its Prometheus metrics)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    totals: dict[str, float] = {}
+    for family in text_string_to_metric_families(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text):
+        for sample in family.samples:
+            totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
+    return totals.get("ragmesh_embedder_tokens_total", 0.0), totals.get("ragmesh_embedder_batch_padded_tokens_sum", 0.0)
 
 
 def one_round(env: dict[str, str], corpus: list[dict], queries: list[str], passes: int, search: str | None,

@@ -60,3 +60,4 @@ def test_the_ab_benchmark_runs_both_sides_at_a_tiny_size():
     for side in ("A", "B"):
         [result] = summary["results"][side]
         assert result["ingest"][0] > 0 and result["search_p50_ms"] > 0
+        assert result["padding_pct"][0] >= 0  # read from the embedder's own metrics
