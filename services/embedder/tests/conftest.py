@@ -48,20 +48,30 @@ def vectors(embeddings: Sequence) -> np.ndarray:
 
 class GatedBackend(HashBackend):
     """The hash backend (words count as tokens), but each model call waits until the test opens the gate:
-    lets a test hold the model busy without timing anything. Records the texts of every model call."""
+    lets a test hold the model busy without timing anything. Records the texts of every model call, and counts
+    the calls inside the model at once (`inside`, at most `most`; several with `runners` > 1)."""
 
-    def __init__(self, *, batch_size: int = 256, max_batch_tokens: int | None = 4096) -> None:
-        super().__init__(384, batch_size=batch_size, max_batch_tokens=max_batch_tokens)
+    def __init__(self, *, batch_size: int = 256, max_batch_tokens: int | None = 4096, runners: int = 1) -> None:
+        super().__init__(384, batch_size=batch_size, max_batch_tokens=max_batch_tokens, runners=runners)
         self.gate = threading.Event()
         self.entered = threading.Event()
         self.calls: list[list[str]] = []
+        self._lock = threading.Lock()
+        self.inside = self.most = 0
 
     def embed(self, batch: MicroBatch) -> np.ndarray:
+        with self._lock:
+            self.inside += 1
+            self.most = max(self.most, self.inside)
         self.entered.set()
-        if not self.gate.wait(30):
-            raise TimeoutError("the test never opened the gate")
-        self.calls.append(list(batch.texts))
-        return super().embed(batch)
+        try:
+            if not self.gate.wait(30):
+                raise TimeoutError("the test never opened the gate")
+            self.calls.append(list(batch.texts))
+            return super().embed(batch)
+        finally:
+            with self._lock:
+                self.inside -= 1
 
 
 async def until(condition, what: str) -> None:

@@ -184,31 +184,10 @@ async def test_bulk_documents_still_progress_while_queries_keep_coming(serve, un
     assert "query, query, query, query" not in ", ".join(kinds[:last_bulk]), kinds
 
 
-class _HeldBackend(HashBackend):
-    """The hash backend with `runners` model threads; every model call waits until the test opens the gate and
-    counts how many calls are inside the model at once."""
-
-    def __init__(self, *, runners: int, batch_size: int, max_batch_tokens: int | None) -> None:
-        super().__init__(384, batch_size=batch_size, max_batch_tokens=max_batch_tokens, runners=runners)
-        self.gate = threading.Event()
-        self._lock = threading.Lock()
-        self.inside = self.most = 0
-
-    def embed(self, batch):
-        with self._lock:
-            self.inside += 1
-            self.most = max(self.most, self.inside)
-        try:
-            if not self.gate.wait(30):
-                raise TimeoutError("the test never opened the gate")
-            return super().embed(batch)
-        finally:
-            with self._lock:
-                self.inside -= 1
-
-
-async def test_two_runners_run_two_micro_batches_at_once_and_reassemble_each_request_in_order(serve, until, vectors):
-    backend = _HeldBackend(runners=2, batch_size=3, max_batch_tokens=8)
+async def test_two_runners_run_two_micro_batches_at_once_and_reassemble_each_request_in_order(
+    serve, until, vectors, gated_backend
+):
+    backend = gated_backend(runners=2, batch_size=3, max_batch_tokens=8)
     settings = EmbedderSettings(port=0, backend="hash", max_texts_per_request=64)
     texts = [f"text {i} " + "more " * (i % 5) for i in range(40)]
     try:
@@ -229,10 +208,10 @@ def _runner_threads(name: str) -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith(f"embedder-runner-{name}")]
 
 
-async def test_closing_ends_every_runner_and_answers_every_request(until):
+async def test_closing_ends_every_runner_and_answers_every_request(until, gated_backend):
     """Shut down with both model threads busy and more queued: close() returns with no model thread left, and
     every caller gets its vectors or UNAVAILABLE, none is left waiting."""
-    backend = _HeldBackend(runners=2, batch_size=1, max_batch_tokens=None)
+    backend = gated_backend(runners=2, batch_size=1, max_batch_tokens=None)
     batcher = Batcher(backend, max_queue_texts=1000, name="closing")
     assert len(_runner_threads("closing")) == 2
     calls = [asyncio.ensure_future(batcher.embed(backend.prepare([f"text {i}"]))) for i in range(40)]
