@@ -159,7 +159,9 @@ class Chunker:
         previous_end = 0
         for start, piece in pieces:
             gap = "" if start < previous_end else text[previous_end:start]
-            chunks.append(Chunk(piece, start, gap, self.count_tokens(piece)))
+            # The post-processor only adds the special tokens around the content's own: the same count as
+            # count_tokens(piece), from the measure the splitter (mostly) made already.
+            chunks.append(Chunk(piece, start, gap, length(piece) + self._special_tokens))
             previous_end = max(previous_end, start + len(piece))
         return chunks
 
