@@ -161,6 +161,10 @@ class _Collection:
         self._synced = 0  # writes covered by a finished flush
         self._flushing = False
         self.defaults = _read_defaults(path / _DEFAULTS_FILE)
+        # The collection records as read or written (key -> JSON text, None: no record): this process owns the
+        # directory, so only `set_collection_record` changes them, and the indexer reads one per document.
+        self.records: dict[str, str | None] = {}
+        self.record_lock = threading.Lock()  # a read that misses and a write never interleave
 
     @contextlib.contextmanager
     def use(self) -> Iterator[qe.EdgeShard]:
@@ -560,18 +564,27 @@ class EdgeStore:
             collection.defaults = defaults
 
     def collection_record(self, name: str, key: str) -> Any | None:
-        path = self._get(name).path / _RECORD_FILE.format(key=checked_record_key(key))
+        collection = self._get(name)
+        path = collection.path / _RECORD_FILE.format(key=checked_record_key(key))
+        with collection.record_lock:
+            if key not in collection.records:
+                try:
+                    collection.records[key] = path.read_text(encoding="utf-8")
+                except FileNotFoundError:
+                    collection.records[key] = None
+                except OSError as exc:
+                    raise StoreError(f"cannot read {path}: {exc}") from None
+            text = collection.records[key]
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as exc:
+            return None if text is None else json.loads(text)  # a new value each call: callers may change it
+        except ValueError as exc:
             raise StoreError(f"cannot read {path}: {exc}") from None
 
     def set_collection_record(self, name: str, key: str, value: Any | None) -> None:
         collection = self._get(name)
         target = collection.path / _RECORD_FILE.format(key=checked_record_key(key))
-        with collection.use():
+        with collection.use(), collection.record_lock:
+            collection.records.pop(key, None)  # read from the file again if the write fails half-way
             if value is None:
                 target.unlink(missing_ok=True)
             else:

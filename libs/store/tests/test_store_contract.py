@@ -706,6 +706,33 @@ def test_collection_records_are_kept_with_the_collection(store: Store) -> None:
     assert store.collection_record("docs", "evaluations") == {"runs": []}
 
 
+def test_a_collection_record_read_is_the_callers_own_copy(store: Store) -> None:
+    store.ensure_collection("docs")
+    store.set_collection_record("docs", "golden_set", GOLDEN)
+    first = store.collection_record("docs", "golden_set")
+    first["queries"].clear()  # a caller editing what it read changes nothing stored
+    assert store.collection_record("docs", "golden_set") == GOLDEN
+
+
+def test_edge_collection_records_survive_close_and_reopen(tmp_path: Path) -> None:
+    store = EdgeStore(tmp_path / "data", DIM)
+    store.ensure_collection("docs")
+    store.set_collection_record("docs", "golden_set", GOLDEN)
+    assert store.collection_record("docs", "golden_set") == GOLDEN  # read (and kept) before it changes
+    store.set_collection_record("docs", "golden_set", {"queries": []})
+    store.set_collection_record("docs", "evaluations", {"runs": [1]})
+    store.set_collection_record("docs", "evaluations", None)
+    assert store.collection_record("docs", "golden_set") == {"queries": []}
+    store.close()
+
+    reopened = EdgeStore(tmp_path / "data", DIM)
+    try:  # what the first instance answered from memory is what it wrote to disk
+        assert reopened.collection_record("docs", "golden_set") == {"queries": []}
+        assert reopened.collection_record("docs", "evaluations") is None
+    finally:
+        reopened.close()
+
+
 def test_collection_records_go_with_the_collection_and_refuse_bad_keys(store: Store) -> None:
     with pytest.raises(CollectionNotFound):
         store.collection_record("missing", "golden_set")
