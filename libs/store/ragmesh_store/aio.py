@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from concurrent.futures import Executor
 from typing import TypeVar
 
 from ragmesh_common.clients import ServiceClient, model_dimension
@@ -20,10 +21,13 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-async def store_call(fn: Callable[..., T], *args: object) -> T:
-    """Run a blocking store call off the event loop, mapping store failures to RagmeshError."""
+async def store_call(fn: Callable[..., T], *args: object, executor: Executor | None = None) -> T:
+    """Run a blocking store call off the event loop (in `executor`, default: asyncio's own thread pool, with
+    the caller's context), mapping store failures to RagmeshError."""
     try:
-        return await asyncio.to_thread(fn, *args)
+        if executor is None:
+            return await asyncio.to_thread(fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(executor, fn, *args)
     except CollectionNotFound as exc:
         raise not_found("COLLECTION_NOT_FOUND", f"collection {exc.name!r} does not exist",
                         collection=exc.name) from None

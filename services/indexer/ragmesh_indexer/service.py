@@ -28,7 +28,7 @@ from ragmesh_common.clients import ServiceClient
 from ragmesh_common.errors import RagmeshError, invalid_argument, not_found
 from ragmesh_common.telemetry import Attr, annotate, setup_telemetry
 from ragmesh_common.vectors import dense_rows
-from ragmesh_store import ChunkPoint, SearchDefaults, Sparse, Store
+from ragmesh_store import ChunkPoint, CollectionNotFound, SearchDefaults, Sparse, Store
 from ragmesh_store.aio import store_call
 from ragmesh_store.versions import IndexSettings, Version, Versions, read_versions
 
@@ -259,12 +259,11 @@ class Indexer:
             content_hash = file_hash or self._content_hash(content, title, document.metadata, model, chunker)
             if locks is not None:
                 await locks.enter_async_context(self.locks.hold((collection, doc_id)))
-            stored_hash = await self._stored_hash(target.physical, doc_id)
+            stored_hash, stored_chunks, chunks, texts = await store_call(
+                self._changed_chunks, target.physical, doc_id, content_hash, content, title, model, chunker,
+                executor=self._chunk_pool)
             if stored_hash == content_hash:
-                count = len(await store_call(self.store.document_chunk_ids, target.physical, doc_id))
-                return _outcome("unchanged", doc_id, count, collection, title, content, content_hash)
-            chunks, texts = await asyncio.get_running_loop().run_in_executor(
-                self._chunk_pool, self._split, content, title, model, chunker)
+                return _outcome("unchanged", doc_id, stored_chunks, collection, title, content, content_hash)
             if not chunks:
                 raise invalid_argument("EMPTY_DOCUMENT", "the document has no text to index", field="document")
             payload = {
@@ -280,6 +279,20 @@ class Indexer:
             end = max(c.start + len(c.text) for c in chunks)
             return Prepared(outcome, chunks, texts, payload, replaces=stored_hash is not None, target=target,
                             lines=line_ranges(content.text, chunks), tail=content.text[end:])
+
+    def _changed_chunks(self, physical: str, doc_id: str, content_hash: str, content: _Content, title: str,
+                        model: embedder_pb.GetModelInfoResponse, chunker: Chunker,
+                        ) -> tuple[str | None, int, list[Chunk], list[str]]:
+        """(the stored copy's content hash, its chunk count, the new chunks, their embedded texts): the stored
+        count only when the stored copy has `content_hash` (unchanged: nothing to chunk), else the chunks. One
+        trip off the event loop for the lookup and the chunking (blocking: run in the chunk pool)."""
+        try:
+            stored_hash = self.store.document_hash(physical, doc_id)
+        except CollectionNotFound:  # written by its first document
+            stored_hash = None
+        if stored_hash == content_hash:
+            return stored_hash, len(self.store.document_chunk_ids(physical, doc_id)), [], []
+        return stored_hash, 0, *self._split(content, title, model, chunker)
 
     def _split(self, content: _Content, title: str, model: embedder_pb.GetModelInfoResponse, chunker: Chunker,
                ) -> tuple[list[Chunk], list[str]]:
@@ -466,14 +479,6 @@ class Indexer:
             "model": [model.model_id, model.sparse_model_id], "context": CONTEXT_VERSION,
         }
         return hashlib.sha256(json.dumps(basis, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
-
-    async def _stored_hash(self, collection: str, doc_id: str) -> str | None:
-        try:
-            return await store_call(self.store.document_hash, collection, doc_id)
-        except RagmeshError as exc:
-            if exc.reason == "COLLECTION_NOT_FOUND":
-                return None
-            raise
 
     async def embed(self, texts: list[str], model: embedder_pb.GetModelInfoResponse
                     ) -> list[tuple[list[float], embedder_pb.Embedding]]:
