@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
+import logging.handlers
+import queue
 import sys
 from datetime import UTC, datetime
 
@@ -37,12 +40,49 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
+class _FormattedQueueHandler(logging.handlers.QueueHandler):
+    """Formats a record where it is made (so it carries that thread's current trace) and queues the line."""
+
+    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
+        record = super().prepare(record)  # the JSON line in `msg`; exception text already in it
+        record.stack_info = None
+        return record
+
+
+class _LineWriter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return record.msg
+
+
+_writer: logging.handlers.QueueListener | None = None
+
+
 def setup_logging(service: str, level: str = "INFO") -> None:
-    """Send every log record to stdout as one JSON object per line."""
-    handler = logging.StreamHandler(sys.stdout)
+    """Send every log record to stdout as one JSON object per line. A line is formatted in the thread that
+    logs it and written by a thread of its own, as the logging cookbook advises for asyncio code ("Dealing with
+    handlers that block"): the event loop never waits on stdout (a pipe, a terminal, a log collector) nor, while
+    its write is in the kernel, on the other threads for the GIL. Lines still queued are written at exit."""
+    global _writer
+    if _writer is not None:
+        _writer.stop()
+    lines: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
+    stdout = logging.StreamHandler(sys.stdout)
+    stdout.setFormatter(_LineWriter())
+    _writer = logging.handlers.QueueListener(lines, stdout)
+    handler = _FormattedQueueHandler(lines)
     handler.setFormatter(JsonFormatter(service))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    _writer.start()
     for noisy in ("httpx", "httpcore", "urllib3", "filelock", "sentence_transformers"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    """Write what is still queued (atexit runs before logging's own shutdown, which then flushes stdout)."""
+    global _writer
+    if _writer is not None:
+        _writer.stop()
+        _writer = None

@@ -1,11 +1,14 @@
 """Telemetry set-up: off without an endpoint, one provider per service with its own name, JSON logs that
-carry the current trace, and the store wrapper."""
+carry the current trace (written by a thread of their own), and the store wrapper."""
 
 from __future__ import annotations
 
 import io
 import json
 import logging
+import subprocess
+import sys
+import textwrap
 
 import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -109,3 +112,44 @@ def test_json_log_lines_carry_the_current_trace(otel_env):
     finally:
         logger.removeHandler(handler)
         telemetry.tracer_provider.shutdown()
+
+
+_BLOCKED_STDOUT = textwrap.dedent("""
+    import io, logging, sys, threading
+    from opentelemetry.sdk.trace import TracerProvider
+    from ragmesh_common.logs import setup_logging
+
+    released = threading.Event()
+
+    class Blocked(io.TextIOBase):  # a stdout nobody reads yet: a full pipe
+        def write(self, text):
+            released.wait()
+            return sys.__stdout__.write(text)
+
+        def flush(self):
+            sys.__stdout__.flush()
+
+    sys.stdout = Blocked()
+    setup_logging("svc")
+    log = logging.getLogger("ragmesh.test")
+    with TracerProvider().get_tracer("test").start_as_current_span("work") as span:
+        for i in range(500):
+            log.info("line %d", i)
+    try:
+        1 / 0
+    except ZeroDivisionError:
+        log.exception("failed")
+    print(f"{span.get_span_context().trace_id:032x}", file=sys.stderr)
+    released.set()  # reached only if logging did not wait for stdout
+""")
+
+
+def test_logging_never_waits_for_stdout_and_writes_every_line_by_exit():
+    done = subprocess.run([sys.executable, "-c", _BLOCKED_STDOUT], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    trace_id = done.stderr.strip().splitlines()[-1]
+    assert [x["message"] for x in lines[:500]] == [f"line {i}" for i in range(500)]  # all, in order
+    assert all(x["trace_id"] == trace_id and x["service"] == "svc" for x in lines[:500])  # the logging thread's span
+    assert len(lines) == 501 and lines[-1]["message"] == "failed" and "trace_id" not in lines[-1]
+    assert "ZeroDivisionError" in lines[-1]["exception"]
