@@ -1,12 +1,12 @@
 """Two settings of `ragmesh up` against each other in alternating rounds: REST ingest (and optionally search).
 
     .venv/bin/python -m bench.bench_ab --a RAGMESH_EMBEDDER_RUNNERS=1 --a RAGMESH_EMBEDDER_THREADS=2 \
-        [--b NAME=VALUE ...] [--a-src WORKTREE] [--rounds 3] [--passes 3] [--passages 1000] [--search dense]
+        [--b NAME=VALUE ...] [--a-src WORKTREE] [--b-src WORKTREE] [--rounds 3] [--passes 3] [--passages 1000] [--search dense]
 
 On a shared or noisy machine two separate runs differ by more than most changes do; alternating A, B, A, B, ...
 (a fresh mesh per round, the same passages) puts the drift on both sides. Each round starts the mesh with the
-settings added to the environment (B defaults to none: the code's defaults) and, with `--a-src`, side A's code
-from another checkout (a worktree of the commit before a change), warms it up with a few batches,
+settings added to the environment (B defaults to none: the code's defaults) and, with `--a-src` or `--b-src`,
+that side's code from another checkout (a worktree of the commit before a change), warms it up with a few batches,
 then ingests the passages `--passes` times (4 clients x 32 through /api/v1/ingest/batch, a new collection
 each pass) and reports passages/s, the mesh process's CPU ms per passage and the embedder's padding (padded
 tokens over real ones, from its metrics) per pass; with `--search`, also REST search p50 at one client over the
@@ -96,6 +96,7 @@ def main() -> None:
     parser.add_argument("--a", action="append", default=[], metavar="NAME=VALUE", help="settings of side A")
     parser.add_argument("--b", action="append", default=[], metavar="NAME=VALUE", help="settings of side B")
     parser.add_argument("--a-src", type=Path, help="run side A from this checkout (e.g. a git worktree)")
+    parser.add_argument("--b-src", type=Path, help="run side B from this checkout (default: this one)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per side")
     parser.add_argument("--passes", type=int, default=3, help="ingest passes per round")
     parser.add_argument("--passages", type=int, default=1000)
@@ -109,13 +110,15 @@ def main() -> None:
     for r in range(args.rounds):
         for side, extra in sides.items():
             env = {**mesh_env(args.backend, "onnx"), **extra}
-            source = baseline_pythonpath(args.a_src) if side == "A" and args.a_src else None
+            src = args.a_src if side == "A" else args.b_src
+            source = baseline_pythonpath(src) if src else None
             result = one_round(env, corpus, queries, args.passes, args.search, source)
             results[side].append(result)
             print(f"round {r + 1} {side}: ingest {result['ingest']} passages/s, CPU ms/passage {result['cpu_ms']}, "
                   f"padding % {result['padding_pct']}"
                   + (f", search p50 {result['search_p50_ms']} ms" if "search_p50_ms" in result else ""), flush=True)
-    summary = {"settings": sides, "a_src": str(args.a_src) if args.a_src else None, "passages": args.passages,
+    summary = {"settings": sides, "a_src": str(args.a_src) if args.a_src else None,
+               "b_src": str(args.b_src) if args.b_src else None, "passages": args.passages,
                "seconds": round(time.perf_counter() - started),
                "results": results}
     for side in sides:
