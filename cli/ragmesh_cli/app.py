@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,10 +30,10 @@ _BATCH_BYTES = 16 * 1024 * 1024
 _BUSY_RETRY_SECONDS = 300.0
 
 
-def _setup_logging(service: str) -> None:
+def _setup_logging(service: str, *, stderr: bool = False) -> None:
     from ragmesh_common.logs import setup_logging
 
-    setup_logging(service, os.environ.get("RAGMESH_LOG_LEVEL", "INFO").upper())
+    setup_logging(service, os.environ.get("RAGMESH_LOG_LEVEL", "INFO").upper(), sys.stderr if stderr else None)
 
 
 def _run(coro) -> None:
@@ -109,14 +110,14 @@ def mcp(
             console.print(f"ragmesh: the bridge needs {exc.name}: pip install 'ragmesh-cli[bridge]'", style="red")
             raise typer.Exit(2) from None
 
-        _setup_logging("ragmesh-bridge")
+        _setup_logging("ragmesh-bridge", stderr=True)
         _run(bridge.serve(remote, api_key, parse_roots(os.environ.get("RAGMESH_MCP_ROOTS", ""))))
         return
     from ragmesh_common.config import load
     from ragmesh_gateway.config import GatewaySettings
     from ragmesh_gateway.mcp_server import serve_stdio
 
-    _setup_logging("ragmesh-mcp")
+    _setup_logging("ragmesh-mcp", stderr=True)
     _run(serve_stdio(load(GatewaySettings)))
 
 

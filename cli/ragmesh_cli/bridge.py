@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit
@@ -32,6 +31,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 from ragmesh_common.errors import RagmeshError, not_found
+from ragmesh_common.logs import log_to_stderr
 from ragmesh_common.paths import under_roots
 from ragmesh_common.walk import size_groups, walk, zip_files
 
@@ -217,9 +217,7 @@ class Bridge(MCPServer):
 async def serve(remote_url: str, api_key: str | None, roots: tuple[Path, ...], *,
                 archive_bytes: int = 16 * 1024 * 1024) -> None:
     """Serve the bridge over stdio until stdin closes; logs go to stderr."""
-    for handler in logging.getLogger().handlers:
-        if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stdout:
-            handler.setStream(sys.stderr)
+    log_to_stderr()
     remote = Remote(remote_url, api_key)
     bridge = Bridge(remote, roots, archive_bytes=archive_bytes)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}

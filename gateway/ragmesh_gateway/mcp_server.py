@@ -26,7 +26,6 @@ import contextvars
 import json
 import logging
 import os
-import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -42,6 +41,7 @@ from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, TextConten
 from pydantic import BaseModel, Field, ValidationError
 from ragmesh_common import validation
 from ragmesh_common.errors import RagmeshError, invalid_argument, not_found
+from ragmesh_common.logs import log_to_stderr
 from ragmesh_common.paths import file_under_roots
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Send
@@ -682,9 +682,7 @@ def http_endpoint(servers: Mapping[Scope, RagmeshMCP] | RagmeshMCP, settings: Ga
 # --- stdio: `ragmesh mcp` -------------------------------------------------------------------------------------
 async def serve_stdio(settings: GatewaySettings) -> None:
     """Serve the tools over stdin/stdout against a running mesh (RAGMESH_*_ADDR); logs go to stderr."""
-    for handler in logging.getLogger().handlers:
-        if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stdout:
-            handler.setStream(sys.stderr)
+    log_to_stderr()
     clients = MeshClients(settings)
     log.info("serving MCP over stdio", extra={"read_only": settings.mcp_read_only, "search": settings.search_addr,
                                                "indexer": settings.indexer_addr})

@@ -9,6 +9,7 @@ import logging.handlers
 import queue
 import sys
 from datetime import UTC, datetime
+from typing import TextIO
 
 from opentelemetry import trace
 
@@ -57,18 +58,19 @@ class _LineWriter(logging.Formatter):
 _writer: logging.handlers.QueueListener | None = None
 
 
-def setup_logging(service: str, level: str = "INFO") -> None:
+def setup_logging(service: str, level: str = "INFO", stream: TextIO | None = None) -> None:
     """Send every log record to stdout as one JSON object per line. A line is formatted in the thread that
     logs it and written by a thread of its own, as the logging cookbook advises for asyncio code ("Dealing with
     handlers that block"): the event loop never waits on stdout (a pipe, a terminal, a log collector) nor, while
-    its write is in the kernel, on the other threads for the GIL. Lines still queued are written at exit."""
+    its write is in the kernel, on the other threads for the GIL. Lines still queued are written at exit.
+    `stream`: stderr for processes whose stdout carries a protocol (MCP over stdio)."""
     global _writer
     if _writer is not None:
         _writer.stop()
     lines: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
-    stdout = logging.StreamHandler(sys.stdout)
-    stdout.setFormatter(_LineWriter())
-    _writer = logging.handlers.QueueListener(lines, stdout)
+    output = logging.StreamHandler(stream or sys.stdout)
+    output.setFormatter(_LineWriter())
+    _writer = logging.handlers.QueueListener(lines, output)
     handler = _FormattedQueueHandler(lines)
     handler.setFormatter(JsonFormatter(service))
     root = logging.getLogger()
@@ -77,6 +79,15 @@ def setup_logging(service: str, level: str = "INFO") -> None:
     _writer.start()
     for noisy in ("httpx", "httpcore", "urllib3", "filelock", "sentence_transformers"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
+
+
+def log_to_stderr() -> None:
+    """Move every log handler that writes to stdout (the writer thread's, or one on the root logger) to stderr:
+    for a process whose stdout is about to carry a protocol."""
+    handlers = [*logging.getLogger().handlers, *(_writer.handlers if _writer is not None else ())]
+    for handler in handlers:
+        if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stdout:
+            handler.setStream(sys.stderr)
 
 
 @atexit.register

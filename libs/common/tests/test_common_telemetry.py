@@ -153,3 +153,13 @@ def test_logging_never_waits_for_stdout_and_writes_every_line_by_exit():
     assert all(x["trace_id"] == trace_id and x["service"] == "svc" for x in lines[:500])  # the logging thread's span
     assert len(lines) == 501 and lines[-1]["message"] == "failed" and "trace_id" not in lines[-1]
     assert "ZeroDivisionError" in lines[-1]["exception"]
+
+
+@pytest.mark.parametrize("how", ["setup_logging('svc', stream=sys.stderr)", "setup_logging('svc'); log_to_stderr()"])
+def test_a_process_whose_stdout_carries_a_protocol_logs_to_stderr(how):
+    script = f"import logging, sys\nfrom ragmesh_common.logs import log_to_stderr, setup_logging\n{how}\n" \
+             "logging.getLogger('ragmesh.test').warning('to stderr')\nprint('protocol')\n"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "protocol\n"  # nothing but the protocol on stdout
+    assert json.loads(done.stderr.strip().splitlines()[-1])["message"] == "to stderr"
