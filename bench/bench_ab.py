@@ -1,7 +1,8 @@
 """Two settings of `ragmesh up` against each other in alternating rounds: REST ingest (and optionally search).
 
     .venv/bin/python -m bench.bench_ab --a RAGMESH_EMBEDDER_RUNNERS=1 --a RAGMESH_EMBEDDER_THREADS=2 \
-        [--b NAME=VALUE ...] [--a-src WORKTREE] [--b-src WORKTREE] [--rounds 3] [--passes 3] [--passages 1000] [--search dense]
+        [--b NAME=VALUE ...] [--a-src WORKTREE] [--b-src WORKTREE] [--rounds 3] [--passes 3] [--passages 1000] \
+        [--search dense] [--backend hash]
 
 On a shared or noisy machine two separate runs differ by more than most changes do; alternating A, B, A, B, ...
 (a fresh mesh per round, the same passages) puts the drift on both sides. Each round starts the mesh with the
