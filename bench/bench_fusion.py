@@ -116,22 +116,22 @@ async def main() -> None:
     for path, dataset in zip(args.datasets, datasets, strict=True):
         ids = dataset.judged_queries()
         embeddings = await embedder.embed([dataset.queries[q] for q in ids], InputType.QUERY)
-        noise = await embedder.embed([" ".join(rng.sample(words, max(1, len(e.sparse.indices)))) for e in embeddings],
+        noise = await embedder.embed([" ".join(rng.sample(words, max(1, len(s.indices)))) for s in embeddings.sparse],
                                      InputType.QUERY)
         runs.append((path.name, dataset, ids, embeddings, noise))
     embedder.close()
-    store = EdgeStore(args.data_dir, len(runs[0][3][0].dense))
+    store = EdgeStore(args.data_dir, runs[0][3].dense.shape[1])
     table = variants(store, args.collection)
     try:
         for name, dataset, ids, embeddings, noise in runs:
             for condition in args.conditions.split(","):
                 print(f"\n{name}, {condition}: {len(ids)} queries — nDCG@10 / leaderboard-style nDCG@10")
                 queries = []
-                for e, n in zip(embeddings, noise, strict=True):
-                    dense = list(e.dense)
-                    sparse = Sparse(e.sparse.indices, e.sparse.values)
+                for e_dense, e_sparse, n_sparse in zip(embeddings.dense, embeddings.sparse, noise.sparse, strict=True):
+                    dense = list(e_dense)
+                    sparse = Sparse(e_sparse.indices, e_sparse.values)
                     if condition == "bm25-noise":
-                        sparse = Sparse(n.sparse.indices, n.sparse.values)
+                        sparse = Sparse(n_sparse.indices, n_sparse.values)
                     elif condition == "dense-noise":
                         dense = [rng.gauss(0, 1) for _ in dense]
                     queries.append(Query(mode="hybrid", limit=400, dense=dense, sparse=sparse, prefetch_limit=DEPTH))

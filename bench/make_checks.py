@@ -8,8 +8,12 @@ collection):
 - `<name>-typo`: every test query with two inner letters of each word of 4+ letters swapped ("cost" ->
   "csot"): the lexical side matches only the untouched words, the dense side still reads most of the query
   (BM25 weak but not useless, as on the held-out entity set);
-- `<name>-keyword`: 120 passages drawn at random (seed 13), each queried by its 3 rarest words (by the corpus'
-  BM25 IDF), judged relevant: keyword lookups where BM25 is near perfect and the dense side is weak.
+- `<name>-keyword`: known-item keyword lookups (a passage queried by words drawn from it, as in Azzopardi, de
+  Rijke & Balog, "Building Simulated Queries for Known-Item Topics", SIGIR 2007): passages drawn at random
+  (seed 13), each queried by its 3 rarest words (by the corpus' BM25 IDF) and judged relevant, until there are
+  120; a passage whose 3 words are all in another passage too is skipped, as its query has no single known
+  item (msmarco holds near-duplicate passages, and a query whose words identify two passages equally but is
+  judged on one of them scores a coin toss between them). BM25 is near perfect here and the dense side weak.
 The split of the test queries by which single mode wins is computed by `ragmesh eval`'s per-query output, not
 here.
 """
@@ -64,22 +68,29 @@ def main() -> None:
           {q: dataset.qrels[q] for q in judged})
 
     bm25 = Bm25()
-    df: Counter[int] = Counter()
-    for title, text in dataset.corpus.values():
-        df.update(set(bm25.embed_document(f"{title}\n\n{text}").indices))
+    terms = {doc_id: frozenset(bm25.embed_document(f"{title}\n\n{text}").indices)
+             for doc_id, (title, text) in dataset.corpus.items()}
+    df: Counter[int] = Counter(t for held in terms.values() for t in held)
     n = len(dataset.corpus)
 
     def idf(word: str) -> float:
         terms = bm25.embed_query(word).indices
         return max((math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in terms if df[t]), default=0.0)
 
+    def known_item(doc_id: str, query: str) -> bool:
+        """True if no other passage holds every term of the query (as BM25 tokenizes it)."""
+        wanted = set(bm25.embed_query(query).indices)
+        return not any(wanted <= held for other, held in terms.items() if other != doc_id)
+
     queries, qrels = {}, {}
-    for doc_id in rng.sample(sorted(dataset.corpus), KEYWORD_QUERIES):
+    for doc_id in rng.sample(sorted(dataset.corpus), len(dataset.corpus)):
         words = dict.fromkeys(w for w in re.findall(r"[A-Za-z][A-Za-z'-]+", dataset.corpus[doc_id][1]) if len(w) > 2)
         rare = [w for score, w in sorted(((idf(w), w) for w in words), reverse=True) if score > 0][:KEYWORD_TERMS]
-        if len(rare) == KEYWORD_TERMS:
-            queries[f"kw-{doc_id}"] = " ".join(rare)
+        if len(rare) == KEYWORD_TERMS and known_item(doc_id, query := " ".join(rare)):
+            queries[f"kw-{doc_id}"] = query
             qrels[f"kw-{doc_id}"] = {doc_id: 1}
+            if len(queries) == KEYWORD_QUERIES:
+                break
     write(args.target / f"{args.dataset.name}-keyword", dataset, queries, qrels)
     print(f"{args.target}: {len(judged)} typo queries, {len(queries)} keyword queries")
 

@@ -61,3 +61,81 @@ def test_the_ab_benchmark_runs_both_sides_at_a_tiny_size():
         [result] = summary["results"][side]
         assert result["ingest"][0] > 0 and result["search_p50_ms"] > 0
         assert result["padding_pct"][0] >= 0  # read from the embedder's own metrics
+
+
+def _beir(folder: Path, corpus: dict[str, str], queries: dict[str, str], qrels: dict[str, str]) -> None:
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, "title": "", "text": t}) + "\n"
+                                                 for i, t in corpus.items()))
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": i, "text": t}) + "\n" for i, t in queries.items()))
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n"
+                                               + "".join(f"{q}\t{d}\t1\n" for q, d in qrels.items()))
+
+
+def test_the_keyword_check_queries_only_passages_its_words_identify(tmp_path):
+    """A keyword query is judged on the one passage it was drawn from, so no other passage may hold all its words:
+    with a near-duplicate in the corpus the judgment would be a coin toss between equal matches."""
+    from qdrant_edge import Bm25
+
+    rare = ["amberly", "basaltic", "cobaltine", "dravite", "emberglow", "feldspar", "garnetite", "halite", "iolite",
+            "jadeite", "kyanite", "larimar", "malachite", "nephrite", "obsidian", "peridot", "quartzite", "rhodonite"]
+    corpus = {f"d{i}": f"The river bank holds {' '.join(rare[3 * i:3 * i + 3])} near the old mill."
+              for i in range(6)}
+    corpus["d6"] = corpus["d5"]  # a duplicate: neither copy can be a known item
+    _beir(tmp_path / "tiny", corpus, {"q0": "river bank"}, {"q0": "d0"})
+    done = subprocess.run([sys.executable, "-m", "bench.make_checks", str(tmp_path / "tiny"), str(tmp_path / "checks")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    folder = tmp_path / "checks" / "tiny-keyword"
+    queries = {q["_id"]: q["text"] for q in map(json.loads, (folder / "queries.jsonl").read_text().splitlines())}
+    judged = dict(line.split("\t")[:2] for line in (folder / "qrels" / "test.tsv").read_text().splitlines()[1:])
+    assert sorted(judged.values()) == ["d0", "d1", "d2", "d3", "d4"]  # every passage but the duplicated one
+    bm25 = Bm25()
+    held = {i: set(bm25.embed_document(f"\n\n{t}").indices) for i, t in corpus.items()}
+    for qid, doc_id in judged.items():
+        words = set(bm25.embed_query(queries[qid]).indices)
+        assert len(queries[qid].split()) == 3 and words <= held[doc_id]
+        assert not any(words <= terms for other, terms in held.items() if other != doc_id), queries[qid]
+    typo = (tmp_path / "checks" / "tiny-typo" / "queries.jsonl").read_text()
+    assert json.loads(typo)["_id"] == "q0"  # the judged query, its words' letters swapped
+
+
+def test_the_fusion_benchmark_runs_every_variant_on_a_tiny_collection(tmp_path):
+    """bench_fusion replays every fusion variant on an ingested collection (the real model, the embedded store)."""
+    import asyncio
+
+    from ragmesh_embedder.service import InputType, build_embedder
+    from ragmesh_store import ChunkPoint, EdgeStore, Sparse
+
+    from bench.report import embedder_settings
+
+    corpus = {f"d{i}": text for i, text in enumerate([
+        "The river bank floods every spring near the old mill.", "Basalt is a volcanic rock rich in iron.",
+        "A bank account earns interest on the money deposited.", "Malachite is a green copper carbonate mineral.",
+        "Mills ground grain into flour using water power.", "Interest rates are set by the central bank."])}
+    _beir(tmp_path / "tiny", corpus, {"q0": "where does the river flood", "q1": "green copper mineral"},
+          {"q0": "d0", "q1": "d3"})
+    embedder = build_embedder(embedder_settings("local", "onnx"))
+    store = EdgeStore(tmp_path / "data", embedder.info.dimension)
+    try:
+        texts = list(corpus.values())
+        vectors = asyncio.run(embedder.embed(texts, InputType.DOCUMENT))
+        store.ensure_collection("tiny")
+        store.upsert("tiny", [ChunkPoint(id=f"00000000-0000-0000-0000-{i:012d}", dense=dense.tolist(),
+                                         sparse=Sparse(sparse.indices, sparse.values),
+                                         payload={"doc_id": doc_id, "chunk_index": 0, "text": text})
+                              for i, (doc_id, text, dense, sparse) in enumerate(
+                                  zip(corpus, texts, vectors.dense, vectors.sparse, strict=True))])
+    finally:
+        store.close()
+        embedder.close()
+    done = subprocess.run([sys.executable, "-m", "bench.bench_fusion", "--data-dir", str(tmp_path / "data"),
+                           "--collection", "tiny", str(tmp_path / "tiny")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for condition in ("as-is", "bm25-noise", "dense-noise"):
+        assert f"tiny, {condition}: 2 queries" in done.stdout
+    rows = [line.split() for line in done.stdout.splitlines() if line.startswith("  ")]
+    assert len(rows) == 3 * 10 and all(0 <= float(row[-3]) <= 1 for row in rows)
+    as_is = dict((" ".join(row[:-3]), float(row[-3])) for row in rows[:10])
+    assert as_is["adaptive + PRF (default)"] == 1.0  # both queries find their passage first
