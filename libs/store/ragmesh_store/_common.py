@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from ragmesh_common.validation import COLLECTION_NAME_RE
@@ -41,18 +39,6 @@ FIXED_INDEXES: dict[str, IndexKind] = {
 }
 EVIDENCE_TIE_ROOM = 16
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_]+$")
-
-
-def usable_cpus() -> int:
-    """CPUs this process may use: its affinity, capped by the cgroup v2 CPU quota (a container's limit)."""
-    cpus = len(os.sched_getaffinity(0))
-    try:
-        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
-        if quota != "max":
-            cpus = min(cpus, max(1, math.ceil(int(quota) / int(period))))
-    except (OSError, ValueError):
-        pass
-    return max(1, cpus)
 
 
 def is_store_name(name: str) -> bool:

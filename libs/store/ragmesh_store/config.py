@@ -58,3 +58,10 @@ class StoreSettings(BaseSettings):
         100, ge=4, le=4096, validation_alias="RAGMESH_STORE_HNSW_EF_CONSTRUCT",
         description="Embedded store: candidates considered while building the HNSW graph (Qdrant's default).",
     )
+    search_threads: int = Field(
+        1, ge=1, le=256, validation_alias="RAGMESH_STORE_SEARCH_THREADS",
+        description="Embedded store: threads of each collection's search pool, on which one query searches its "
+        "segments in parallel. 1 (the default) searches on the calling thread: with 2 CPUs, 1 was faster at "
+        "1,000 and at 200,000 chunks, for one query and for many at once (see the README's Benchmarks); more "
+        "can lower one query's latency on a collection of many segments with cores to spare.",
+    )

@@ -45,7 +45,6 @@ from ._common import (
     relative_score_query,
     stable_query,
     tie_key,
-    usable_cpus,
 )
 from .base import (
     DENSE,
@@ -223,8 +222,10 @@ class EdgeStore:
     share it in one process (it is thread-safe); a second process gets `StoreBusyError`."""
 
     def __init__(self, data_dir: str | os.PathLike[str], dimension: int, *, hnsw_ef: int | None = None,
-                 flush_interval: float = 1.0, hnsw_m: int = 16, hnsw_ef_construct: int = 100) -> None:
+                 flush_interval: float = 1.0, hnsw_m: int = 16, hnsw_ef_construct: int = 100,
+                 search_threads: int = 1) -> None:
         self.dimension = dimension
+        self._search_threads = search_threads
         self._hnsw = qe.HnswIndexConfig(m=hnsw_m, ef_construct=hnsw_ef_construct, full_scan_threshold=10_000)
         self._flush_interval = flush_interval
         self.data_dir = Path(data_dir).resolve()
@@ -289,9 +290,10 @@ class EdgeStore:
             vectors={DENSE: qe.EdgeVectorParams(size=self.dimension, distance=qe.Distance.Cosine)},
             sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
             hnsw_config=self._hnsw,
-            # qdrant-edge sizes each shard's search pool from the host's CPUs (8 threads per collection on a
-            # 2-core container); a query uses one thread per segment, so the usable cores are plenty.
-            max_search_threads=usable_cpus(),
+            # qdrant-edge would size each shard's search pool from the host's CPUs (8 threads per collection on a
+            # 2-core container). With one thread a query runs on its caller's thread, without a hand-over to the
+            # pool and back (see StoreSettings.search_threads).
+            max_search_threads=self._search_threads,
         )
 
     def _get(self, name: str) -> _Collection:
