@@ -106,7 +106,7 @@ def run(points: int, queries: int, efs: list[int], data_dir: Path, hnsw_ef: int 
     query_sparse = [bm25.embed_query(t) for t in query_texts]
     best = np.full((queries, 10), -2.0, dtype=np.float32)  # exact top-10 scores and ids, kept while generating
     best_ids = np.full((queries, 10), -1, dtype=np.int64)
-    store = EdgeStore(data_dir, DIM, hnsw_ef=hnsw_ef, flush_interval=1.0)
+    store = EdgeStore(data_dir, DIM, hnsw_ef=hnsw_ef)  # the store's default flush interval, as the mesh runs it
     store.ensure_collection("bench")
     report: dict = {"points": points, "dimension": DIM, "queries": queries}
     upsert_seconds = 0.0

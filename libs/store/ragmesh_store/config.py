@@ -40,10 +40,12 @@ class StoreSettings(BaseSettings):
         description="Shards of new collections (server mode only).",
     )
     flush_interval_seconds: float = Field(
-        1.0, ge=0, le=60, validation_alias="RAGMESH_STORE_FLUSH_SECONDS",
-        description=("Embedded store: how often written segments are flushed to disk. The WAL already keeps every "
-                     "acknowledged write through a killed process; 0 flushes before each write returns (survives "
-                     "an OS crash too, at 25-50 ms per write)."),
+        5.0, ge=0, le=60, validation_alias="RAGMESH_STORE_FLUSH_SECONDS",
+        description=("Embedded store: how often written segments are flushed to disk (5 s, a Qdrant server's "
+                     "flush_interval_sec). The WAL already keeps every acknowledged write through a killed process; "
+                     "0 flushes before each write returns (survives an OS crash too, at 25-50 ms per write). "
+                     "qdrant-edge holds the GIL while it flushes (60-90 ms of a busy ingest here), so every thread "
+                     "of the process waits for each flush."),
     )
     hnsw_ef: int | None = Field(
         128, ge=1, validation_alias="QDRANT_HNSW_EF",

@@ -3,9 +3,10 @@
 Layout: `<data_dir>/.lock` (the process that owns the directory, `fcntl.flock`), `<data_dir>/ragmesh-store.json`
 (the format version, see FORMAT_VERSION) and one EdgeShard per collection under `<data_dir>/collections/<name>/`.
 The WAL stays on: an acknowledged write survives a killed process. Segments are flushed by a background thread
-every `flush_interval` seconds (default 1, as a Qdrant server does: WAL first, flush later), so a write does not
-wait for a flush (25-50 ms here); with `flush_interval=0` every write is flushed before it returns (group commit),
-for an OS crash too.
+every `flush_interval` seconds (default 5, a Qdrant server's `flush_interval_sec`: WAL first, flush later), so a
+write does not wait for a flush (25-50 ms here); with `flush_interval=0` every write is flushed before it returns
+(group commit), for an OS crash too. qdrant-edge-py holds the GIL while it flushes (60-90 ms during a busy ingest
+here): every Python thread of the process, the model's included, waits for each flush, hence not every second.
 """
 
 from __future__ import annotations
@@ -222,7 +223,7 @@ class EdgeStore:
     share it in one process (it is thread-safe); a second process gets `StoreBusyError`."""
 
     def __init__(self, data_dir: str | os.PathLike[str], dimension: int, *, hnsw_ef: int | None = None,
-                 flush_interval: float = 1.0, hnsw_m: int = 16, hnsw_ef_construct: int = 100,
+                 flush_interval: float = 5.0, hnsw_m: int = 16, hnsw_ef_construct: int = 100,
                  search_threads: int = 1) -> None:
         self.dimension = dimension
         self._search_threads = search_threads
