@@ -10,7 +10,7 @@ import sys
 import pytest
 
 SCRIPT = """
-import glob, sys
+import glob
 from ragmesh_store import Query, open_store
 from ragmesh_store.config import StoreSettings
 
