@@ -4,6 +4,8 @@ error contract, and opening the store with the embedder's dimension."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import logging
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -22,12 +24,12 @@ T = TypeVar("T")
 
 
 async def store_call(fn: Callable[..., T], *args: object, executor: Executor | None = None) -> T:
-    """Run a blocking store call off the event loop (in `executor`, default: asyncio's own thread pool, with
-    the caller's context), mapping store failures to RagmeshError."""
+    """Run a blocking store call off the event loop (in `executor`, default: asyncio's own thread pool) in the
+    caller's context, as `asyncio.to_thread` does (so a traced store call is a span of the caller's trace),
+    mapping store failures to RagmeshError."""
+    call = functools.partial(contextvars.copy_context().run, fn, *args)
     try:
-        if executor is None:
-            return await asyncio.to_thread(fn, *args)
-        return await asyncio.get_running_loop().run_in_executor(executor, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(executor, call)
     except CollectionNotFound as exc:
         raise not_found("COLLECTION_NOT_FOUND", f"collection {exc.name!r} does not exist",
                         collection=exc.name) from None
