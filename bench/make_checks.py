@@ -74,8 +74,8 @@ def main() -> None:
     n = len(dataset.corpus)
 
     def idf(word: str) -> float:
-        terms = bm25.embed_query(word).indices
-        return max((math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in terms if df[t]), default=0.0)
+        return max((math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in bm25.embed_query(word).indices
+                    if df[t]), default=0.0)
 
     def known_item(doc_id: str, query: str) -> bool:
         """True if no other passage holds every term of the query (as BM25 tokenizes it)."""
