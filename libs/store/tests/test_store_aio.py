@@ -4,7 +4,6 @@ span: one request, one trace."""
 
 from __future__ import annotations
 
-import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -20,7 +19,7 @@ class _Store:
 
 
 @pytest.mark.parametrize("own_pool", [False, True])
-def test_a_store_call_off_the_loop_is_a_child_of_the_callers_span(monkeypatch, own_pool):
+async def test_a_store_call_off_the_loop_is_a_child_of_the_callers_span(monkeypatch, own_pool):
     for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_PROTOCOL"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317")
@@ -31,12 +30,9 @@ def test_a_store_call_off_the_loop_is_a_child_of_the_callers_span(monkeypatch, o
     store = telemetry.traced_store(_Store())
     pool = ThreadPoolExecutor(1) if own_pool else None
 
-    async def ingest() -> str:
-        with telemetry.tracer().start_as_current_span("ingest"):
-            return await store_call(store.document_hash, "docs", "a", executor=pool)
-
     try:
-        assert asyncio.run(ingest()) == "docs/a"
+        with telemetry.tracer().start_as_current_span("ingest"):
+            assert await store_call(store.document_hash, "docs", "a", executor=pool) == "docs/a"
         spans = {span.name: span for span in exporter.get_finished_spans()}
         call, request = spans["store.document_hash"], spans["ingest"]
         assert call.context.trace_id == request.context.trace_id
