@@ -1,8 +1,10 @@
 """Start ragmesh services in this process: `ragmesh up` (all of them) and `ragmesh serve NAME...`.
 
-Each gRPC service is still a real gRPC server on its own port; services reach each other over gRPC, even in
-one process. With the embedded store, the indexer and search must share one process (one owner of the
-shard), so when both run here they share one store object.
+Each gRPC service is still a real gRPC server on its own port, for callers outside the process. In `ragmesh up`
+a service calls another directly instead of over loopback gRPC, with the same answers, errors, deadlines,
+metrics and spans (`ragmesh_common.inprocess`; RAGMESH_IN_PROCESS_CALLS=false: over gRPC). With the embedded
+store, the indexer and search must share one process (one owner of the shard), so when both run here they
+share one store object.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import signal
 from collections.abc import Sequence
 
 from ragmesh_common.config import SERVICES, ConfigError, load
+from ragmesh_common.inprocess import InProcessSettings
 from ragmesh_common.server import Service
 from ragmesh_common.telemetry import serve_metrics, setup_telemetry
 
@@ -65,6 +68,7 @@ async def run(names: Sequence[str], *, local: bool) -> None:
     # started before it come from the ports they bound.
     for name in names:
         load(settings_class(name))
+    in_process = local and load(InProcessSettings).calls
     stop = _stop_on_signal()
     started: list[Service] = []
     closers = []
@@ -91,6 +95,8 @@ async def run(names: Sequence[str], *, local: bool) -> None:
                 closers.append(stop_metrics)
             if local:
                 os.environ[f"RAGMESH_{name.upper()}_ADDR"] = f"127.0.0.1:{service.port}"
+                if in_process:
+                    service.serve_in_process(f"127.0.0.1:{service.port}")
         async with contextlib.AsyncExitStack() as stack:
             if "gateway" in names:
                 from ragmesh_gateway.app import run_gateway

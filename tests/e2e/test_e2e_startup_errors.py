@@ -75,3 +75,10 @@ def test_a_malformed_api_key_entry_is_named_by_position_without_echoing_keys(tmp
     output = _run(["serve", "gateway"], env)
     assert "RAGMESH_API_KEYS" in output and "entry 2" in output and "'reed'" in output
     assert "good-secret" not in output and "other-secret" not in output
+
+
+def test_an_invalid_in_process_calls_setting_names_the_variable(tmp_path):
+    env = Mesh(tmp_path / "data", extra_env={"RAGMESH_EMBEDDER_BACKEND": "hash",
+                                             "RAGMESH_IN_PROCESS_CALLS": "sometimes"}).env()
+    output = _run(["up"], env)
+    assert "RAGMESH_IN_PROCESS_CALLS" in output

@@ -346,3 +346,46 @@ def _assert_one_ask_is_one_trace(mesh: Mesh, otlp: Receiver, chat, metrics_port:
     assert {"generator": "model", "le": "0.25"} in _labels(scraped, "ragmesh_answer_time_to_first_token_seconds")
     assert 'ragmesh_answer_tokens_per_answer_count{generator="model"} 1.0' in scraped
     assert f'ragmesh_answer_model_tokens_total{{type="output"}} {float(usage["output_tokens"])}' in scraped
+
+
+@pytest.mark.parametrize("in_process", ["true", "false"])
+def test_ragmesh_up_is_one_trace_with_every_hop_whether_calls_are_in_process_or_not(tmp_path, receiver, in_process):
+    """`ragmesh up` serves the calls between its services in process (no loopback gRPC) unless told not to: the
+    trace shows the same CLIENT -> SERVER edge for every hop either way, as the separate processes above do, and
+    the callee's gRPC metrics count the calls."""
+    otlp, otlp_port = receiver
+    embedder_metrics = free_port()
+    mesh = Mesh(tmp_path / "data", extra_env={
+        "RAGMESH_EMBEDDER_BACKEND": "hash", "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{otlp_port}",
+        "OTEL_BSP_SCHEDULE_DELAY": "200", "RAGMESH_EMBEDDER_METRICS_PORT": str(embedder_metrics),
+        "RAGMESH_IN_PROCESS_CALLS": in_process})
+    proc = Proc(["up"], mesh.env(), tmp_path / "up.log").start()
+    try:
+        wait_ready(mesh.url, [proc], timeout=120)
+        with httpx.Client(base_url=mesh.url, timeout=60) as http:
+            page = b"<html><body><h1>Tracing</h1><p>Spans follow a request.</p></body></html>"
+            ingested = http.post("/api/v1/ingest/file", data={"collection": "traced", "doc_id": "tracing"},
+                                 files={"file": ("tracing.html", page, "text/html")})
+            assert ingested.status_code == 200, ingested.text
+            found = http.post("/api/v1/search", json={"query": "spans follow a request", "collection": "traced"})
+            assert found.status_code == 200 and found.json()["results"][0]["doc_id"] == "tracing", found.text
+            missing = http.post("/api/v1/search", json={"query": "x", "collection": "missing"})
+            assert missing.status_code == 404, missing.text
+        ingest = _trace_of(
+            otlp, lambda s: s.service == "ragmesh-gateway" and s.kind == SERVER and "ingest/file" in s.name,
+            lambda spans: _crosses(spans, "ragmesh-indexer", "ragmesh-embedder", "Embed")
+            and _crosses(spans, "ragmesh-indexer", "ragmesh-converter", "Convert"))
+        assert _crosses(ingest, "ragmesh-gateway", "ragmesh-indexer", "IngestDocument"), _edges(ingest)
+        search = _trace_of(
+            otlp, lambda s: s.service == "ragmesh-gateway" and s.kind == SERVER and s.name.endswith("/search")
+            and s.attributes.get("http.response.status_code", s.attributes.get("http.status_code")) == 200,
+            lambda spans: _crosses(spans, "ragmesh-search", "ragmesh-embedder", "Embed"))
+        assert _crosses(search, "ragmesh-gateway", "ragmesh-search", "Search"), _edges(search)
+        assert _child_of(search, "ragmesh-search", "Search", "store.payloads") is not None, _edges(search)
+        assert len({s.trace_id for s in search}) == 1
+        scraped = httpx.get(f"http://127.0.0.1:{embedder_metrics}/metrics", timeout=10).text
+        embeds = [s.value for f in text_string_to_metric_families(scraped) for s in f.samples
+                  if s.name == "ragmesh_grpc_server_handling_seconds_count" and s.labels["grpc_method"] == "Embed"]
+        assert sum(embeds) >= 2, scraped[:2000]  # the ingest's and the search's
+    finally:
+        assert proc.stop() == 0, proc.log()[-2000:]

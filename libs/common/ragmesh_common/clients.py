@@ -13,6 +13,7 @@ the callers above it do not retry it again (one layer of retries, not one per ho
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import time
@@ -20,6 +21,7 @@ from collections.abc import AsyncIterator, Iterable
 
 import grpc
 
+from . import inprocess
 from .errors import RagmeshError, from_rpc_error
 from .meshauth import MeshTokenClientInterceptor, mesh_token
 from .server import current_deadline
@@ -85,6 +87,8 @@ class ServiceClient:
         self.timeout = timeout
         self.full_name = _full_service_name(stub_cls)
         self.idempotent = frozenset(idempotent)
+        self.max_message_bytes = max_message_bytes
+        self.caller_telemetry = setup_telemetry(caller) if caller else None
         options = [
             ("grpc.service_config", _service_config(self.full_name, self.idempotent)),
             ("grpc.enable_retries", 1),
@@ -97,7 +101,8 @@ class ServiceClient:
             ("grpc.min_reconnect_backoff_ms", 250),
             ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MAX_MS),
         ]
-        interceptors = [*(setup_telemetry(caller).client_interceptors() if caller else ()), *interceptors]
+        interceptors = [*(self.caller_telemetry.client_interceptors() if self.caller_telemetry else ()),
+                        *interceptors]
         token = mesh_token()
         if token:
             interceptors.append(MeshTokenClientInterceptor(token))
@@ -118,7 +123,11 @@ class ServiceClient:
         return budget
 
     async def call(self, method: str, request, *, timeout: float | None = None):
-        """A unary or client-streaming call; raises RagmeshError on failure."""
+        """A unary or client-streaming call; raises RagmeshError on failure. A service of this process
+        (`ragmesh up`) answers it directly (`inprocess`)."""
+        local = inprocess.served(self.target)
+        if local is not None:
+            return await inprocess.unary(local, self, method, request, timeout)
         try:
             return await getattr(self.stub, method)(request, timeout=self.deadline(timeout))
         except grpc.RpcError as exc:
@@ -131,6 +140,12 @@ class ServiceClient:
 
     async def stream(self, method: str, request, *, timeout: float | None = None) -> AsyncIterator:
         """A server-streaming call; yields responses, raises RagmeshError on failure."""
+        local = inprocess.served(self.target)
+        if local is not None:
+            async with contextlib.aclosing(inprocess.stream(local, self, method, request, timeout)) as responses:
+                async for response in responses:
+                    yield response
+            return
         call = getattr(self.stub, method)(request, timeout=self.deadline(timeout))
         try:
             async for response in call:

@@ -135,6 +135,12 @@ def from_rpc_error(error: grpc.RpcError, *, service: str = "", target: str = "")
         if key == STATUS_DETAILS_KEY:
             status = status_pb2.Status.FromString(value)
             return _from_status(status)
+    return transport_error(code, details, service=service, target=target)
+
+
+def transport_error(code: grpc.StatusCode, details: str, *, service: str = "", target: str = "") -> RagmeshError:
+    """A failure that the callee's code did not describe (the peer is down, a deadline passed, a message too
+    large), with a reason that names the service, so the caller's user learns *which* hop failed."""
     meta = {"service": service} if service else {}
     if target:
         meta["target"] = target
@@ -148,6 +154,14 @@ def from_rpc_error(error: grpc.RpcError, *, service: str = "", target: str = "")
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
         return RagmeshError(code, "RESOURCE_EXHAUSTED", f"{who}: {details}", "ragmesh", meta)
     return RagmeshError(code, code.name, f"{who} failed: {details}", "ragmesh", meta)
+
+
+def received(sent: RagmeshError) -> RagmeshError:
+    """`sent` as its caller decodes it from the wire: a new error with what the rich status carries, and
+    `retried` when the sender pushed back (its failure was already retried downstream)."""
+    error = _from_status(sent.to_status_proto())
+    error.retried = sent.retried
+    return error
 
 
 def _from_status(status: status_pb2.Status) -> RagmeshError:

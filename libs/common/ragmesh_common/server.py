@@ -18,6 +18,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from . import inprocess
 from .config import ServiceSettings
 from .errors import RagmeshError
 from .meshauth import MeshTokenServerInterceptor, mesh_token
@@ -68,20 +69,23 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
         return wrapper
 
     async def _abort(self, context, exc: Exception, method: str):
-        if isinstance(exc, asyncio.CancelledError):
+        if isinstance(exc, asyncio.CancelledError) or _is_abort(exc):
             raise exc
-        if isinstance(exc, RagmeshError):
-            err = exc.with_domain(self.domain)
-            log.info("%s -> %s %s: %s", method, err.code.name, err.reason, err.message)
-        elif _is_abort(exc):
-            raise exc
-        else:
-            log.exception("%s failed unexpectedly", method)
-            err = RagmeshError(
-                grpc.StatusCode.INTERNAL, "INTERNAL_ERROR", f"internal error in {method}: {type(exc).__name__}",
-                self.domain,
-            )
+        err = status_error(exc, self.domain, method)
         await context.abort(err.code, err.message, err.trailing_metadata())
+
+
+def status_error(exc: BaseException, domain: str, method: str) -> RagmeshError:
+    """The error a service sends for a call that failed with `exc` (logged): a domain error with its domain
+    set, anything else INTERNAL without its details. Over gRPC and in process (`inprocess`) alike."""
+    if isinstance(exc, RagmeshError):
+        err = exc.with_domain(domain)
+        log.info("%s -> %s %s: %s", method, err.code.name, err.reason, err.message)
+        return err
+    log.error("%s failed unexpectedly", method, exc_info=exc)
+    return RagmeshError(
+        grpc.StatusCode.INTERNAL, "INTERNAL_ERROR", f"internal error in {method}: {type(exc).__name__}", domain,
+    )
 
 
 def rewrap_handler(handler: grpc.RpcMethodHandler, wrap_unary: Callable, wrap_stream: Callable):
@@ -122,6 +126,14 @@ class Service:
     grace: float
     # Called after the server stopped (close channels, models, the store); sync or async.
     closers: list[Callable[[], object]] = field(default_factory=list)
+    domain: str = ""
+    # The servicers' method handlers by path ("/pkg.Service/Method"), for calls served in process.
+    handlers: dict[str, grpc.RpcMethodHandler] = field(default_factory=dict)
+
+    def serve_in_process(self, target: str) -> None:
+        """Clients of this process whose target is `target` call this service directly (`inprocess`)."""
+        inprocess.serve(target, inprocess.LocalService(
+            self.name, self.domain, self.handlers, setup_telemetry(self.name), status_error))
 
     async def start(self) -> None:
         await self.server.start()
@@ -129,7 +141,9 @@ class Service:
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
 
     async def stop(self, grace: float | None = None) -> None:
-        """Report NOT_SERVING, then let in-flight calls drain for up to `grace` seconds."""
+        """Report NOT_SERVING, then let in-flight calls drain for up to `grace` seconds. Calls from this process
+        go over gRPC from now on, so they get gRPC's drain and refusals too."""
+        inprocess.withdraw(self.name)
         await self.health.enter_graceful_shutdown()
         await self.server.stop(self.grace if grace is None else grace)
         for close in self.closers:
@@ -163,7 +177,8 @@ def new_server(
     if token:
         interceptors.insert(0, MeshTokenServerInterceptor(token, domain))  # refused before anything runs
     server = grpc.aio.server(interceptors=interceptors, options=options)
-    register(server)
+    recording = _RecordingServer(server)
+    register(recording)  # type: ignore[arg-type]
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = tuple(service_names)
@@ -178,7 +193,24 @@ def new_server(
         port = 0
     if port == 0:
         raise port_in_use(f"the {name} service", settings.host, settings.port, f"{prefix}PORT")
-    return Service(name, server, port, health_servicer, names, settings.shutdown_grace_seconds)
+    return Service(name, server, port, health_servicer, names, settings.shutdown_grace_seconds,
+                   domain=domain, handlers=recording.handlers)
+
+
+class _RecordingServer:
+    """The server as `register` sees it: the generated `add_*Servicer_to_server` functions hand it their
+    method handlers, which are kept for calls served in process."""
+
+    def __init__(self, server: grpc.aio.Server) -> None:
+        self._server = server
+        self.handlers: dict[str, grpc.RpcMethodHandler] = {}
+
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
+        self.handlers.update({f"/{service}/{method}": handler for method, handler in handlers.items()})
+        self._server.add_registered_method_handlers(service, handlers)
+
+    def __getattr__(self, name: str):
+        return getattr(self._server, name)
 
 
 def _bind_host(host: str) -> str:
