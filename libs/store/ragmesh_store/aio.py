@@ -23,12 +23,16 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-async def store_call(fn: Callable[..., T], *args: object, executor: Executor | None = None) -> T:
+async def store_call(fn: Callable[..., T], *args: object, executor: Executor | None = None,
+                     inline: bool = False) -> T:
     """Run a blocking store call off the event loop (in `executor`, default: asyncio's own thread pool) in the
     caller's context, as `asyncio.to_thread` does (so a traced store call is a span of the caller's trace),
-    mapping store failures to RagmeshError."""
-    call = functools.partial(contextvars.copy_context().run, fn, *args)
+    mapping store failures to RagmeshError. `inline`: on the caller's thread instead, for a store whose calls hold
+    the GIL anyway (`Store.holds_gil`), where a thread would only add a hand-off and GIL waits."""
     try:
+        if inline:
+            return fn(*args)
+        call = functools.partial(contextvars.copy_context().run, fn, *args)
         return await asyncio.get_running_loop().run_in_executor(executor, call)
     except CollectionNotFound as exc:
         raise not_found("COLLECTION_NOT_FOUND", f"collection {exc.name!r} does not exist",

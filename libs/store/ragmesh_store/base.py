@@ -135,6 +135,10 @@ class CollectionNotFound(StoreError):
 
 class Store(Protocol):
     dimension: int
+    # True when a call is work in this process that holds the GIL for most of it (the embedded store): a worker
+    # thread gains an async caller nothing, so `aio.store_call(..., inline=True)` runs it on the caller's thread.
+    # False when calls wait on the network (a Qdrant server): those go to a thread.
+    holds_gil: bool
 
     def ensure_collection(self, name: str) -> bool:
         """Create the collection if missing; True if it was created now."""

@@ -66,6 +66,8 @@ _SCHEMAS: dict[IndexKind, models.PayloadSchemaType] = {
 class QdrantClientStore:
     """The `Store` over a `QdrantClient` (server, cluster or local mode); it owns the client and closes it."""
 
+    holds_gil = False  # calls wait on the server: a thread keeps the caller's event loop serving
+
     def __init__(
         self,
         client: QdrantClient,

@@ -5,6 +5,7 @@ call (the real embedder over gRPC, hash backend)."""
 from __future__ import annotations
 
 import random
+import threading
 from collections import Counter
 
 import pytest
@@ -149,3 +150,44 @@ async def test_feedback_costs_one_more_store_call_and_no_second_embed_call(mesh,
     assert calls["Embed"] == 1
     assert calls["hybrid_evidence"] == store_calls and calls["query"] == 0
     assert calls["payloads"] == 1  # a lookup by id of the hits kept, not a search
+
+
+class Threads:
+    """Passes every store call through to the real store, noting the thread it ran on; `holds_gil` as given."""
+
+    def __init__(self, target, holds_gil: bool) -> None:
+        self._target, self.holds_gil, self.threads = target, holds_gil, set()
+
+    def __getattr__(self, name):
+        value = getattr(self._target, name)
+        if not callable(value):
+            return value
+
+        def noted(*args, **kwargs):
+            self.threads.add(threading.get_ident())
+            return value(*args, **kwargs)
+
+        return noted
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_the_embedded_store_is_searched_on_the_loops_thread_and_a_server_store_from_a_worker(mesh):
+    """The embedded store holds the GIL while it works, so a worker thread would only add a hand-off and GIL waits:
+    its calls run on the event loop's thread. A store whose calls wait on the network keeps them off it. Same
+    results either way, for every mode and for the document and collection reads."""
+    embedder = ServiceClient("embedder", mesh.addrs["embedder"], embedder_grpc.EmbedderServiceStub, timeout=10)
+    found = {}
+    try:
+        for holds_gil in (True, False):
+            store = Threads(mesh.store, holds_gil)
+            searcher = Searcher(store, embedder, default_mode="hybrid", prefetch_limit=50, rrf_k=60,
+                                max_query_chars=1000, default_fusion="adaptive")
+            found[holds_gil] = [
+                [f.hit.id for f in (await searcher.search(SearchIn(query="rivers of ice", top_k=3, mode=m))).found]
+                for m in ("hybrid", "dense", "sparse")]
+            assert (await searcher.get_document("default", "glacier")).doc_id == "glacier"
+            assert "default" in [c.name for c in await searcher.list_collections()]
+            assert (store.threads == {threading.get_ident()}) == holds_gil, store.threads
+    finally:
+        await embedder.close()
+    assert found[True] == found[False] and found[True][0]
