@@ -12,8 +12,8 @@ import grpc
 import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from ragmesh_common.telemetry import Telemetry
 from ragmesh_common.errors import RagmeshError
+from ragmesh_common.telemetry import Telemetry
 from ragmesh_store import CollectionNotFound, EdgeStore, StoreError
 from ragmesh_store.aio import store_call
 from ragmesh_store.client import QdrantClientStore
