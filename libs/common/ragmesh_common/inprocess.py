@@ -13,7 +13,8 @@ What a caller sees is what it sees over gRPC:
     `current_deadline`, and a call still running when it passes is cancelled: DEADLINE_EXCEEDED;
   - retries: an idempotent unary call answered UNAVAILABLE is tried again as the channel's retry policy does
     (up to 4 attempts, jittered backoff from 0.1 s), unless the callee already retried (server pushback);
-  - the client's message size limit; cancellation both ways; the callee's own context (contextvars set while
+  - the client's message size limit, on each message of a request stream too (where gRPC's core reports a
+    streamed message over it as INTERNAL, this names it: RESOURCE_EXHAUSTED); cancellation both ways; the callee's own context (contextvars set while
     serving do not leak back to the caller);
   - the callee's `ragmesh_grpc_server_*` metrics, and with tracing on a CLIENT span of the caller and a SERVER
     span of the callee named and attributed as the gRPC instrumentation names them: one trace as before.
@@ -100,7 +101,7 @@ async def unary(local: LocalService, client: ServiceClient, method: str, request
         raise _misuse(client, path, "a streaming response; use stream()")
     streaming_request = handler.stream_unary is not None
     if streaming_request:
-        request = _async_iter(request)
+        request = _async_iter(request, client)
     else:
         _check_size(client, request)
     loop = asyncio.get_running_loop()
@@ -134,7 +135,7 @@ async def stream(local: LocalService, client: ServiceClient, method: str, reques
     if behavior is None:
         raise _misuse(client, path, "a unary response; use call()")
     if handler.stream_stream is not None:
-        request = _async_iter(request)
+        request = _async_iter(request, client)
     else:
         _check_size(client, request)
     loop = asyncio.get_running_loop()
@@ -194,13 +195,16 @@ def _check_size(client: ServiceClient, request) -> None:
         )
 
 
-async def _async_iter(requests):
-    """A request stream as the servicer reads it: an async iterator, whatever the caller passed."""
+async def _async_iter(requests, client: ServiceClient):
+    """A request stream as the servicer reads it: an async iterator, whatever the caller passed, each message
+    within the client's size limit (a larger one fails the call, as gRPC's channel fails it)."""
     if hasattr(requests, "__aiter__"):
         async for request in requests:
+            _check_size(client, request)
             yield request
     else:
         for request in requests:
+            _check_size(client, request)
             yield request
 
 

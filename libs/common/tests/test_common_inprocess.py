@@ -212,10 +212,17 @@ async def test_a_message_over_the_callers_limit_is_refused_before_it_is_sent():
             with pytest.raises(RagmeshError) as info:
                 await _embed(client, "x" * 2000)
             assert await _embed(client, "x" * 100)  # under the limit: served
+            with pytest.raises(RagmeshError) as streamed:  # each message of a request stream too
+                [r async for r in client.stream("EmbedStream", iter([
+                    pb.EmbedStreamRequest(request_id="0"), pb.EmbedStreamRequest(texts=["x" * 2000])]))]
         finally:
             await client.close()
             await service.stop(0)
         seen[transport] = (info.value.code, info.value.reason, len(servicer.requests))
+        # A streamed message over the limit fails the call both ways; gRPC's core reports it as INTERNAL
+        # ("Internal error from Core"), in process it is named.
+        assert streamed.value.code == (grpc.StatusCode.RESOURCE_EXHAUSTED if transport == "in_process"
+                                       else grpc.StatusCode.INTERNAL), streamed.value
     assert seen["in_process"] == seen["grpc"] == (grpc.StatusCode.RESOURCE_EXHAUSTED, "RESOURCE_EXHAUSTED", 1)
 
 
