@@ -14,8 +14,9 @@ What a caller sees is what it sees over gRPC:
   - retries: an idempotent unary call answered UNAVAILABLE is tried again as the channel's retry policy does
     (up to 4 attempts, jittered backoff from 0.1 s), unless the callee already retried (server pushback);
   - the client's message size limit, on each message of a request stream too (where gRPC's core reports a
-    streamed message over it as INTERNAL, this names it: RESOURCE_EXHAUSTED); cancellation both ways; the callee's own context (contextvars set while
-    serving do not leak back to the caller);
+    streamed message over it as INTERNAL, this names it: RESOURCE_EXHAUSTED);
+  - cancellation both ways; the callee's own context (contextvars set while serving do not leak back to the
+    caller);
   - the callee's `ragmesh_grpc_server_*` metrics, and with tracing on a CLIENT span of the caller and a SERVER
     span of the callee named and attributed as the gRPC instrumentation names them: one trace as before.
 Not the same: no mesh token is checked (the caller is this process); the callee's server-side message size
