@@ -134,7 +134,11 @@ class ServiceClient:
             raise self._error(exc, method) from None
 
     def _error(self, exc: grpc.RpcError, method: str) -> RagmeshError:
-        err = from_rpc_error(exc, service=self.service, target=self.target)
+        return self.failed(from_rpc_error(exc, service=self.service, target=self.target), method)
+
+    def failed(self, err: RagmeshError, method: str) -> RagmeshError:
+        """`err` as a call of `method` raises it: marked `retried` when the channel's policy retried it (an
+        idempotent method, UNAVAILABLE), so the service serving this caller tells its callers not to retry."""
         err.retried = method in self.idempotent and err.code == RETRYABLE
         return err
 

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import logging
+import functools
 import random
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,13 +41,12 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .errors import RagmeshError, received, transport_error
+from .errors import RagmeshError, from_rpc_error, received, transport_error
+from .server import current_deadline, status_error
 from .telemetry import GrpcServerMetrics, Telemetry
 
 if TYPE_CHECKING:
     from .clients import ServiceClient
-
-log = logging.getLogger(__name__)
 
 # The retry policy of `clients._service_config`, as gRPC applies it (gRFC A6): attempts, first and longest backoff.
 _ATTEMPTS, _BACKOFF, _BACKOFF_MAX, _MULTIPLIER = 4, 0.1, 2.0, 2.0
@@ -70,8 +69,11 @@ class LocalService:
     domain: str
     handlers: Mapping[str, grpc.RpcMethodHandler]
     telemetry: Telemetry
-    # How the service's server maps a failure to the status it sends (`server.status_error`).
-    status_error: Callable[[BaseException, str, str], RagmeshError]
+
+    @functools.cached_property
+    def metrics(self) -> GrpcServerMetrics:
+        """The service's request metrics, looked up once (its server's interceptor holds the same)."""
+        return self.telemetry.metrics(GrpcServerMetrics)
 
 
 _served: dict[str, LocalService] = {}
@@ -82,10 +84,9 @@ def serve(target: str, service: LocalService) -> None:
     _served[target] = service
 
 
-def withdraw(service_name: str) -> None:
-    """Calls to `service_name` go over gRPC again (it is stopping: gRPC's own drain and refusals apply)."""
-    for target in [t for t, s in _served.items() if s.name == service_name]:
-        del _served[target]
+def withdraw(target: str) -> None:
+    """Calls to `target` go over gRPC again (its service is stopping: gRPC's own drain and refusals apply)."""
+    _served.pop(target, None)
 
 
 def served(target: str) -> LocalService | None:
@@ -101,10 +102,7 @@ async def unary(local: LocalService, client: ServiceClient, method: str, request
     if behavior is None:
         raise _misuse(client, path, "a streaming response; use stream()")
     streaming_request = handler.stream_unary is not None
-    if streaming_request:
-        request = _async_iter(request, client)
-    else:
-        _check_size(client, request)
+    request = _sent(request, streaming_request, client)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + client.deadline(timeout)
     backoff = _BACKOFF
@@ -119,8 +117,7 @@ async def unary(local: LocalService, client: ServiceClient, method: str, request
                 retry = (not streaming_request and attempt < _ATTEMPTS and method in client.idempotent
                          and err.code == grpc.StatusCode.UNAVAILABLE and not err.retried)
                 if not retry or (pause := random.uniform(0, backoff)) >= deadline - loop.time():
-                    err.retried = method in client.idempotent and err.code == grpc.StatusCode.UNAVAILABLE
-                    raise
+                    raise client.failed(err, method) from None
                 await asyncio.sleep(pause)
                 backoff = min(backoff * _MULTIPLIER, _BACKOFF_MAX)
     raise AssertionError("unreachable")
@@ -135,10 +132,7 @@ async def stream(local: LocalService, client: ServiceClient, method: str, reques
     behavior = handler.unary_stream or handler.stream_stream
     if behavior is None:
         raise _misuse(client, path, "a unary response; use call()")
-    if handler.stream_stream is not None:
-        request = _async_iter(request, client)
-    else:
-        _check_size(client, request)
+    request = _sent(request, handler.stream_stream is not None, client)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + client.deadline(timeout)
     context = contextvars.copy_context()  # the callee's: every step of its generator runs in it
@@ -149,8 +143,7 @@ async def stream(local: LocalService, client: ServiceClient, method: str, reques
                                              client)) is not _END:
                 yield response
         except RagmeshError as err:
-            err.retried = method in client.idempotent and err.code == grpc.StatusCode.UNAVAILABLE
-            raise
+            raise client.failed(err, method) from None
         finally:
             await loop.create_task(_close(responses), context=context)
 
@@ -194,6 +187,15 @@ def _check_size(client: ServiceClient, request) -> None:
             f"Sent message larger than max ({size} vs. {client.max_message_bytes})",
             service=client.service, target=client.target,
         )
+
+
+def _sent(request, streaming: bool, client: ServiceClient):
+    """The request as the servicer gets it: a message checked against the client's size limit now, or a stream
+    whose messages are checked as they are read."""
+    if streaming:
+        return _async_iter(request, client)
+    _check_size(client, request)
+    return request
 
 
 async def _async_iter(requests, client: ServiceClient):
@@ -255,11 +257,9 @@ class _Served:
     its SERVER span (child of the caller's CLIENT span) while tracing."""
 
     def __init__(self, local: LocalService, path: str, deadline: float, parent: trace.Span | None) -> None:
-        from .server import current_deadline
-
         self.local, self.path, self.parent = local, path, parent
         self.service, _, self.method = path.lstrip("/").rpartition("/")
-        self.metrics = local.telemetry.metrics(GrpcServerMetrics)
+        self.metrics = local.metrics
         self.code = grpc.StatusCode.OK
         current_deadline.set(deadline)  # monotonic, as the error interceptor records it
 
@@ -278,11 +278,9 @@ class _Served:
     def failed(self, exc: Exception) -> RagmeshError:
         """What the caller receives for `exc`: the status the server would send, decoded."""
         if isinstance(exc, grpc.RpcError):  # a raw downstream failure: gRPC would send its status on
-            from .errors import from_rpc_error
-
             sent = from_rpc_error(exc)
         else:
-            sent = self.local.status_error(exc, self.local.domain, self.path)
+            sent = status_error(exc, self.local.domain, self.path)
         self.code = sent.code
         return received(sent)
 

@@ -18,7 +18,6 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from . import inprocess
 from .config import ServiceSettings
 from .errors import RagmeshError
 from .meshauth import MeshTokenServerInterceptor, mesh_token
@@ -129,11 +128,16 @@ class Service:
     domain: str = ""
     # The servicers' method handlers by path ("/pkg.Service/Method"), for calls served in process.
     handlers: dict[str, grpc.RpcMethodHandler] = field(default_factory=dict)
+    # The targets clients of this process reach it at directly (`serve_in_process`).
+    in_process_targets: list[str] = field(default_factory=list)
 
     def serve_in_process(self, target: str) -> None:
         """Clients of this process whose target is `target` call this service directly (`inprocess`)."""
-        inprocess.serve(target, inprocess.LocalService(
-            self.name, self.domain, self.handlers, setup_telemetry(self.name), status_error))
+        from . import inprocess  # it builds on this module
+
+        inprocess.serve(target, inprocess.LocalService(self.name, self.domain, self.handlers,
+                                                       setup_telemetry(self.name)))
+        self.in_process_targets.append(target)
 
     async def start(self) -> None:
         await self.server.start()
@@ -143,7 +147,10 @@ class Service:
     async def stop(self, grace: float | None = None) -> None:
         """Report NOT_SERVING, then let in-flight calls drain for up to `grace` seconds. Calls from this process
         go over gRPC from now on, so they get gRPC's drain and refusals too."""
-        inprocess.withdraw(self.name)
+        from . import inprocess
+
+        for target in self.in_process_targets:
+            inprocess.withdraw(target)
         await self.health.enter_graceful_shutdown()
         await self.server.stop(self.grace if grace is None else grace)
         for close in self.closers:
