@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import httpx
@@ -106,6 +107,12 @@ async def test_health_is_ok_without_backends(gateway):
     assert response.status_code == 200
     assert response.json() == {"status": "ok"}
     assert re.fullmatch(r"[0-9a-f]{32}", response.headers["x-request-id"])
+
+
+async def test_request_ids_made_here_are_distinct_version_4_uuids(gateway):
+    ids = [(await gateway.get("/health")).headers["x-request-id"] for _ in range(50)]
+    assert len(set(ids)) == len(ids)
+    assert all(uuid.UUID(hex=i).version == 4 and uuid.UUID(hex=i).variant == uuid.RFC_4122 for i in ids)
 
 
 async def test_request_id_is_echoed_when_sane_and_replaced_when_not(gateway):
