@@ -25,7 +25,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.report import CpuClock, MeshRun, baseline_pythonpath, in_threads, load_data, mesh_env
+from bench.report import CpuClock, MeshRun, baseline_pythonpath, in_threads, load_data, mesh_env, summary
 from tests.e2e.mesh_process import free_port
 
 
@@ -51,7 +51,7 @@ def token_counts(port: int) -> tuple[float, float]:
 
 
 def one_round(env: dict[str, str], corpus: list[dict], queries: list[str], passes: int, search: str | None,
-              pythonpath: str | None) -> dict:
+              pythonpath: str | None, search_clients: int = 0) -> dict:
     docs = [{"text": c["text"], "doc_id": c["_id"], "title": c.get("title") or None} for c in corpus]
     batches = [docs[i:i + 32] for i in range(0, len(docs), 32)]
     out: dict = {"ingest": [], "cpu_ms": [], "padding_pct": []}
@@ -61,6 +61,8 @@ def one_round(env: dict[str, str], corpus: list[dict], queries: list[str], passe
         try:
             def client() -> httpx.Client:
                 return httpx.Client(base_url=run.mesh.url, timeout=600)
+
+            client_factory = client
 
             def post(collection: str):
                 def call(http: httpx.Client, batch: list[dict]) -> None:
@@ -87,6 +89,14 @@ def one_round(env: dict[str, str], corpus: list[dict], queries: list[str], passe
                 in_threads(1, queries[:50], query, client, lambda c: c.close())  # warm-up
                 latencies, _ = in_threads(1, queries * 2, query, client, lambda c: c.close())
                 out["search_p50_ms"] = round(statistics.median(latencies), 2)
+                if search_clients:
+                    mesh, client = CpuClock(run.proc.popen.pid), CpuClock()
+                    latencies, seconds = in_threads(search_clients, queries * max(2, search_clients // 8), query,
+                                                    client_factory, lambda c: c.close())
+                    many = summary(latencies, seconds)
+                    out[f"search_{search_clients}"] = {
+                        **many, "mesh_cpu_ms": mesh.rates(len(latencies), "x")["x_cpu_ms_per_passage"],
+                        "client_cpu_ms": client.rates(len(latencies), "x")["x_cpu_ms_per_passage"]}
         finally:
             run.stop()
     return out
@@ -102,6 +112,8 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=3, help="ingest passes per round")
     parser.add_argument("--passages", type=int, default=1000)
     parser.add_argument("--search", choices=["dense", "hybrid", "sparse"], help="also REST search p50, 1 client")
+    parser.add_argument("--search-clients", type=int, default=0,
+                        help="with --search, also q/s, p50/p99 and CPU ms per query (mesh and client) at N clients")
     parser.add_argument("--backend", default="local", choices=["local", "hash"])
     args = parser.parse_args()
     corpus, queries = load_data(args.passages, 200)
@@ -113,11 +125,13 @@ def main() -> None:
             env = {**mesh_env(args.backend, "onnx"), **extra}
             src = args.a_src if side == "A" else args.b_src
             source = baseline_pythonpath(src) if src else None
-            result = one_round(env, corpus, queries, args.passes, args.search, source)
+            result = one_round(env, corpus, queries, args.passes, args.search, source, args.search_clients)
             results[side].append(result)
             print(f"round {r + 1} {side}: ingest {result['ingest']} passages/s, CPU ms/passage {result['cpu_ms']}, "
                   f"padding % {result['padding_pct']}"
-                  + (f", search p50 {result['search_p50_ms']} ms" if "search_p50_ms" in result else ""), flush=True)
+                  + (f", search p50 {result['search_p50_ms']} ms" if "search_p50_ms" in result else "")
+                  + (f", {args.search_clients} clients {result[many]}" if (many := f"search_{args.search_clients}")
+                     in result else ""), flush=True)
     summary = {"settings": sides, "a_src": str(args.a_src) if args.a_src else None,
                "b_src": str(args.b_src) if args.b_src else None, "passages": args.passages,
                "seconds": round(time.perf_counter() - started),

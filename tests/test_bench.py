@@ -24,6 +24,8 @@ def test_the_benchmark_report_runs_end_to_end_at_a_tiny_size(tmp_path):
     assert mesh["ingest_rest_passages_per_second"] > 0 and mesh["ingest_grpc_passages_per_second"] > 0
     for key in ("rest_dense_1", "rest_hybrid_2", "grpc_dense_1"):
         assert mesh[key]["p50_ms"] > 0 and mesh[key]["n"] >= 3
+    # Several clients: what each query cost the mesh process and the benchmark's own client threads.
+    assert mesh["rest_hybrid_2"]["mesh_cpu_ms"] > 0 and mesh["rest_hybrid_2"]["client_cpu_ms"] > 0
     assert report["in_process"]["hash"]["dense_1"]["p50_ms"] > 0
     assert report["in_process"]["hash"]["service"]["hybrid_1"]["p50_ms"] > 0  # the search service's own code
     assert report["raw_model"]["hash"]["backend_direct"] > 0
@@ -36,6 +38,7 @@ def test_the_benchmark_report_runs_end_to_end_at_a_tiny_size(tmp_path):
     assert "| REST hybrid p50 <= in process (the search service's code) + 2 ms |" in markdown
     assert "store at 1,000: recall@10 >= 0.95" in markdown
     assert "The hops alone, nothing behind them" in markdown
+    assert "| CPU ms/query: mesh, client |" in markdown
     assert "clients ingest (" in markdown  # search during a bulk ingest
 
 
@@ -52,7 +55,8 @@ def test_the_service_ceiling_benchmark_runs_every_row_at_a_tiny_size(tmp_path):
 
 def test_the_ab_benchmark_runs_both_sides_at_a_tiny_size():
     done = subprocess.run([sys.executable, "-m", "bench.bench_ab", "--backend", "hash", "--passages", "64",
-                           "--rounds", "1", "--passes", "1", "--a", "RAGMESH_EMBEDDER_RUNNERS=2", "--search", "dense"],
+                           "--rounds", "1", "--passes", "1", "--a", "RAGMESH_EMBEDDER_RUNNERS=2", "--search", "dense",
+                           "--search-clients", "2"],
                           cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
@@ -61,6 +65,7 @@ def test_the_ab_benchmark_runs_both_sides_at_a_tiny_size():
         [result] = summary["results"][side]
         assert result["ingest"][0] > 0 and result["search_p50_ms"] > 0
         assert result["padding_pct"][0] >= 0  # read from the embedder's own metrics
+        assert result["search_2"]["qps"] > 0 and result["search_2"]["mesh_cpu_ms"] > 0
 
 
 def _beir(folder: Path, corpus: dict[str, str], queries: dict[str, str], qrels: dict[str, str]) -> None:
