@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.bench_ab --a RAGMESH_EMBEDDER_RUNNERS=1 --a RAGMESH_EMBEDDER_THREADS=2 \
         [--b NAME=VALUE ...] [--a-src WORKTREE] [--b-src WORKTREE] [--rounds 3] [--passes 3] [--passages 1000] \
-        [--search dense] [--backend hash]
+        [--search dense [--search-clients 32]] [--backend hash]
 
 On a shared or noisy machine two separate runs differ by more than most changes do; alternating A, B, A, B, ...
 (a fresh mesh per round, the same passages) puts the drift on both sides. Each round starts the mesh with the
@@ -11,7 +11,8 @@ that side's code from another checkout (a worktree of the commit before a change
 then ingests the passages `--passes` times (4 clients x 32 through /api/v1/ingest/batch, a new collection
 each pass) and reports passages/s, the mesh process's CPU ms per passage and the embedder's padding (padded
 tokens over real ones, from its metrics) per pass; with `--search`, also REST search p50 at one client over the
-last collection. Prints one line per round and a JSON summary.
+last collection, and with `--search-clients N` the rate, p50/p99 and CPU ms per query of the mesh process and of
+this benchmark's client threads at N clients. Prints one line per round and a JSON summary.
 """
 
 from __future__ import annotations
