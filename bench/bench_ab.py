@@ -63,8 +63,6 @@ def one_round(env: dict[str, str], corpus: list[dict], queries: list[str], passe
             def client() -> httpx.Client:
                 return httpx.Client(base_url=run.mesh.url, timeout=600)
 
-            client_factory = client
-
             def post(collection: str):
                 def call(http: httpx.Client, batch: list[dict]) -> None:
                     http.post("/api/v1/ingest/batch", json={"collection": collection, "documents": batch}
@@ -91,13 +89,13 @@ def one_round(env: dict[str, str], corpus: list[dict], queries: list[str], passe
                 latencies, _ = in_threads(1, queries * 2, query, client, lambda c: c.close())
                 out["search_p50_ms"] = round(statistics.median(latencies), 2)
                 if search_clients:
-                    mesh, client = CpuClock(run.proc.popen.pid), CpuClock()
+                    mesh_clock, client_clock = CpuClock(run.proc.popen.pid), CpuClock()
                     latencies, seconds = in_threads(search_clients, queries * max(2, search_clients // 8), query,
-                                                    client_factory, lambda c: c.close())
-                    many = summary(latencies, seconds)
+                                                    client, lambda c: c.close())
                     out[f"search_{search_clients}"] = {
-                        **many, "mesh_cpu_ms": mesh.rates(len(latencies), "x")["x_cpu_ms_per_passage"],
-                        "client_cpu_ms": client.rates(len(latencies), "x")["x_cpu_ms_per_passage"]}
+                        **summary(latencies, seconds),
+                        "mesh_cpu_ms": mesh_clock.rates(len(latencies), "x")["x_cpu_ms_per_passage"],
+                        "client_cpu_ms": client_clock.rates(len(latencies), "x")["x_cpu_ms_per_passage"]}
         finally:
             run.stop()
     return out
@@ -131,7 +129,7 @@ def main() -> None:
             print(f"round {r + 1} {side}: ingest {result['ingest']} passages/s, CPU ms/passage {result['cpu_ms']}, "
                   f"padding % {result['padding_pct']}"
                   + (f", search p50 {result['search_p50_ms']} ms" if "search_p50_ms" in result else "")
-                  + (f", {args.search_clients} clients {result[many]}" if (many := f"search_{args.search_clients}")
+                  + (f", {args.search_clients} clients {result[key]}" if (key := f"search_{args.search_clients}")
                      in result else ""), flush=True)
     summary = {"settings": sides, "a_src": str(args.a_src) if args.a_src else None,
                "b_src": str(args.b_src) if args.b_src else None, "passages": args.passages,
