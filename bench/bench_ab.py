@@ -26,7 +26,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.report import CpuClock, MeshRun, baseline_pythonpath, in_threads, load_data, mesh_env, summary
+from bench.report import CpuClock, MeshRun, baseline_pythonpath, in_threads, load_data, mesh_env, timed_searches
 from tests.e2e.mesh_process import free_port
 
 
@@ -89,13 +89,8 @@ def one_round(env: dict[str, str], corpus: list[dict], queries: list[str], passe
                 latencies, _ = in_threads(1, queries * 2, query, client, lambda c: c.close())
                 out["search_p50_ms"] = round(statistics.median(latencies), 2)
                 if search_clients:
-                    mesh_clock, client_clock = CpuClock(run.proc.popen.pid), CpuClock()
-                    latencies, seconds = in_threads(search_clients, queries * max(2, search_clients // 8), query,
-                                                    client, lambda c: c.close())
-                    out[f"search_{search_clients}"] = {
-                        **summary(latencies, seconds),
-                        "mesh_cpu_ms": mesh_clock.rates(len(latencies), "x")["x_cpu_ms_per_passage"],
-                        "client_cpu_ms": client_clock.rates(len(latencies), "x")["x_cpu_ms_per_passage"]}
+                    out[f"search_{search_clients}"] = timed_searches(
+                        search_clients, queries * max(2, search_clients // 8), query, client, run.proc.popen.pid)
         finally:
             run.stop()
     return out

@@ -292,6 +292,17 @@ def in_threads(clients: int, work: list, call: Callable[[object, object], None],
     return latencies, time.perf_counter() - started
 
 
+def timed_searches(clients: int, work: list, call: Callable[[object, object], None],
+                   make_client: Callable[[], object], mesh_pid: int) -> dict:
+    """`in_threads` over search `work`: latency summary and q/s, and what each query cost in CPU ms the mesh
+    process and this benchmark's client threads (both share the machine's cores)."""
+    mesh_clock, client_clock = CpuClock(mesh_pid), CpuClock()
+    latencies, seconds = in_threads(clients, work, call, make_client, lambda c: c.close())
+    return {**summary(latencies, seconds),
+            "mesh_cpu_ms": mesh_clock.rates(len(latencies), "x")["x_cpu_ms_per_passage"],
+            "client_cpu_ms": client_clock.rates(len(latencies), "x")["x_cpu_ms_per_passage"]}
+
+
 def mesh_section(env: dict[str, str], corpus: list[dict], queries: list[str], args, pythonpath: str | None = None,
                  ) -> dict:
     import grpc
@@ -348,14 +359,8 @@ def mesh_section(env: dict[str, str], corpus: list[dict], queries: list[str], ar
                 for clients in args.search_clients:
                     work = (queries * (1 + clients * args.per_client // len(queries)))[: max(len(queries),
                                                                                              clients * args.per_client)]
-                    mesh_cpu, client_cpu = CpuClock(run.proc.popen.pid), CpuClock()
-                    latencies, seconds = in_threads(clients, work, search, http_client, lambda c: c.close())
-                    out[f"rest_{mode}_{clients}"] = {
-                        **summary(latencies, seconds),
-                        # Both sides share this machine's cores: what each query cost the mesh process, and what it
-                        # cost this benchmark's client threads (httpx), in CPU ms.
-                        "mesh_cpu_ms": mesh_cpu.rates(len(latencies), "x")["x_cpu_ms_per_passage"],
-                        "client_cpu_ms": client_cpu.rates(len(latencies), "x")["x_cpu_ms_per_passage"]}
+                    out[f"rest_{mode}_{clients}"] = timed_searches(clients, work, search, http_client,
+                                                                   run.proc.popen.pid)
                 value = {"dense": search_pb.SEARCH_MODE_DENSE, "hybrid": search_pb.SEARCH_MODE_HYBRID}[mode]
 
                 def rpc(channel: grpc.Channel, q: str, value=value) -> None:
@@ -749,8 +754,9 @@ def to_markdown(report: dict) -> str:
                   f"{grpc_call['p50_ms']} ms ({grpc_call['cpu_ms']} CPU ms); an HTTP round trip to a FastAPI route "
                   f"p50 {http_call['p50_ms']} ms ({http_call['cpu_ms']} CPU ms, client included). In `ragmesh up` a "
                   f"REST search crosses the HTTP hop, and the gateway calls the search service and it the embedder "
-                  f"in process (RAGMESH_IN_PROCESS_CALLS): at least {http_call['p50_ms']} ms over in process; "
-                  f"services run apart (`ragmesh serve`) add two gRPC hops: {hops['rest_search_floor_ms']} ms."]
+                  f"in process (RAGMESH_IN_PROCESS_CALLS): at least {http_call['p50_ms']} ms over in process; with "
+                  f"the services run apart (`ragmesh serve`) it crosses two gRPC hops besides: at least "
+                  f"{hops['rest_search_floor_ms']} ms."]
     lines += ["", f"Issue #9's figures for ragmesh before this work: REST ingest {ISSUE_BEFORE['ingest_rest']} "
               f"passages/s, dense p50 {ISSUE_BEFORE['dense_p50']} ms, hybrid p50 {ISSUE_BEFORE['hybrid_p50']} ms, "
               f"32 clients {ISSUE_BEFORE['dense_qps_32']:g} / {ISSUE_BEFORE['hybrid_qps_32']:g} q/s."]
