@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ._common import path_prefixes, tie_key
+from ._common import engine_id, engine_ids, path_prefixes, tie_key
 from .base import (
     DENSE,
     INTEGER_FIELDS,
@@ -46,6 +46,8 @@ __all__ = [
     "StoreError",
     "StoreFormatError",
     "StoreSettings",
+    "engine_id",
+    "engine_ids",
     "open_store",
     "tie_key",
     "path_prefixes",

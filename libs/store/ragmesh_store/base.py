@@ -42,7 +42,8 @@ class Sparse:
 
 @dataclass(frozen=True)
 class ChunkPoint:
-    """One chunk to store. `id` is a UUID string (UUIDv5 of doc_id + chunk_index)."""
+    """One chunk to store. `id` is its point id as a string: an unsigned 64-bit number in decimal (what the indexer
+    makes from doc_id + chunk_index) or a UUID (see `_common.engine_id`)."""
 
     id: str
     dense: Sequence[float]

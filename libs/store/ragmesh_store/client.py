@@ -30,6 +30,8 @@ from ._common import (
     conditions,
     defaults_from,
     document_row,
+    engine_id,
+    engine_ids,
     evidence_depth,
     first_chunk_conditions,
     metadata_indexes,
@@ -196,7 +198,7 @@ class QdrantClientStore:
             return
         structs = [
             models.PointStruct(
-                id=p.id,
+                id=engine_id(p.id),
                 vector={
                     DENSE: list(p.dense),
                     SPARSE: models.SparseVector(indices=list(p.sparse.indices), values=list(p.sparse.values)),
@@ -228,7 +230,8 @@ class QdrantClientStore:
             self._require(name)
             return
         with self._call(name):
-            self.client.delete(self._full(name), points_selector=models.PointIdsList(points=list(ids)), wait=True)
+            self.client.delete(self._full(name), points_selector=models.PointIdsList(points=engine_ids(ids)),
+                               wait=True)
 
     def clear_points(self, name: str) -> int:
         with self._call(name):
@@ -345,7 +348,7 @@ class QdrantClientStore:
             # An exact score of a few points (re-running the other list's search as a prefetch costs several times
             # more); a chunk without any query term is left out of a BM25 one, as search leaves it out.
             return models.QueryRequest(query=vector, using=using, limit=len(ids), with_payload=False,
-                                       filter=models.Filter(must=[models.HasIdCondition(has_id=list(ids))]),
+                                       filter=models.Filter(must=[models.HasIdCondition(has_id=engine_ids(ids))]),
                                        params=models.SearchParams(exact=True) if using == DENSE else None)
 
         requests = [nearest(dense, DENSE, depth, with_payload=False)]
@@ -366,7 +369,7 @@ class QdrantClientStore:
                 self._full(name), requests=list(rescoring.values()))] if rescoring else [], strict=True))
             # The feedback vectors, read by id (two more searches returning vectors cost several times more).
             top = reads.vector_ids(vectors_of)
-            vectors = [self.client.retrieve(self._full(name), ids=top, with_payload=False,
+            vectors = [self.client.retrieve(self._full(name), ids=engine_ids(top), with_payload=False,
                                             with_vectors=[DENSE])] if top else []
 
         def points() -> int:
@@ -381,7 +384,8 @@ class QdrantClientStore:
             self._require(name)
             return {}
         with self._call(name):
-            records = self.client.retrieve(self._full(name), ids=list(ids), with_payload=True, with_vectors=False)
+            records = self.client.retrieve(self._full(name), ids=engine_ids(ids), with_payload=True,
+                                          with_vectors=False)
         return {str(r.id): r.payload or {} for r in records}
 
     def search_defaults(self, name: str) -> SearchDefaults:

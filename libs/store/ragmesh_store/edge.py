@@ -40,6 +40,8 @@ from ._common import (
     conditions,
     defaults_from,
     document_row,
+    engine_id,
+    engine_ids,
     evidence_depth,
     first_chunk_conditions,
     metadata_indexes,
@@ -223,7 +225,7 @@ class EdgeStore:
     share it in one process (it is thread-safe); a second process gets `StoreBusyError`."""
 
     # qdrant-edge holds the GIL while it searches (a dense query at 20,000 points: ~2 of its 3 ms), and turning a
-    # string point id into its own gives the GIL up and takes it back once per id (0.12 ms for 100 ids alone,
+    # string (UUID) point id into its own gives the GIL up and takes it back once per id (0.12 ms for 100 ids alone,
     # 45-62 ms with one busy Python thread beside it). From a worker thread, each of those hand-backs waits for the
     # event loop's thread: a convoy. On the caller's thread there is nothing to wait for.
     holds_gil = True
@@ -368,7 +370,7 @@ class EdgeStore:
             return
         edge_points = [
             qe.Point(
-                p.id,
+                engine_id(p.id),
                 {DENSE: list(p.dense), SPARSE: qe.SparseVector(list(p.sparse.indices), list(p.sparse.values))},
                 dict(p.payload),
             )
@@ -395,7 +397,7 @@ class EdgeStore:
         if not ids:
             return
         with collection.use() as shard, self._edge_errors():
-            shard.update(qe.UpdateOperation.delete_points(list(ids)))
+            shard.update(qe.UpdateOperation.delete_points(engine_ids(ids)))
             collection.written(shard, flush=self._flush_interval == 0)
 
     def clear_points(self, name: str) -> int:
@@ -470,7 +472,7 @@ class EdgeStore:
             return fused
         collection = self._get(name)
         with collection.use() as shard, self._edge_errors():
-            records = shard.retrieve([h.id for h in fused], with_payload=True, with_vector=False)
+            records = shard.retrieve(engine_ids(h.id for h in fused), with_payload=True, with_vector=False)
         payloads = {str(r.id): r.payload or {} for r in records}
         return sorted((Hit(h.id, h.score, payloads.get(h.id, {})) for h in fused), key=tie_key)[:query.limit]
 
@@ -520,7 +522,8 @@ class EdgeStore:
         def by_id(vector: qe.Query, ids: set[str]) -> qe.QueryRequest:
             # An exact score of a few points (re-running the other list's search as a prefetch costs several times
             # more); a chunk without any query term is left out of a BM25 one, as search leaves it out.
-            return qe.QueryRequest(limit=len(ids), query=vector, filter=qe.Filter(must=[qe.HasIdCondition(ids)]),
+            return qe.QueryRequest(limit=len(ids), query=vector,
+                                   filter=qe.Filter(must=[qe.HasIdCondition(set(engine_ids(ids)))]),
                                    params=qe.SearchParams(exact=True) if vector is dense else None, with_payload=False)
 
         requests = [nearest(dense, depth, with_payload=False)]
@@ -540,7 +543,7 @@ class EdgeStore:
                                 if rescoring else [], strict=True))
             # The feedback vectors, read by id (two more searches returning vectors cost several times more).
             top = reads.vector_ids(vectors_of)
-            vectors = [shard.retrieve(top, False, [DENSE])] if top else []
+            vectors = [shard.retrieve(engine_ids(top), False, [DENSE])] if top else []
 
             def points() -> int:
                 return shard.info().points_count
@@ -553,7 +556,7 @@ class EdgeStore:
         if not ids:
             return {}
         with collection.use() as shard, self._edge_errors():
-            return {str(r.id): r.payload or {} for r in shard.retrieve(list(ids), True, False)}
+            return {str(r.id): r.payload or {} for r in shard.retrieve(engine_ids(ids), True, False)}
 
     def stats(self, name: str) -> CollectionStats:
         collection = self._get(name)

@@ -44,8 +44,16 @@ DIM = 4
 NS = uuid.UUID("5b7e2a10-0000-4000-8000-000000000000")
 
 
+# gamma's chunks have UUID ids, as every chunk had before point ids became numbers: a collection may hold both, and
+# each test over the corpus reads, scores, fetches and deletes both kinds.
+UUID_IDS = {"gamma"}
+
+
 def point_id(doc_id: str, chunk_index: int) -> str:
-    return str(uuid.uuid5(NS, f"{doc_id}:{chunk_index}"))
+    """A decimal number under 2^63, the kind of id the indexer makes (its own hash: a library's tests know no
+    service), or for a doc in UUID_IDS a UUID."""
+    named = uuid.uuid5(NS, f"{doc_id}:{chunk_index}")
+    return str(named) if doc_id in UUID_IDS else str(named.int >> 65)
 
 
 def chunk(
@@ -390,6 +398,17 @@ def test_document_chunks_are_ordered_by_chunk_index(store: Store) -> None:
     assert [h.id for h in hits] == [point_id("long", i) for i in range(12)]
     assert all(h.score == 0 for h in hits)
     assert store.document_chunks("docs", "unknown") == []
+
+
+def test_numeric_and_uuid_point_ids_come_back_as_they_were_stored(readonly: Store) -> None:
+    hits = readonly.query("docs", dense_query([1, 1, 1, 1]))
+    assert {h.id for h in hits} == {p.id for p in CORPUS}
+    numeric = {h.id for h in hits if h.payload["doc_id"] not in UUID_IDS}
+    assert len(numeric) == 3 and all(i.isdigit() for i in numeric)
+    assert all(uuid.UUID(h.id) and len(h.id) == 36 for h in hits if h.payload["doc_id"] in UUID_IDS)
+    hybrid = readonly.query("docs", Query(mode="hybrid", limit=10, dense=[1, 1, 1, 1], sparse=Sparse([1, 4], [1, 1]),
+                                          prefetch_limit=10))
+    assert {h.id for h in hybrid} == {p.id for p in CORPUS}  # the dense list reads every chunk
 
 
 def test_document_chunk_ids(readonly: Store) -> None:
@@ -861,10 +880,12 @@ def test_hybrid_evidence_reusing_the_sparse_side_searches_only_the_dense_list(co
 
 
 def test_payloads_by_id(corpus: Store) -> None:
-    wanted = [point_id("beta", 0), point_id("alpha", 1), "00000000-0000-4000-8000-000000000000"]
+    wanted = [point_id("beta", 0), point_id("alpha", 1), point_id("gamma", 2), "00000000-0000-4000-8000-000000000000",
+              "12345"]
     payloads = corpus.payloads("docs", wanted)
-    assert set(payloads) == set(wanted[:2])  # an unknown id is left out
+    assert set(payloads) == set(wanted[:3])  # an unknown id is left out
     assert (payloads[wanted[0]]["doc_id"], payloads[wanted[1]]["chunk_index"]) == ("beta", 1)
+    assert payloads[wanted[2]]["doc_id"] == "gamma"
     assert corpus.payloads("docs", []) == {}
     with pytest.raises(CollectionNotFound):
         corpus.payloads("nope", wanted)

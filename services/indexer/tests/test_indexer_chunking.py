@@ -84,9 +84,12 @@ async def test_source_code_is_split_by_its_syntax(chunker_factory):
     assert chunker.fingerprint(256, "module.py") != chunker.fingerprint(256, "notes.md")
 
 
-async def test_point_ids_are_deterministic_uuids():
+async def test_point_ids_are_deterministic_positive_63_bit_numbers():
     assert point_id("doc", 0) == point_id("doc", 0) != point_id("doc", 1) != point_id("doc2", 1)
-    assert len(point_id("doc", 0)) == 36
+    ids = [int(point_id(f"doc-{d}", i)) for d in range(1000) for i in range(10)]
+    assert len(set(ids)) == len(ids) and all(0 <= i < 2**63 for i in ids)
+    assert max(ids) > 2**62  # the whole range is used, not a few bits of it
+    assert point_id("doc", 0) == str(int(point_id("doc", 0)))  # plain decimal
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")

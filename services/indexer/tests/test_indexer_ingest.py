@@ -4,6 +4,7 @@ embedded store. Counts of stored points are read from the store itself."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 
 import grpc
@@ -96,6 +97,32 @@ async def test_shorter_new_version_leaves_no_orphan_chunks(mesh, indexer, search
     document = await search.GetDocument(search_pb.GetDocumentRequest(collection="ing-orphans", doc_id="d"))
     assert document.text == paragraphs(2, "glacier")
     assert "desert" not in document.text
+
+
+async def test_a_document_stored_with_uuid_point_ids_is_found_and_replaced_whole(mesh, indexer, search, monkeypatch):
+    # Chunks got UUIDv5 ids before ids became numbers; a store written then is read and updated as it is.
+    from ragmesh_indexer import service
+
+    def uuid_id(doc_id: str, index: int) -> str:
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{doc_id}:{index}"))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(service, "point_id", uuid_id)
+        old = await ingest(indexer, text_doc(paragraphs(4, "canyon"), collection="ing-uuid", doc_id="u"))
+    assert all(len(i) == 36 for i in stored_ids(mesh, "ing-uuid", "u")) and old.chunks > 1
+    found = await search.Search(search_pb.SearchRequest(query="canyon2word7", collections=["ing-uuid"], top_k=3))
+    assert found.results and all(len(r.chunk_id) == 36 and r.doc_id == "u" for r in found.results)
+    document = await search.GetDocument(search_pb.GetDocumentRequest(collection="ing-uuid", doc_id="u"))
+    assert document.text == paragraphs(4, "canyon")
+    again = await ingest(indexer, text_doc(paragraphs(4, "canyon"), collection="ing-uuid", doc_id="u"))
+    assert again.status == pb.INGEST_STATUS_UNCHANGED and len(stored_ids(mesh, "ing-uuid", "u")) == old.chunks
+
+    new = await ingest(indexer, text_doc(paragraphs(3, "harbour"), collection="ing-uuid", doc_id="u"))
+    assert new.status == pb.INGEST_STATUS_INDEXED
+    ids = stored_ids(mesh, "ing-uuid", "u")
+    assert len(ids) == new.chunks and all(i.isdigit() for i in ids)  # no UUID chunk left behind
+    found = await search.Search(search_pb.SearchRequest(query="harbour1word3", collections=["ing-uuid"], top_k=3))
+    assert found.results and {r.chunk_id for r in found.results} <= ids
 
 
 async def test_metadata_or_title_change_reindexes(mesh, indexer):
