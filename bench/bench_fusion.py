@@ -33,7 +33,7 @@ from pathlib import Path
 from ragmesh_cli.evaluation import load_dataset, score_run
 from ragmesh_search.fusion import Plan
 from ragmesh_search.service import Searcher
-from ragmesh_store import EdgeStore, Query, Sparse
+from ragmesh_store import EdgeStore, Query, Sparse, engine_ids
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 DEPTH = 100
@@ -46,7 +46,7 @@ def rm3(store: EdgeStore, collection: str, query: Query, feedback: list[str]) ->
     """RM3 (Lavrenko & Croft; Anserini's defaults): the original terms (weight 0.5, spread evenly) plus the
     feedback chunks' 10 heaviest terms (their BM25 document weights, each chunk's normalised to sum 1)."""
     with store._get(collection).use() as shard:
-        records = shard.retrieve(feedback, False, ["bm25"])
+        records = shard.retrieve(engine_ids(feedback), False, ["bm25"])
     weights: dict[int, float] = {}
     for record in records:
         vector = record.vector["bm25"]

@@ -405,6 +405,7 @@ def mesh_section(env: dict[str, str], corpus: list[dict], queries: list[str], ar
 async def in_process_section(backend: str, runtime: str, corpus: list[dict], queries: list[str]) -> dict:
     """The embedder's domain class and the store in this process: what the mesh's hops are compared with."""
     from ragmesh_embedder.service import InputType, build_embedder
+    from ragmesh_indexer.service import point_id
     from ragmesh_store import ChunkPoint, EdgeStore, Query, Sparse
 
     embedder = build_embedder(embedder_settings(backend, runtime))
@@ -419,7 +420,7 @@ async def in_process_section(backend: str, runtime: str, corpus: list[dict], que
                 part = texts[i:i + 256]
                 embeddings = await embedder.embed(part, InputType.DOCUMENT)
                 store.upsert("b", [ChunkPoint(
-                    id=f"00000000-0000-0000-0000-{i + j:012d}", dense=dense.tolist(),
+                    id=point_id(corpus[i + j]["_id"], 0), dense=dense.tolist(),
                     sparse=Sparse(sparse.indices, sparse.values),
                     payload={"doc_id": corpus[i + j]["_id"], "chunk_index": 0, "text": t})
                     for j, (t, dense, sparse) in enumerate(
