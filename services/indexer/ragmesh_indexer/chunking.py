@@ -186,6 +186,11 @@ class Chunker:
 
     def _sections(self, text: str) -> list[tuple[int, int]]:
         """(begin, end) offsets of the document's Markdown sections (a heading and what follows it)."""
+        if "#" not in text:  # no heading: one section, as the splitter says, without its pass over every line
+            return [(0, len(text))] if text.strip() else []
+        return self._markdown_sections(text)
+
+    def _markdown_sections(self, text: str) -> list[tuple[int, int]]:
         documents = MarkdownHeaderTextSplitter(_HEADERS, strip_headers=False).split_text(text)
         lines = text.split("\n")
         line_starts, offset = [], 0

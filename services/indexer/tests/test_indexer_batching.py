@@ -6,6 +6,8 @@ The Embed calls are counted by the embedder's own request metrics (the real serv
 
 from __future__ import annotations
 
+import threading
+
 import grpc
 import pytest
 import pytest_asyncio
@@ -16,7 +18,7 @@ from ragmesh.indexer.v1 import indexer_service_pb2 as pb
 from ragmesh_common.clients import ServiceClient
 from ragmesh_common.errors import RagmeshError
 from ragmesh_indexer.chunking import Chunker
-from ragmesh_indexer.service import DocumentIn, Indexer, IngestOutcome
+from ragmesh_indexer.service import INLINE_CHUNK_CHARS, DocumentIn, Indexer, IngestOutcome
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -149,3 +151,66 @@ async def test_a_batch_larger_than_the_embedders_queue_still_gets_in(mesh_factor
     assert {e.index: pb.IngestStatus.Name(e.result.status) for e in events} == {
         i: "INGEST_STATUS_INDEXED" for i in range(8)}, [e.error for e in events if e.error.reason]
     assert small.store.stats("small-queue").documents == 8
+
+
+class _Threads:
+    """Passes every store call through to the real store, noting the name of the thread each method ran on;
+    `holds_gil` as given."""
+
+    def __init__(self, target, holds_gil: bool) -> None:
+        self._target, self.holds_gil, self.ran = target, holds_gil, []
+
+    def __getattr__(self, name):
+        value = getattr(self._target, name)
+        if not callable(value):
+            return value
+
+        def noted(*args, **kwargs):
+            self.ran.append((name, threading.current_thread().name))
+            return value(*args, **kwargs)
+
+        return noted
+
+
+class _NotedChunker(Chunker):
+    """A chunker that notes the thread and the size of each document it splits."""
+
+    ran: list
+
+    def split(self, text: str, **kwargs):
+        self.ran.append((len(text), threading.current_thread().name))
+        return super().split(text, **kwargs)
+
+
+@pytest.mark.parametrize("holds_gil", [True, False])
+async def test_quick_reads_and_small_documents_stay_on_the_loops_thread_with_the_embedded_store(mesh, holds_gil):
+    """With a store that holds the GIL (the embedded one), a document's quick reads (the collection's versions,
+    its stored hash) and the chunking of a small document run on the event loop's thread: a pool thread would add
+    only a hand-off. A large document is still chunked in the chunk pool and the upsert still runs off the loop
+    (the engine gives the GIL back while it writes). A store that waits on the network keeps every call off it."""
+    settings = mesh.settings["indexer"]
+    converter = ServiceClient("converter", mesh.addrs["converter"], converter_grpc.ConverterServiceStub, timeout=30)
+    embedder = ServiceClient("embedder", mesh.addrs["embedder"], embedder_grpc.EmbedderServiceStub, timeout=30)
+    store = _Threads(mesh.store, holds_gil)
+    chunker = _NotedChunker(settings.tokenizer_path, 64, 0)
+    chunker.ran = []
+    indexer = Indexer(store, converter, embedder, chunker, max_concurrent_documents=2, max_document_bytes=100_000)
+    large = " ".join(passage(i) for i in range(20))
+    assert len(passage(0)) <= INLINE_CHUNK_CHARS < len(large)
+    collection = f"threads-{str(holds_gil).lower()}"
+    try:
+        outcomes = await indexer.ingest_batch([DocumentIn(collection=collection, doc_id="small", text=passage(0)),
+                                               DocumentIn(collection=collection, doc_id="large", text=large)])
+    finally:
+        indexer.close()
+        await converter.close()
+        await embedder.close()
+    assert [(o.doc_id, o.status) for o in outcomes] == [("small", "indexed"), ("large", "indexed")]
+    assert mesh.store.stats(collection).documents == 2
+    loop = threading.current_thread().name
+    on_loop = {name for name, thread in store.ran if thread == loop}
+    assert on_loop == ({"collection_record", "document_hash"} if holds_gil else set()), store.ran
+    assert {name for name, _ in store.ran} >= {"collection_record", "document_hash", "upsert"}
+    split = dict(chunker.ran)
+    assert split[len(passage(0))] == (loop if holds_gil else "indexer-chunk_0"), chunker.ran
+    assert split[len(large)] == "indexer-chunk_0", chunker.ran

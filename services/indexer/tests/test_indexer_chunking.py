@@ -75,6 +75,16 @@ async def test_headings_start_sections_and_stay_in_the_text(chunker_factory):
     assert not any(c.text.startswith("# not a heading") for c in chunks)
 
 
+@pytest.mark.parametrize("text", [
+    "", "  \n\t\n", "one line", "  indented first line\n\nA second paragraph.\n\n", "windows\r\nline ends\r\n",
+    "Setext title\n============\n\ntext under it", "\u00a0no-break spaces\u2003around\u00a0", "a\n\n\n\nb",
+])
+async def test_a_document_without_a_hash_sign_is_one_section_as_the_markdown_splitter_says(chunker_factory, text):
+    """The shortcut for documents that cannot hold a heading gives the splitter's own sections."""
+    chunker = chunker_factory(200)
+    assert chunker._sections(text) == chunker._markdown_sections(text)
+
+
 async def test_source_code_is_split_by_its_syntax(chunker_factory):
     code = "\n\n".join(f"def f{i}(x):\n    # compute {i}\n    return x * {i} + " + " + ".join(["x"] * 30)
                        for i in range(12))
