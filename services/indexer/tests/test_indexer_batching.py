@@ -20,6 +20,8 @@ from ragmesh_common.errors import RagmeshError
 from ragmesh_indexer.chunking import Chunker
 from ragmesh_indexer.service import INLINE_CHUNK_CHARS, DocumentIn, Indexer, IngestOutcome
 
+from tests.support.threads import ThreadNotingStore
+
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
@@ -153,25 +155,6 @@ async def test_a_batch_larger_than_the_embedders_queue_still_gets_in(mesh_factor
     assert small.store.stats("small-queue").documents == 8
 
 
-class _Threads:
-    """Passes every store call through to the real store, noting the name of the thread each method ran on;
-    `holds_gil` as given."""
-
-    def __init__(self, target, holds_gil: bool) -> None:
-        self._target, self.holds_gil, self.ran = target, holds_gil, []
-
-    def __getattr__(self, name):
-        value = getattr(self._target, name)
-        if not callable(value):
-            return value
-
-        def noted(*args, **kwargs):
-            self.ran.append((name, threading.current_thread().name))
-            return value(*args, **kwargs)
-
-        return noted
-
-
 class _NotedChunker(Chunker):
     """A chunker that notes the thread and the size of each document it splits."""
 
@@ -191,7 +174,7 @@ async def test_quick_reads_and_small_documents_stay_on_the_loops_thread_with_the
     settings = mesh.settings["indexer"]
     converter = ServiceClient("converter", mesh.addrs["converter"], converter_grpc.ConverterServiceStub, timeout=30)
     embedder = ServiceClient("embedder", mesh.addrs["embedder"], embedder_grpc.EmbedderServiceStub, timeout=30)
-    store = _Threads(mesh.store, holds_gil)
+    store = ThreadNotingStore(mesh.store, holds_gil)
     chunker = _NotedChunker(settings.tokenizer_path, 64, 0)
     chunker.ran = []
     indexer = Indexer(store, converter, embedder, chunker, max_concurrent_documents=2, max_document_bytes=100_000)

@@ -17,6 +17,8 @@ from ragmesh_search.fusion import adaptive_fusion, rocchio
 from ragmesh_search.service import Searcher, SearchIn
 from ragmesh_store import ChunkPoint, EdgeStore, Query, Sparse
 
+from tests.support.threads import ThreadNotingStore
+
 DIM = 64
 CHUNKS = 300
 VOCAB = 2000
@@ -152,24 +154,6 @@ async def test_feedback_costs_one_more_store_call_and_no_second_embed_call(mesh,
     assert calls["payloads"] == 1  # a lookup by id of the hits kept, not a search
 
 
-class Threads:
-    """Passes every store call through to the real store, noting the thread it ran on; `holds_gil` as given."""
-
-    def __init__(self, target, holds_gil: bool) -> None:
-        self._target, self.holds_gil, self.threads = target, holds_gil, set()
-
-    def __getattr__(self, name):
-        value = getattr(self._target, name)
-        if not callable(value):
-            return value
-
-        def noted(*args, **kwargs):
-            self.threads.add(threading.get_ident())
-            return value(*args, **kwargs)
-
-        return noted
-
-
 @pytest.mark.asyncio(loop_scope="session")
 async def test_the_embedded_store_is_searched_on_the_loops_thread_and_a_server_store_from_a_worker(mesh):
     """The embedded store holds the GIL while it works, so a worker thread would only add a hand-off and GIL waits:
@@ -179,7 +163,7 @@ async def test_the_embedded_store_is_searched_on_the_loops_thread_and_a_server_s
     found = {}
     try:
         for holds_gil in (True, False):
-            store = Threads(mesh.store, holds_gil)
+            store = ThreadNotingStore(mesh.store, holds_gil)
             searcher = Searcher(store, embedder, default_mode="hybrid", prefetch_limit=50, rrf_k=60,
                                 max_query_chars=1000, default_fusion="adaptive")
             found[holds_gil] = [
@@ -187,7 +171,7 @@ async def test_the_embedded_store_is_searched_on_the_loops_thread_and_a_server_s
                 for m in ("hybrid", "dense", "sparse")]
             assert (await searcher.get_document("default", "glacier")).doc_id == "glacier"
             assert "default" in [c.name for c in await searcher.list_collections()]
-            assert (store.threads == {threading.get_ident()}) == holds_gil, store.threads
+            assert (store.threads() == {threading.current_thread().name}) == holds_gil, store.ran
     finally:
         await embedder.close()
     assert found[True] == found[False] and found[True][0]
