@@ -42,8 +42,8 @@ class Sparse:
 
 @dataclass(frozen=True)
 class ChunkPoint:
-    """One chunk to store. `id` is its point id as a string: an unsigned 64-bit number in decimal (what the indexer
-    makes from doc_id + chunk_index) or a UUID (see `_common.engine_id`)."""
+    """One chunk to store. `id` is its point id as a string: a number in decimal (the indexer's are below 2^63, made
+    from doc_id + chunk_index) or a UUID (see `_common.engine_id`)."""
 
     id: str
     dense: Sequence[float]
