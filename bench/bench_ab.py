@@ -12,7 +12,7 @@ then ingests the passages `--passes` times (4 clients x 32 through /api/v1/inges
 each pass) and reports passages/s, the mesh process's CPU ms per passage and the embedder's padding (padded
 tokens over real ones, from its metrics) per pass; with `--search`, also REST search p50 at one client over the
 last collection, and with `--search-clients N` the rate, p50/p99 and CPU ms per query of the mesh process and of
-this benchmark's client threads at N clients. Prints one line per round and a JSON summary.
+this benchmark's client (`bench.report.timed_posts`) at N clients. Prints one line per round and a JSON summary.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.report import CpuClock, MeshRun, baseline_pythonpath, in_threads, load_data, mesh_env, timed_searches
+from bench.report import CpuClock, MeshRun, baseline_pythonpath, in_threads, load_data, mesh_env, rest_searches
 from tests.e2e.mesh_process import free_port
 
 
@@ -81,16 +81,13 @@ def one_round(env: dict[str, str], corpus: list[dict], queries: list[str], passe
                 out["cpu_ms"].append(rates["x_cpu_ms_per_passage"])
                 out["padding_pct"].append(round(100 * (padded - real) / real, 1) if real else None)
             if search:
-                def query(http: httpx.Client, q: str) -> None:
-                    http.post("/api/v1/search", json={"collection": f"pass-{passes - 1}", "query": q, "mode": search,
-                                                      "top_k": 10}).raise_for_status()
-
-                in_threads(1, queries[:50], query, client, lambda c: c.close())  # warm-up
-                latencies, _ = in_threads(1, queries * 2, query, client, lambda c: c.close())
-                out["search_p50_ms"] = round(statistics.median(latencies), 2)
+                bodies = [{"collection": f"pass-{passes - 1}", "query": q, "mode": search, "top_k": 10}
+                          for q in queries]
+                rest_searches(run.mesh.url, 1, bodies[:50], run.proc.popen.pid)  # warm-up
+                out["search_p50_ms"] = rest_searches(run.mesh.url, 1, bodies * 2, run.proc.popen.pid)["p50_ms"]
                 if search_clients:
-                    out[f"search_{search_clients}"] = timed_searches(
-                        search_clients, queries * max(2, search_clients // 8), query, client, run.proc.popen.pid)
+                    out[f"search_{search_clients}"] = rest_searches(
+                        run.mesh.url, search_clients, bodies * max(2, search_clients // 8), run.proc.popen.pid)
         finally:
             run.stop()
     return out
