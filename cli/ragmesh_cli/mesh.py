@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from ragmesh_common.config import SERVICES, ConfigError, load
 from ragmesh_common.inprocess import InProcessSettings
-from ragmesh_common.server import Service
+from ragmesh_common.server import Service, freeze_startup_heap
 from ragmesh_common.telemetry import serve_metrics, setup_telemetry
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,9 @@ async def run(names: Sequence[str], *, local: bool) -> None:
 
                 url = await stack.enter_async_context(run_gateway(load(settings_class("gateway"))))
                 log.info("gateway serving REST on %s/api/v1 and MCP on %s/mcp", url, url)
-            log.info("ragmesh ready: %s", ", ".join(names))
+            frozen = freeze_startup_heap()
+            log.info("ragmesh ready: %s (%d start-up objects kept out of garbage collection)", ", ".join(names),
+                     frozen)
             await stop.wait()
             log.info("shutting down: draining in-flight calls")
     finally:

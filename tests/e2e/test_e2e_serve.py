@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import time
+
 import httpx
 
 from .mesh_process import Mesh, Proc, wait_ready, wait_serving
@@ -15,6 +18,8 @@ def test_services_in_separate_processes_serve_the_api(tmp_path):
     procs = [Proc(["serve", *g], env, tmp_path / f"{'-'.join(g)}.log").start() for g in groups]
     try:
         wait_ready(mesh.url, procs, timeout=120)
+        for proc in procs:  # each process, once serving, takes its start-up objects out of the collector's scans
+            assert _objects_frozen_at_ready(proc) > 10_000, proc.log()[-1500:]
         with httpx.Client(base_url=mesh.url, timeout=60) as http:
             ingested = http.post("/api/v1/ingest", json={"text": "Separate processes still share one contract.",
                                                          "doc_id": "sep"})
@@ -59,3 +64,14 @@ def test_embedded_store_refuses_a_second_owner_process(tmp_path):
     finally:
         indexer.stop()
         embedder.stop()
+
+
+def _objects_frozen_at_ready(proc: Proc, timeout: float = 30) -> int:
+    """The count of start-up objects the process's ready line reports (0 if it never says it is ready)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ready = re.search(r"ragmesh ready: [^\n]*\((\d+) start-up objects kept out of garbage collection\)",
+                          proc.log())
+        if ready or time.monotonic() > deadline:
+            return int(ready[1]) if ready else 0
+        time.sleep(0.2)

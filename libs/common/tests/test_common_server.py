@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import time
 
 import grpc
@@ -245,3 +248,42 @@ async def test_a_failure_is_retried_at_one_layer_not_at_every_hop():
         await to_back.close()
         await middle_service.stop(0)
         await back_service.stop(0)
+
+
+_FREEZE_PROBE = """
+import gc, json, weakref
+from ragmesh_common.server import freeze_startup_heap
+
+class Node:
+    pass
+
+def cycle():
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    return a
+
+garbage = cycle()
+gone_at_start = weakref.ref(garbage)
+del garbage  # start-up garbage: a cycle nothing refers to
+kept = cycle()  # alive for the whole process, like a model or an app
+frozen = freeze_startup_heap()
+later = cycle()
+gone_later = weakref.ref(later)
+del later
+gc.collect()
+print(json.dumps({
+    "frozen": frozen,
+    "start_up_garbage_freed": gone_at_start() is None,
+    "kept_out_of_scans": not any(o is kept for o in gc.get_objects()),
+    "later_garbage_freed": gone_later() is None,
+}))
+"""
+
+
+def test_start_up_objects_leave_the_collectors_scans_and_later_garbage_is_still_freed():
+    # In a process of its own: freezing is for the rest of a process's life.
+    done = subprocess.run([sys.executable, "-c", _FREEZE_PROBE], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    probe = json.loads(done.stdout)
+    assert probe["frozen"] > 1000  # the interpreter's and ragmesh_common's own objects, at least
+    assert probe == {**probe, "start_up_garbage_freed": True, "kept_out_of_scans": True, "later_garbage_freed": True}
