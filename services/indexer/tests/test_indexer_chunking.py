@@ -9,6 +9,7 @@ from ragmesh.search.v1 import search_service_pb2 as search_pb
 from ragmesh_indexer.chunking import Chunker
 from ragmesh_indexer.config import IndexerSettings
 from ragmesh_indexer.service import point_id
+from tokenizers import Tokenizer
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 WORDS = "river stone mountain quickly electricity photosynthesis antidisestablishmentarianism über 東京 42.5%".split()
@@ -61,6 +62,21 @@ async def test_chunks_fit_the_window_and_rebuild_the_document(chunker_factory, t
         assert text[c.start:c.start + len(c.text)] == c.text
     if not repetitive:
         assert sum(c.text.count("x" * 50) for c in chunks) >= 2000 // 50 - 2  # the long word is kept, in pieces
+
+
+async def test_token_counts_are_the_model_tokenizers_own(chunker_factory):
+    """The chunker counts with the tokenizer's batch call that skips character offsets: the counts are those of a
+    full `encode` (what decides whether the model would cut a chunk), for any text."""
+    tokenizer = Tokenizer.from_file(str(IndexerSettings().tokenizer_path / "tokenizer.json"))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    chunker = chunker_factory(200)
+    texts = [long_markdown(), " ".join(WORDS) * 40, "naïve café Ünïcödé 東京タワー 서울 🙂 — “quotes” x²", "x" * 3000,
+             "  "]
+    for text in texts:
+        assert chunker.count_tokens(text) == len(tokenizer.encode(text).ids)
+        assert chunker.count_tokens(text) - chunker.count_tokens("") == len(
+            tokenizer.encode(text, add_special_tokens=False).ids)
 
 
 async def test_chunk_size_is_capped_by_the_model_window(chunker_factory):
