@@ -98,7 +98,7 @@ class HybridEvidence:
     dense_scores: dict[str, float]
     sparse_scores: dict[str, float]
     term_idf: dict[int, float]
-    vectors: dict[str, list[float]] = field(default_factory=dict)
+    vectors: Mapping[str, Sequence[float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -830,6 +831,37 @@ def test_hybrid_evidence_scores_every_candidate_by_both_vectors_and_gives_each_t
     assert evidence.term_idf[99] == pytest.approx(math.log(1 + 6.5 / 0.5), rel=1e-4)
     # The dense vectors of the top chunks of each list, for feedback.
     assert point_id("alpha", 0) in evidence.vectors and len(evidence.vectors[point_id("alpha", 0)]) == DIM
+
+
+def test_hybrid_evidence_keeps_equal_scores_in_id_order(readonly: Store) -> None:
+    """Only gamma1 points along the query; the other five chunks tie at cosine 0, and the list keeps the one with
+    the smallest id, whatever order the engine read them in."""
+    query = Query(mode="hybrid", limit=2, dense=[0.0, 0.0, 0.0, 1.0], sparse=Sparse([4], [1.0]), prefetch_limit=2)
+    evidence = readonly.hybrid_evidence("docs", query)
+    tied = sorted(point_id(d, i) for d, i in [("alpha", 0), ("alpha", 1), ("beta", 0), ("gamma", 0), ("gamma", 2)])
+    assert [h.id for h in evidence.dense] == [point_id("gamma", 1), tied[0]]
+    assert [h.score for h in evidence.dense][1] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_hybrid_evidence_vectors_are_the_stored_ones_of_the_top_chunks_of_each_list(readonly: Store) -> None:
+    """The feedback vectors of the best chunk of each list (alpha0, a numeric id, by cosine; a gamma chunk, a UUID
+    id, among those with the best BM25 score): each the stored vector (unit length, as cosine stores
+    it); a chunk not read is not there."""
+    query = Query(mode="hybrid", limit=1, dense=[1.0, 0.0, 0.0, 0.0], sparse=Sparse([4], [1.0]), prefetch_limit=1)
+    evidence = readonly.hybrid_evidence("docs", query, vectors_of=1)
+    alpha0 = point_id("alpha", 0)
+    top = set(evidence.vectors)
+    (gamma,) = top - {alpha0}
+    assert alpha0 in top and len(top) == len(evidence.vectors) == 2
+    assert gamma in {point_id("gamma", i) for i in range(3)} and uuid.UUID(gamma)
+    stored = {p.id: p.dense for p in CORPUS}
+    for point in top:
+        unit = [x / math.sqrt(sum(v * v for v in stored[point])) for x in stored[point]]
+        assert list(evidence.vectors[point]) == pytest.approx(unit, abs=1e-6)
+    beta0 = point_id("beta", 0)
+    assert beta0 not in evidence.vectors and evidence.vectors.get(beta0) is None
+    with pytest.raises(KeyError):
+        evidence.vectors[beta0]
 
 
 def test_hybrid_evidence_applies_filters_to_the_candidates_but_not_to_the_idf(corpus: Store) -> None:

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Literal
 
 import numpy as np
@@ -121,10 +122,10 @@ def adaptive_fusion(evidence: HybridEvidence, query: Sparse, limit: int) -> tupl
         chunks.setdefault(hit.id, hit)
     ids = list(chunks)
     count = len(ids)
-    dense = np.clip(np.fromiter((evidence.dense_scores.get(i, 0.0) for i in ids), np.float64, count), 0.0, 1.0)
+    dense = np.clip(np.fromiter(map(evidence.dense_scores.get, ids, repeat(0.0)), np.float64, count), 0.0, 1.0)
     lexical = np.zeros(count)
     if ideal > 0:
-        bm25 = np.fromiter((evidence.sparse_scores.get(i, 0.0) for i in ids), np.float64, count)
+        bm25 = np.fromiter(map(evidence.sparse_scores.get, ids, repeat(0.0)), np.float64, count)
         lexical = np.minimum(1.0, bm25 / ideal)
     w_dense = float(dense.max()) if count else 0.0
     w_sparse = float(lexical.max()) if count else 0.0
