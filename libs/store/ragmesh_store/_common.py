@@ -59,8 +59,7 @@ def engine_id(point_id: str) -> int | str:
 
 
 def engine_ids(point_ids: Iterable[str]) -> list[int | str]:
-    """`engine_id` of each (inlined: a search turns ~200 ids back per call)."""
-    return [int(i) if i.isascii() and i.isdigit() else i for i in point_ids]
+    return [engine_id(i) for i in point_ids]
 
 
 def checked_name(name: str) -> str:

@@ -523,7 +523,7 @@ class EdgeStore:
             # An exact score of a few points (re-running the other list's search as a prefetch costs several times
             # more); a chunk without any query term is left out of a BM25 one, as search leaves it out.
             return qe.QueryRequest(limit=len(ids), query=vector,
-                                   filter=qe.Filter(must=[qe.HasIdCondition(set(engine_ids(ids)))]),
+                                   filter=qe.Filter(must=[qe.HasIdCondition({engine_id(i) for i in ids})]),
                                    params=qe.SearchParams(exact=True) if vector is dense else None, with_payload=False)
 
         requests = [nearest(dense, depth, with_payload=False)]
