@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 DENSE = "dense"
 SPARSE = "bm25"
@@ -51,8 +51,10 @@ class ChunkPoint:
     payload: Mapping[str, Any]
 
 
-@dataclass(frozen=True)
-class Hit:
+class Hit(NamedTuple):
+    """A scored chunk. A named tuple, not a frozen dataclass: an adaptive hybrid search builds ~300 of them, and a
+    frozen dataclass's `__init__` (one `object.__setattr__` per field) costs twice a tuple's construction."""
+
     id: str
     score: float
     payload: Mapping[str, Any]

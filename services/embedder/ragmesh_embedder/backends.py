@@ -222,7 +222,9 @@ class _Tokenized:
 
     def prepare(self, texts: Sequence[str]) -> Prepared:
         texts = list(texts)
-        encodings = self._encode_batch(texts) if len(texts) > 1 else [self._tokenizer.encode(texts[0])]
+        # The batch call for a lone query too: ~25 % less CPU than `encode` (no character offsets), and it gives the
+        # GIL up while it runs.
+        encodings = self._encode_batch(texts)
         lengths = np.fromiter(map(len, encodings), dtype=np.int64, count=len(texts))
         ids = np.fromiter(chain.from_iterable(e.ids for e in encodings), dtype=np.int64, count=int(lengths.sum()))
         starts = np.zeros(len(texts), dtype=np.int64)

@@ -77,6 +77,16 @@ async def test_a_long_text_reports_truncation_and_its_true_token_count(local, ve
     np.testing.assert_allclose(vectors([long]), reference.encode([long_text]), atol=1e-5)
 
 
+async def test_a_lone_query_is_tokenised_and_cut_as_in_a_batch(local, vectors, reference):
+    # 511 characters, 258 tokens: a lone text this short is tokenised on the event loop, in a batch of its own.
+    text = " ".join(["x"] * 256)
+    alone = (await local.stub.Embed(pb2.EmbedRequest(texts=[text], input_type=QUERY, kinds=[DENSE]))).embeddings[0]
+    batched = (await local.stub.Embed(pb2.EmbedRequest(texts=[text, "a short text"], input_type=QUERY,
+                                                       kinds=[DENSE]))).embeddings[0]
+    assert (alone.token_count, alone.truncated) == (batched.token_count, batched.truncated) == (258, True)
+    np.testing.assert_allclose(vectors([alone]), reference.encode([text]), atol=1e-5)
+
+
 async def test_get_model_info_describes_the_local_model(local):
     info = await local.stub.GetModelInfo(pb2.GetModelInfoRequest())
     assert (info.model_id, info.dimension, info.max_sequence_length) == (
