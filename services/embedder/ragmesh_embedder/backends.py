@@ -24,6 +24,7 @@ from typing import Protocol
 import numpy as np
 from ragmesh_common.config import ConfigError
 from ragmesh_common.errors import unavailable
+from ragmesh_common.tokens import tokenizer_fingerprint
 
 from .config import EmbedderSettings
 from .cpus import available_cpus
@@ -92,6 +93,10 @@ class DenseBackend(Protocol):
     precision: str
     # How many threads call `embed` at once (the batcher starts one model thread per runner).
     runners: int
+    # The fingerprint of the tokenizer whose ids `prepare_ids` takes (`tokenizer_fingerprint`); "" for backends
+    # that take texts only, and `vocab_size` its ids' range (0 there).
+    tokenizer: str
+    vocab_size: int
 
     def prepare(self, texts: Sequence[str]) -> Prepared: ...
 
@@ -215,6 +220,8 @@ class _Tokenized:
         self._whole.no_padding()
         self._whole.no_truncation()
         self.pad_id = self._tokenizer.token_to_id("[PAD]") or 0
+        self.tokenizer = tokenizer_fingerprint(root / "tokenizer.json")
+        self.vocab_size = self._tokenizer.get_vocab_size()
         self.model_id = model_id
         self.runtime, self.device, self.precision = plan.runtime, plan.device, plan.precision
         self.batch_size, self.max_batch_tokens = plan.batch_size, plan.max_batch_tokens
@@ -235,6 +242,14 @@ class _Tokenized:
             whole = self._whole.encode_batch([texts[i] for i in full])
             token_counts[full] = [len(e) for e in whole]
         return Prepared(texts, lengths, token_counts, token_counts > self.max_sequence_length, ids, starts)
+
+    def prepare_ids(self, texts: Sequence[str], ids: np.ndarray, lengths: np.ndarray) -> Prepared:
+        """The texts from their token ids as this tokenizer gives them (every text's ids concatenated, and how
+        many each has; checked by the caller to fit the window and the vocabulary): nothing is tokenised."""
+        starts = np.zeros(len(texts), dtype=np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        return Prepared(list(texts), lengths.astype(np.int64), lengths.astype(np.int32),
+                        np.zeros(len(texts), dtype=bool), ids.astype(np.int64), starts)
 
 
 class OnnxBackend(_Tokenized):
@@ -336,6 +351,7 @@ class HashBackend:
     name = "hash"
     max_sequence_length = 0
     tokenized = False
+    tokenizer, vocab_size = "", 0
     runtime = device = precision = ""
 
     def __init__(self, dimension: int, *, batch_size: int = 256, max_batch_tokens: int | None = 4096,
@@ -383,6 +399,7 @@ class OpenAIBackend:
     name = "openai"
     max_sequence_length = 0
     tokenized = False
+    tokenizer, vocab_size = "", 0
     max_batch_tokens = None
     runtime = device = precision = ""
 

@@ -39,6 +39,10 @@ class EmbedderMetrics:
             "ragmesh_embedder_tokens", "Model tokens embedded (rate() is tokens/s; 0 for backends without a "
             "tokenizer).", ["model"], registry=registry,
         )
+        self.pretokenized = Counter(
+            "ragmesh_embedder_pretokenized_texts", "Texts that came with their model tokens (EmbedRequest.token_ids: "
+            "the indexer's chunks), so they were not tokenised here.", ["model"], registry=registry,
+        )
         self.padded_tokens = Histogram(
             "ragmesh_embedder_batch_padded_tokens", "Padded tokens per model call (longest text x texts; the "
             "micro-batch's cost, capped by RAGMESH_EMBEDDER_MAX_BATCH_TOKENS).", ["model"], registry=registry,
@@ -53,7 +57,7 @@ class EmbedderMetrics:
         self.model_queue_depth.clear()
         for name, batcher in batchers.items():
             self.model_queue_depth.labels(model=name).set_function(lambda batcher=batcher: batcher.queue_depth)
-            for metric in (self.batch_size, self.padded_tokens, self.texts, self.tokens):
+            for metric in (self.batch_size, self.padded_tokens, self.texts, self.tokens, self.pretokenized):
                 metric.labels(model=name)  # exported (at 0) before the model's first batch
             batcher.on_batch = partial(self.observe_batch, name)
 

@@ -18,6 +18,7 @@ from qdrant_edge import Bm25
 from ragmesh_common.config import ConfigError
 from ragmesh_common.errors import invalid_argument, not_found
 from ragmesh_common.telemetry import Attr, annotate, setup_telemetry
+from ragmesh_common.tokens import unpacked_ids
 
 from .backends import DenseBackend, MicroBatch, Prepared, create_backend
 from .batcher import Batcher
@@ -58,6 +59,16 @@ class Embeddings:
 
 
 @dataclass(frozen=True)
+class TokenIds:
+    """A request's texts as model tokens already (ragmesh.embedder.v1.TokenIds): the fingerprint of the tokenizer
+    that made them, every text's ids as packed little-endian int32, and how many each text has."""
+
+    tokenizer: str
+    ids: bytes
+    lengths: Sequence[int]
+
+
+@dataclass(frozen=True)
 class ModelInfo:
     name: str
     is_default: bool
@@ -70,6 +81,7 @@ class ModelInfo:
     runtime: str
     device: str
     precision: str
+    tokenizer: str
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,7 +118,8 @@ class Embedder:
         self._bm25 = Bm25()
         telemetry = setup_telemetry("embedder")
         self._tracer = telemetry.tracer()
-        telemetry.metrics(EmbedderMetrics).watch({name: model.batcher for name, model in self.models.items()})
+        self._metrics = telemetry.metrics(EmbedderMetrics)
+        self._metrics.watch({name: model.batcher for name, model in self.models.items()})
 
     def model(self, name: str = "") -> Model:
         """The model called `name` (the default one for ""), or MODEL_NOT_FOUND naming the ones served."""
@@ -126,7 +139,7 @@ class Embedder:
             name=model.name, is_default=model.name == self.default_model, model_id=backend.model_id,
             dimension=backend.dimension, max_sequence_length=backend.max_sequence_length,
             sparse_model_id=SPARSE_MODEL_ID, backend=backend.name, max_batch_size=self.max_texts,
-            runtime=backend.runtime, device=backend.device, precision=backend.precision,
+            runtime=backend.runtime, device=backend.device, precision=backend.precision, tokenizer=backend.tokenizer,
         )
 
     @property
@@ -165,19 +178,22 @@ class Embedder:
 
     async def embed(
         self, texts: Sequence[str], input_type: InputType, *, dense: bool = True, sparse: bool = True,
-        model: str = "",
+        model: str = "", token_ids: TokenIds | None = None,
     ) -> Embeddings:
-        """The texts' vectors from the model named `model` (the default one for ""), in order."""
+        """The texts' vectors from the model named `model` (the default one for ""), in order; with `token_ids`,
+        the dense vectors from those tokens (the texts are not tokenised again)."""
         served = self.model(model)
         self.validate(texts)
         if len(texts) == 1 and len(texts[0]) <= INLINE_CHARS:
             # A lone short text (a search query) is tokenised right here: tens of microseconds, less than the hop
             # to a worker thread and back.
-            prepared, sparse_vectors = self._prepare(served.backend, texts, input_type, sparse)
+            prepared, sparse_vectors = self._prepare(served, texts, input_type, sparse, token_ids)
         else:
             # Tokenising (one fast-tokenizer batch call, which releases the GIL) and BM25 run off the event loop.
             prepared, sparse_vectors = await asyncio.to_thread(
-                self._prepare, served.backend, texts, input_type, sparse)
+                self._prepare, served, texts, input_type, sparse, token_ids)
+        if token_ids is not None:
+            self._metrics.pretokenized.labels(model=served.name).inc(len(texts))
         attributes = {Attr.BATCH_SIZE: len(texts), Attr.MODEL: served.backend.model_id, Attr.MODEL_NAME: served.name}
         annotate(attributes)
         vectors = None
@@ -188,13 +204,47 @@ class Embedder:
         return Embeddings(vectors, sparse_vectors, prepared.token_counts, prepared.truncated)
 
     def _prepare(
-        self, backend: DenseBackend, texts: Sequence[str], input_type: InputType, sparse: bool
+        self, model: Model, texts: Sequence[str], input_type: InputType, sparse: bool, token_ids: TokenIds | None,
     ) -> tuple[Prepared, list[SparseVector] | None]:
-        prepared = backend.prepare(texts)
+        prepared = model.backend.prepare(texts) if token_ids is None else self._from_ids(model, texts, token_ids)
         if not sparse:
             return prepared, None
         bm25 = self._bm25.embed_query if input_type is InputType.QUERY else self._bm25.embed_document
         return prepared, [_sorted_sparse(bm25(text)) for text in texts]
+
+    @staticmethod
+    def _from_ids(model: Model, texts: Sequence[str], token_ids: TokenIds) -> Prepared:
+        """The texts from the caller's token ids, once they are shown to be the model's own: TOKENIZER_MISMATCH,
+        or TOKEN_IDS_INVALID naming what does not fit."""
+        backend = model.backend
+        if not backend.tokenizer or token_ids.tokenizer != backend.tokenizer:
+            raise invalid_argument(
+                "TOKENIZER_MISMATCH",
+                f"token_ids were made by tokenizer {token_ids.tokenizer!r}, but model {model.name!r} "
+                + (f"uses tokenizer {backend.tokenizer!r}" if backend.tokenizer else "takes texts only (no tokenizer)")
+                + ": send the texts alone", field="token_ids.tokenizer", tokenizer=token_ids.tokenizer,
+                model_tokenizer=backend.tokenizer)
+        lengths = np.asarray(token_ids.lengths, dtype=np.int64)
+        if len(lengths) != len(texts):
+            raise invalid_argument("TOKEN_IDS_INVALID", f"token_ids has {len(lengths)} lengths for {len(texts)} texts",
+                                   field="token_ids.lengths", lengths=len(lengths), texts=len(texts))
+        if len(token_ids.ids) != 4 * int(lengths.sum()):
+            raise invalid_argument(
+                "TOKEN_IDS_INVALID", f"token_ids.ids holds {len(token_ids.ids)} bytes; its lengths add up to "
+                f"{int(lengths.sum())} int32 ids ({4 * int(lengths.sum())} bytes)", field="token_ids.ids")
+        window = backend.max_sequence_length
+        if (bad := np.flatnonzero((lengths < 1) | (lengths > window))).size:
+            index = int(bad[0])
+            raise invalid_argument(
+                "TOKEN_IDS_INVALID", f"texts[{index}] has {int(lengths[index])} token ids; each text needs 1 to "
+                f"{window} (the model's window)", field=f"token_ids.lengths[{index}]", index=index,
+                length=int(lengths[index]), limit=window)
+        ids = unpacked_ids(token_ids.ids)
+        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= backend.vocab_size):
+            raise invalid_argument(
+                "TOKEN_IDS_INVALID", f"token_ids.ids holds ids outside the model's vocabulary (0 to "
+                f"{backend.vocab_size - 1})", field="token_ids.ids", vocabulary=backend.vocab_size)
+        return backend.prepare_ids(texts, ids, lengths)
 
     def close(self) -> None:
         """Stop every model's batcher and release its backend."""

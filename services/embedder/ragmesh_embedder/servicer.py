@@ -9,7 +9,7 @@ from ragmesh.embedder.v1 import embedder_service_pb2 as pb2
 from ragmesh.embedder.v1 import embedder_service_pb2_grpc as pb2_grpc
 from ragmesh_common.errors import invalid_argument
 
-from .service import Embedder, Embeddings, InputType, ModelInfo
+from .service import Embedder, Embeddings, InputType, ModelInfo, TokenIds
 
 # How many requests of one EmbedStream are embedded at once; beyond it the stream is not read, so a bulk
 # client is slowed by flow control instead of filling the queue.
@@ -90,8 +90,13 @@ class EmbedderServicer(pb2_grpc.EmbedderServiceServicer):
         model = self._embedder.model(request.model)
         dense, sparse = _kinds(request.kinds)
         packed = _packed(request.dense_format)
+        token_ids = None
+        if request.HasField("token_ids"):
+            given = request.token_ids
+            token_ids = TokenIds(given.tokenizer, given.ids, given.lengths)
         embeddings = await self._embedder.embed(
-            request.texts, _input_type(request.input_type), dense=dense, sparse=sparse, model=model.name
+            request.texts, _input_type(request.input_type), dense=dense, sparse=sparse, model=model.name,
+            token_ids=token_ids,
         )
         backend = model.backend
         return {**_response_fields(embeddings, packed), "model_id": backend.model_id, "dimension": backend.dimension,
@@ -139,7 +144,7 @@ class EmbedderServicer(pb2_grpc.EmbedderServiceServicer):
             model_id=info.model_id, dimension=info.dimension, max_sequence_length=info.max_sequence_length,
             sparse_model_id=info.sparse_model_id, backend=info.backend, max_batch_size=info.max_batch_size,
             runtime=info.runtime, device=info.device, precision=info.precision, model=info.name,
-            models=[_model_info(each) for each in self._embedder.infos],
+            models=[_model_info(each) for each in self._embedder.infos], tokenizer=info.tokenizer,
         )
 
 
@@ -147,5 +152,5 @@ def _model_info(info: ModelInfo) -> pb2.ModelInfo:
     return pb2.ModelInfo(
         name=info.name, is_default=info.is_default, model_id=info.model_id, dimension=info.dimension,
         max_sequence_length=info.max_sequence_length, backend=info.backend, runtime=info.runtime, device=info.device,
-        precision=info.precision,
+        precision=info.precision, tokenizer=info.tokenizer,
     )

@@ -9,6 +9,7 @@ import grpc
 import pytest
 from ragmesh.embedder.v1 import embedder_service_pb2 as pb2
 from ragmesh_common.config import ConfigError, load
+from ragmesh_common.tokens import packed_ids
 from ragmesh_embedder.config import EmbedderSettings
 from ragmesh_embedder.service import Embedder
 
@@ -98,3 +99,42 @@ def test_settings_come_from_prefixed_environment_variables(monkeypatch):
     monkeypatch.setenv("RAGMESH_EMBEDDER_BACKEND", "tfidf")
     with pytest.raises(ConfigError, match="RAGMESH_EMBEDDER_BACKEND"):
         load(EmbedderSettings)
+
+
+def _tokens(ids: list[list[int]], *, tokenizer: str = "", lengths: list[int] | None = None) -> pb2.TokenIds:
+    return pb2.TokenIds(tokenizer=tokenizer, ids=packed_ids(ids),
+                        lengths=[len(i) for i in ids] if lengths is None else lengths)
+
+
+@pytest.mark.parametrize(
+    ("texts", "ids", "lengths", "field"),
+    [
+        (["one", "two"], [[101, 2028, 102]], None, "token_ids.lengths"),  # one length for two texts
+        (["one"], [[101, 2028, 102]], [4], "token_ids.ids"),  # 12 bytes, lengths say 16
+        (["one", "two"], [[101, 2028, 102], []], None, "token_ids.lengths[1]"),  # no tokens for a text
+        (["long"], [[101] + [2146] * 300 + [102]], None, "token_ids.lengths[0]"),  # past the 256-token window
+        (["one"], [[101, 30522, 102]], None, "token_ids.ids"),  # past the 30,522-token vocabulary
+        (["one"], [[101, -5, 102]], None, "token_ids.ids"),
+    ],
+)
+async def test_token_ids_that_do_not_fit_the_texts_are_rejected(local, rpc_error, texts, ids, lengths, field):
+    tokenizer = (await local.stub.GetModelInfo(pb2.GetModelInfoRequest())).tokenizer
+    error = await rpc_error(local.stub.Embed(pb2.EmbedRequest(
+        texts=texts, token_ids=_tokens(ids, tokenizer=tokenizer, lengths=lengths))))
+    assert (error.code, error.reason, error.domain) == (grpc.StatusCode.INVALID_ARGUMENT, "TOKEN_IDS_INVALID", DOMAIN)
+    assert [violation.field for violation in error.field_violations] == [field]
+
+
+async def test_token_ids_of_another_tokenizer_are_rejected(local, rpc_error):
+    error = await rpc_error(local.stub.Embed(pb2.EmbedRequest(
+        texts=["one"], token_ids=_tokens([[101, 2028, 102]], tokenizer="0123456789abcdef"))))
+    assert (error.code, error.reason, error.domain) == (grpc.StatusCode.INVALID_ARGUMENT, "TOKENIZER_MISMATCH", DOMAIN)
+    assert error.metadata["tokenizer"] == "0123456789abcdef"
+    assert error.metadata["model_tokenizer"] == (await local.stub.GetModelInfo(pb2.GetModelInfoRequest())).tokenizer
+
+
+async def test_a_model_without_a_tokenizer_takes_no_token_ids(hashed, rpc_error):
+    assert (await hashed.stub.GetModelInfo(pb2.GetModelInfoRequest())).tokenizer == ""
+    error = await rpc_error(hashed.stub.Embed(pb2.EmbedRequest(texts=["one"], token_ids=_tokens([[1, 2, 3]]))))
+    assert (error.code, error.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "TOKENIZER_MISMATCH")
+    assert "takes texts only" in error.message

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import numpy as np
 from ragmesh.embedder.v1 import embedder_service_pb2 as pb2
+from ragmesh_common.telemetry import setup_telemetry
+from ragmesh_common.tokens import packed_ids, tokenizer_fingerprint
+from ragmesh_embedder.config import EmbedderSettings
 
 DENSE, SPARSE = pb2.VECTOR_KIND_DENSE, pb2.VECTOR_KIND_SPARSE
 QUERY, DOCUMENT = pb2.INPUT_TYPE_QUERY, pb2.INPUT_TYPE_DOCUMENT
@@ -120,3 +124,40 @@ async def test_embed_stream_answers_every_request_by_id(local, vectors):
         unary = await local.stub.Embed(pb2.EmbedRequest(texts=texts, kinds=[DENSE]))
         assert answers[request_id].dimension == 384
         np.testing.assert_allclose(vectors(answers[request_id].embeddings), vectors(unary.embeddings), atol=1e-5)
+
+
+def _token_ids(texts: list[str]) -> pb2.TokenIds:
+    """The texts as the model's own tokenizer gives them, special tokens included (what the indexer sends)."""
+    from tokenizers import Tokenizer
+
+    tokenizer_json = Path(EmbedderSettings().model_path) / "tokenizer.json"
+    tokenizer = Tokenizer.from_file(str(tokenizer_json))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    ids = [tokenizer.encode(text).ids for text in texts]
+    return pb2.TokenIds(tokenizer=tokenizer_fingerprint(tokenizer_json), ids=packed_ids(ids),
+                        lengths=[len(i) for i in ids])
+
+
+async def test_the_model_names_its_tokenizer_for_callers_that_send_token_ids(local):
+    info = await local.stub.GetModelInfo(pb2.GetModelInfoRequest())
+    assert info.tokenizer == tokenizer_fingerprint(Path(EmbedderSettings().model_path) / "tokenizer.json")
+    assert len(info.tokenizer) == 16 and [m.tokenizer for m in info.models] == [info.tokenizer]
+
+
+async def test_texts_sent_with_their_token_ids_embed_as_the_texts_alone(local, vectors):
+    texts = ["short", "a somewhat longer sentence about the mercury thermometer and its inventor", "x y z"]
+    plain = await local.stub.Embed(pb2.EmbedRequest(texts=texts, input_type=DOCUMENT))
+    registry = setup_telemetry("embedder").registry
+
+    def pretokenized() -> float:
+        return registry.get_sample_value("ragmesh_embedder_pretokenized_texts_total", {"model": "default"}) or 0.0
+
+    before = pretokenized()
+    given = await local.stub.Embed(pb2.EmbedRequest(texts=texts, input_type=DOCUMENT, token_ids=_token_ids(texts)))
+    np.testing.assert_allclose(vectors(given.embeddings), vectors(plain.embeddings), atol=1e-5)
+    assert [e.token_count for e in given.embeddings] == [e.token_count for e in plain.embeddings]
+    assert [list(e.sparse.indices) for e in given.embeddings] == [list(e.sparse.indices) for e in plain.embeddings]
+    assert not any(e.truncated for e in given.embeddings)
+    # The texts were not tokenised here: the metric operators read says how many came with their tokens.
+    assert pretokenized() - before == 3

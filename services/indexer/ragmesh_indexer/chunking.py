@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import copy
 import functools
-import hashlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+import numpy as np
 from langchain_text_splitters import Language, MarkdownHeaderTextSplitter, RecursiveCharacterTextSplitter
-from tokenizers import Tokenizer
+from ragmesh_common.tokens import tokenizer_fingerprint
+from tokenizers import Encoding, Tokenizer
 
 # Bump when chunk boundaries change for the same input, so stored documents get re-chunked on re-ingest.
 CHUNKER_VERSION = 2
@@ -51,6 +52,9 @@ class Chunk:
     start: int
     separator: str
     tokens: int
+    # The chunk's model tokens (int32), special tokens included (`tokens` of them), from the tokenizer whose
+    # fingerprint is `Chunker.tokenizer`: what the embedder embeds when the chunk has no title or heading context.
+    token_ids: Sequence[int] = field(default=(), compare=False, repr=False)
 
 
 def code_language(filename: str) -> Language | None:
@@ -88,7 +92,7 @@ class Chunker:
         # than `encode` and gives the GIL up while it runs, so the model threads need not wait for a count.
         self._encode_counted = getattr(self._tokenizer, "encode_batch_fast", self._tokenizer.encode_batch)
         self._special_tokens = len(self._tokenizer.encode("", add_special_tokens=True).ids)
-        self._tokenizer_id = hashlib.sha256(tokenizer_file.read_bytes()).hexdigest()[:16]
+        self.tokenizer = tokenizer_fingerprint(tokenizer_file)
         self.chunk_tokens = chunk_tokens
         self.overlap_tokens = overlap_tokens
 
@@ -101,10 +105,17 @@ class Chunker:
 
     def count_tokens(self, text: str) -> int:
         """Model tokens of `text` as the embedder sees it, special tokens included."""
-        return len(self._encode_counted([text], add_special_tokens=True)[0])
+        return len(self._encoding(text))
+
+    def token_ids(self, text: str) -> np.ndarray:
+        """The model tokens of `text` as the embedder sees it, special tokens included (int32)."""
+        return np.asarray(self._encoding(text).ids, dtype=np.int32)
+
+    def _encoding(self, text: str) -> Encoding:
+        return self._encode_counted([text], add_special_tokens=True)[0]
 
     def _content_tokens(self, text: str) -> int:
-        return len(self._encode_counted([text], add_special_tokens=False)[0])
+        return len(self._encoding(text)) - self._special_tokens
 
     def limits(self, max_sequence_length: int) -> tuple[int, int]:
         """(chunk size, overlap) in tokens for a model that embeds `max_sequence_length` tokens whole."""
@@ -116,7 +127,7 @@ class Chunker:
         size, overlap = self.limits(max_sequence_length)
         language = code_language(filename)
         return {
-            "version": CHUNKER_VERSION, "tokens": size, "overlap": overlap, "tokenizer": self._tokenizer_id,
+            "version": CHUNKER_VERSION, "tokens": size, "overlap": overlap, "tokenizer": self.tokenizer,
             "splitter": language.value if language else "markdown",
         }
 
@@ -127,9 +138,14 @@ class Chunker:
         # Chunk budget without the special tokens the model adds once per chunk; the length function then
         # adds up (almost) exactly over the pieces the splitter merges.
         budget = size - self._special_tokens
-        # The splitter measures most pieces twice (splitting, then merging), and each measure is a tokenizer call
-        # that holds the GIL: measured once per call.
-        length = functools.cache(self._content_tokens)
+        # The splitter measures most pieces twice (splitting, then merging), and each measure is a tokenizer call:
+        # measured once per call. Each measure keeps the piece's token ids with its special tokens (4 bytes a token),
+        # so a chunk's tokens are at hand for the embedder.
+        ids_of = functools.cache(self.token_ids)
+
+        def length(piece: str) -> int:
+            return len(ids_of(piece)) - self._special_tokens
+
         splitter = RecursiveCharacterTextSplitter(
             separators=_separators(language),
             is_separator_regex=True,
@@ -162,9 +178,9 @@ class Chunker:
         previous_end = 0
         for start, piece in pieces:
             gap = "" if start < previous_end else text[previous_end:start]
-            # The post-processor only adds the special tokens around the content's own: the same count as
-            # count_tokens(piece), from the measure the splitter (mostly) made already.
-            chunks.append(Chunk(piece, start, gap, length(piece) + self._special_tokens))
+            # From the measure the splitter (mostly) made already.
+            ids = ids_of(piece)
+            chunks.append(Chunk(piece, start, gap, len(ids), ids))
             previous_end = max(previous_end, start + len(piece))
         return chunks
 

@@ -194,9 +194,10 @@ class BatchPipeline:
 
     async def _process_model(self, model_name: str, batch: list[_Doc], *, split_on_refusal: bool) -> None:
         texts = [t for d in batch for t in d.prepared.texts]
+        token_ids = [ids for d in batch for ids in d.prepared.token_ids]
         try:
             model = await self.indexer.model_info(model_name)
-            embeddings = await self.indexer.embed(texts, model)
+            embeddings = await self.indexer.embed(texts, model, token_ids)
         except RagmeshError as exc:
             if split_on_refusal and exc.code in _PER_DOCUMENT_RETRY:
                 for doc in batch:

@@ -26,6 +26,7 @@ from ragmesh_common import validation
 from ragmesh_common.clients import ServiceClient
 from ragmesh_common.errors import RagmeshError, invalid_argument, not_found
 from ragmesh_common.telemetry import Attr, annotate, setup_telemetry
+from ragmesh_common.tokens import packed_ids
 from ragmesh_common.vectors import dense_rows
 from ragmesh_store import ChunkPoint, CollectionNotFound, SearchDefaults, Sparse, Store
 from ragmesh_store.aio import store_call
@@ -138,6 +139,7 @@ class Prepared:
     outcome: IngestOutcome  # what the caller gets once the chunks are stored
     chunks: list[Chunk]
     texts: list[str]  # what each chunk is embedded as
+    token_ids: list[Sequence[int]]  # and its model tokens, when the model takes the chunker's (else each empty)
     payload: dict[str, object]  # the fields every chunk point carries
     replaces: bool  # an older version is stored: its leftover chunks are deleted after the upsert
     target: Target  # where it is written
@@ -273,7 +275,7 @@ class Indexer:
             content_hash = file_hash or self._content_hash(content, title, document.metadata, model, chunker)
             if locks is not None:
                 await locks.enter_async_context(self.locks.hold((collection, doc_id)))
-            stored_hash, stored_chunks, chunks, texts = await store_call(
+            stored_hash, stored_chunks, chunks, texts, token_ids = await store_call(
                 self._changed_chunks, target.physical, doc_id, content_hash, content, title, model, chunker,
                 executor=self._chunk_pool, inline=self._inline and len(content.text) <= INLINE_CHUNK_CHARS)
             if stored_hash == content_hash:
@@ -291,13 +293,14 @@ class Indexer:
             }
             outcome = _outcome("indexed", doc_id, len(chunks), collection, title, content, content_hash)
             end = max(c.start + len(c.text) for c in chunks)
-            return Prepared(outcome, chunks, texts, payload, replaces=stored_hash is not None, target=target,
-                            lines=line_ranges(content.text, chunks), tail=content.text[end:])
+            return Prepared(outcome, chunks, texts, token_ids, payload, replaces=stored_hash is not None,
+                            target=target, lines=line_ranges(content.text, chunks), tail=content.text[end:])
 
     def _changed_chunks(self, physical: str, doc_id: str, content_hash: str, content: _Content, title: str,
                         model: embedder_pb.GetModelInfoResponse, chunker: Chunker,
-                        ) -> tuple[str | None, int, list[Chunk], list[str]]:
-        """(the stored copy's content hash, its chunk count, the new chunks, their embedded texts): the stored
+                        ) -> tuple[str | None, int, list[Chunk], list[str], list[Sequence[int]]]:
+        """(the stored copy's content hash, its chunk count, the new chunks, their embedded texts and those texts'
+        model tokens (see `_split`)): the stored
         count only when the stored copy has `content_hash` (unchanged: nothing to chunk), else the chunks. One
         trip off the event loop for the lookup and the chunking (blocking: run in the chunk pool)."""
         try:
@@ -305,16 +308,18 @@ class Indexer:
         except CollectionNotFound:  # written by its first document
             stored_hash = None
         if stored_hash == content_hash:
-            return stored_hash, len(self.store.document_chunk_ids(physical, doc_id)), [], []
+            return stored_hash, len(self.store.document_chunk_ids(physical, doc_id)), [], [], []
         return stored_hash, 0, *self._split(content, title, model, chunker)
 
     def _split(self, content: _Content, title: str, model: embedder_pb.GetModelInfoResponse, chunker: Chunker,
-               ) -> tuple[list[Chunk], list[str]]:
-        """The chunks and the texts they are embedded as (blocking: run in a thread)."""
+               ) -> tuple[list[Chunk], list[str], list[Sequence[int]]]:
+        """The chunks, the texts they are embedded as, and those texts' model tokens when the model's tokenizer is
+        the chunker's (the embedder then does not tokenise them again; else each is empty). Blocking: run in a
+        thread."""
         chunks = chunker.split(content.text, max_sequence_length=model.max_sequence_length, filename=content.filename)
         paths = heading_paths(content.text, [c.start for c in chunks])
-        return chunks, [self._embedded_text(title, path, c, model, chunker)
-                        for c, path in zip(chunks, paths, strict=True)]
+        embedded = [self._embedded_text(title, path, c, model, chunker) for c, path in zip(chunks, paths, strict=True)]
+        return chunks, [text for text, _ in embedded], [ids for _, ids in embedded]
 
     def points(self, prepared: Prepared, embeddings: Sequence[tuple[list[float], embedder_pb.Embedding]],
                ) -> list[ChunkPoint]:
@@ -347,7 +352,7 @@ class Indexer:
         prepared = await self.prepare(document, None, target)
         if isinstance(prepared, IngestOutcome):
             return prepared
-        embeddings = await self.embed(prepared.texts, await self.model_info(target.model))
+        embeddings = await self.embed(prepared.texts, await self.model_info(target.model), prepared.token_ids)
         await self.write(target, [(prepared, self.points(prepared, embeddings))])
         return prepared.outcome
 
@@ -417,15 +422,22 @@ class Indexer:
                 self._models[model] = info
             return self._models[model]
 
-    def _embedded_text(self, title: str, headings: list[str], chunk: Chunk,
-                       model: embedder_pb.GetModelInfoResponse, chunker: Chunker) -> str:
+    def _embedded_text(self, title: str, headings: list[str], chunk: Chunk, model: embedder_pb.GetModelInfoResponse,
+                       chunker: Chunker) -> tuple[str, Sequence[int]]:
         """The chunk with its title/heading context, unless the context would push it past the model's
-        window (the model would then drop the chunk's end): then the chunk alone."""
+        window (the model would then drop the chunk's end): then the chunk alone. With its model tokens when the
+        model's tokenizer is the chunker's, else none."""
+        own = bool(model.tokenizer) and model.tokenizer == chunker.tokenizer
         text = embedded_text(title, headings, chunk.text)
         window = model.max_sequence_length
-        if window > 0 and text != chunk.text and chunker.count_tokens(text) > window:
-            return chunk.text
-        return text
+        if text == chunk.text:
+            return text, chunk.token_ids if own else ()
+        if not own and window <= 0:  # nothing to count the context against, and no tokens to send
+            return text, ()
+        ids = chunker.token_ids(text)
+        if window > 0 and len(ids) > window:
+            return chunk.text, chunk.token_ids if own else ()
+        return text, ids if own else ()
 
     async def _content(self, document: DocumentIn) -> _Content:
         if document.stored is not None:
@@ -494,17 +506,24 @@ class Indexer:
         }
         return hashlib.sha256(json.dumps(basis, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
-    async def embed(self, texts: list[str], model: embedder_pb.GetModelInfoResponse
-                    ) -> list[tuple[list[float], embedder_pb.Embedding]]:
+    async def embed(self, texts: list[str], model: embedder_pb.GetModelInfoResponse,
+                    token_ids: Sequence[Sequence[int]] = ()) -> list[tuple[list[float], embedder_pb.Embedding]]:
         """Dense and sparse vectors of the texts, in Embed calls of at most the embedder's max_batch_size texts,
-        sent together: each text's dense vector (sent packed) and its embedding."""
+        sent together: each text's dense vector (sent packed) and its embedding. `token_ids` (each text's model
+        tokens, from the model's own tokenizer) go with a call whose texts all have theirs."""
         size = model.max_batch_size if model.max_batch_size > 0 else len(texts)
         kinds = [embedder_pb.VECTOR_KIND_DENSE, embedder_pb.VECTOR_KIND_SPARSE]
+
+        def request(part: slice) -> embedder_pb.EmbedRequest:
+            ids = token_ids[part]
+            tokens = embedder_pb.TokenIds(tokenizer=model.tokenizer, ids=packed_ids(ids), lengths=list(map(len, ids))) \
+                if ids and all(map(len, ids)) else None
+            return embedder_pb.EmbedRequest(
+                texts=texts[part], input_type=embedder_pb.INPUT_TYPE_DOCUMENT, kinds=kinds,
+                dense_format=embedder_pb.DENSE_FORMAT_PACKED_FLOAT32, model=model.model, token_ids=tokens)
+
         calls: list[Awaitable[embedder_pb.EmbedResponse]] = [
-            self.embedder.call("Embed", embedder_pb.EmbedRequest(
-                texts=texts[i:i + size], input_type=embedder_pb.INPUT_TYPE_DOCUMENT, kinds=kinds,
-                dense_format=embedder_pb.DENSE_FORMAT_PACKED_FLOAT32, model=model.model))
-            for i in range(0, len(texts), size)
+            self.embedder.call("Embed", request(slice(i, i + size))) for i in range(0, len(texts), size)
         ]
         # Every call is awaited before one's refusal is raised: the caller's fallback (one document at a time)
         # must not find the embedder's queue still full of this batch's own texts.

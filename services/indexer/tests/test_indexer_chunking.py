@@ -77,6 +77,21 @@ async def test_token_counts_are_the_model_tokenizers_own(chunker_factory):
         assert chunker.count_tokens(text) == len(tokenizer.encode(text).ids)
         assert chunker.count_tokens(text) - chunker.count_tokens("") == len(
             tokenizer.encode(text, add_special_tokens=False).ids)
+        assert list(chunker.token_ids(text)) == tokenizer.encode(text).ids
+
+
+@pytest.mark.parametrize(("tokens", "overlap"), [(200, 0), (64, 20)])
+async def test_each_chunk_carries_the_model_tokens_it_is_embedded_as(chunker_factory, tokens, overlap):
+    """The ids the indexer sends the embedder (so that it does not tokenise the chunk again) are exactly what the
+    model's tokenizer makes of the chunk's text, special tokens included, overlapped chunks and cut words too."""
+    tokenizer = Tokenizer.from_file(str(IndexerSettings().tokenizer_path / "tokenizer.json"))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    chunks = chunker_factory(tokens, overlap).split(long_markdown() + "\n" + "x" * 2000, max_sequence_length=256)
+    assert len(chunks) > 5
+    for chunk in chunks:
+        assert list(chunk.token_ids) == tokenizer.encode(chunk.text).ids
+        assert len(chunk.token_ids) == chunk.tokens
 
 
 async def test_chunk_size_is_capped_by_the_model_window(chunker_factory):

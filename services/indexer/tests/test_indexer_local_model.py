@@ -7,6 +7,9 @@ import pytest
 from ragmesh.embedder.v1 import embedder_service_pb2 as embedder_pb
 from ragmesh.indexer.v1 import indexer_service_pb2 as pb
 from ragmesh.search.v1 import search_service_pb2 as search_pb
+from ragmesh_common.telemetry import setup_telemetry
+from ragmesh_indexer.context import embedded_text, heading_paths
+from ragmesh_store import Query
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -52,4 +55,35 @@ async def test_real_model_embeds_every_chunk_whole_and_search_finds_the_document
         reply = await search.Search(search_pb.SearchRequest(
             query=query, collections=["real"], mode=search_pb.SEARCH_MODE_DENSE, top_k=1))
         assert reply.results[0].doc_id == expected
+    await mesh.stop()
+
+
+async def test_chunks_reach_the_embedder_as_their_tokens_and_embed_as_their_texts(mesh_factory):
+    """The indexer sends each chunk's model tokens (from its chunking), so the embedder does not tokenise it again;
+    the vectors are those of the texts: each chunk's embedded text (title and heading context, then the chunk) finds
+    that chunk first with a cosine of 1."""
+    mesh = await mesh_factory(embedder_backend="local", embedder={"precision": "fp32"}, indexer={"chunk_tokens": 64})
+    indexer, embedder = mesh.stub("indexer"), mesh.stub("embedder")
+    registry = setup_telemetry("embedder").registry
+
+    def pretokenized() -> float:
+        return registry.get_sample_value("ragmesh_embedder_pretokenized_texts_total", {"model": "default"}) or 0.0
+
+    before = pretokenized()
+    title = "Allotment handbook"
+    text = f"{GARDEN}\n\n## Pests\n\n{NOTES.split(chr(10), 2)[2][:1500]}"
+    result = (await indexer.IngestDocument(pb.IngestDocumentRequest(
+        document=pb.DocumentInput(collection="tokens", doc_id="handbook", text=text, title=title)))).result
+    chunks = mesh.store.document_chunks("tokens", "handbook")
+    assert result.chunks == len(chunks) > 5
+    assert pretokenized() - before == len(chunks)
+
+    paths = heading_paths(text, [c.payload["start"] for c in chunks])
+    embedded = [embedded_text(title, path, c.payload["text"]) for c, path in zip(chunks, paths, strict=True)]
+    assert sum(e != c.payload["text"] for e, c in zip(embedded, chunks, strict=True)) >= len(chunks) - 1
+    fresh = await embedder.Embed(embedder_pb.EmbedRequest(
+        texts=embedded, input_type=embedder_pb.INPUT_TYPE_DOCUMENT, kinds=[embedder_pb.VECTOR_KIND_DENSE]))
+    for chunk, embedding in zip(chunks, fresh.embeddings, strict=True):
+        [best] = mesh.store.query("tokens", Query(mode="dense", limit=1, dense=list(embedding.dense)))
+        assert best.id == chunk.id and best.score == pytest.approx(1.0, abs=1e-5)
     await mesh.stop()

@@ -24,39 +24,41 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*ragmesh/embedder/v1/embedder_service.proto\x12\x13ragmesh.embedder.v1\"\xc8\x01\n\x0c\x45mbedRequest\x12\r\n\x05texts\x18\x01 \x03(\t\x12\x32\n\ninput_type\x18\x02 \x01(\x0e\x32\x1e.ragmesh.embedder.v1.InputType\x12.\n\x05kinds\x18\x03 \x03(\x0e\x32\x1f.ragmesh.embedder.v1.VectorKind\x12\x36\n\x0c\x64\x65nse_format\x18\x04 \x01(\x0e\x32 .ragmesh.embedder.v1.DenseFormat\x12\r\n\x05model\x18\x05 \x01(\t\"\xaf\x01\n\rEmbedResponse\x12\x32\n\nembeddings\x18\x01 \x03(\x0b\x32\x1e.ragmesh.embedder.v1.Embedding\x12\x10\n\x08model_id\x18\x02 \x01(\t\x12\x11\n\tdimension\x18\x03 \x01(\x05\x12\x36\n\x0c\x64\x65nse_matrix\x18\x04 \x01(\x0b\x32 .ragmesh.embedder.v1.DenseMatrix\x12\r\n\x05model\x18\x05 \x01(\t\"\xe2\x01\n\x12\x45mbedStreamRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05texts\x18\x02 \x03(\t\x12\x32\n\ninput_type\x18\x03 \x01(\x0e\x32\x1e.ragmesh.embedder.v1.InputType\x12.\n\x05kinds\x18\x04 \x03(\x0e\x32\x1f.ragmesh.embedder.v1.VectorKind\x12\x36\n\x0c\x64\x65nse_format\x18\x05 \x01(\x0e\x32 .ragmesh.embedder.v1.DenseFormat\x12\r\n\x05model\x18\x06 \x01(\t\"\xc9\x01\n\x13\x45mbedStreamResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x32\n\nembeddings\x18\x02 \x03(\x0b\x32\x1e.ragmesh.embedder.v1.Embedding\x12\x10\n\x08model_id\x18\x03 \x01(\t\x12\x11\n\tdimension\x18\x04 \x01(\x05\x12\x36\n\x0c\x64\x65nse_matrix\x18\x05 \x01(\x0b\x32 .ragmesh.embedder.v1.DenseMatrix\x12\r\n\x05model\x18\x06 \x01(\t\":\n\x0b\x44\x65nseMatrix\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0c\n\x04rows\x18\x02 \x01(\x05\x12\x0f\n\x07\x63olumns\x18\x03 \x01(\x05\"u\n\tEmbedding\x12\r\n\x05\x64\x65nse\x18\x01 \x03(\x02\x12\x31\n\x06sparse\x18\x02 \x01(\x0b\x32!.ragmesh.embedder.v1.SparseVector\x12\x13\n\x0btoken_count\x18\x03 \x01(\x05\x12\x11\n\ttruncated\x18\x04 \x01(\x08\"/\n\x0cSparseVector\x12\x0f\n\x07indices\x18\x01 \x03(\r\x12\x0e\n\x06values\x18\x02 \x03(\x02\"$\n\x13GetModelInfoRequest\x12\r\n\x05model\x18\x01 \x01(\t\"\x8d\x02\n\x14GetModelInfoResponse\x12\x10\n\x08model_id\x18\x01 \x01(\t\x12\x11\n\tdimension\x18\x02 \x01(\x05\x12\x1b\n\x13max_sequence_length\x18\x03 \x01(\x05\x12\x17\n\x0fsparse_model_id\x18\x04 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x05 \x01(\t\x12\x16\n\x0emax_batch_size\x18\x06 \x01(\x05\x12\x0f\n\x07runtime\x18\x07 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x08 \x01(\t\x12\x11\n\tprecision\x18\t \x01(\t\x12\r\n\x05model\x18\n \x01(\t\x12.\n\x06models\x18\x0b \x03(\x0b\x32\x1e.ragmesh.embedder.v1.ModelInfo\"\xb4\x01\n\tModelInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nis_default\x18\x02 \x01(\x08\x12\x10\n\x08model_id\x18\x03 \x01(\t\x12\x11\n\tdimension\x18\x04 \x01(\x05\x12\x1b\n\x13max_sequence_length\x18\x05 \x01(\x05\x12\x0f\n\x07\x62\x61\x63kend\x18\x06 \x01(\t\x12\x0f\n\x07runtime\x18\x07 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x08 \x01(\t\x12\x11\n\tprecision\x18\t \x01(\t*V\n\tInputType\x12\x1a\n\x16INPUT_TYPE_UNSPECIFIED\x10\x00\x12\x14\n\x10INPUT_TYPE_QUERY\x10\x01\x12\x17\n\x13INPUT_TYPE_DOCUMENT\x10\x02*e\n\x0b\x44\x65nseFormat\x12\x1c\n\x18\x44\x45NSE_FORMAT_UNSPECIFIED\x10\x00\x12\x17\n\x13\x44\x45NSE_FORMAT_FLOATS\x10\x01\x12\x1f\n\x1b\x44\x45NSE_FORMAT_PACKED_FLOAT32\x10\x02*X\n\nVectorKind\x12\x1b\n\x17VECTOR_KIND_UNSPECIFIED\x10\x00\x12\x15\n\x11VECTOR_KIND_DENSE\x10\x01\x12\x16\n\x12VECTOR_KIND_SPARSE\x10\x02\x32\xac\x02\n\x0f\x45mbedderService\x12N\n\x05\x45mbed\x12!.ragmesh.embedder.v1.EmbedRequest\x1a\".ragmesh.embedder.v1.EmbedResponse\x12\x64\n\x0b\x45mbedStream\x12\'.ragmesh.embedder.v1.EmbedStreamRequest\x1a(.ragmesh.embedder.v1.EmbedStreamResponse(\x01\x30\x01\x12\x63\n\x0cGetModelInfo\x12(.ragmesh.embedder.v1.GetModelInfoRequest\x1a).ragmesh.embedder.v1.GetModelInfoResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*ragmesh/embedder/v1/embedder_service.proto\x12\x13ragmesh.embedder.v1\"\xfa\x01\n\x0c\x45mbedRequest\x12\r\n\x05texts\x18\x01 \x03(\t\x12\x32\n\ninput_type\x18\x02 \x01(\x0e\x32\x1e.ragmesh.embedder.v1.InputType\x12.\n\x05kinds\x18\x03 \x03(\x0e\x32\x1f.ragmesh.embedder.v1.VectorKind\x12\x36\n\x0c\x64\x65nse_format\x18\x04 \x01(\x0e\x32 .ragmesh.embedder.v1.DenseFormat\x12\r\n\x05model\x18\x05 \x01(\t\x12\x30\n\ttoken_ids\x18\x06 \x01(\x0b\x32\x1d.ragmesh.embedder.v1.TokenIds\";\n\x08TokenIds\x12\x11\n\ttokenizer\x18\x01 \x01(\t\x12\x0b\n\x03ids\x18\x02 \x01(\x0c\x12\x0f\n\x07lengths\x18\x03 \x03(\r\"\xaf\x01\n\rEmbedResponse\x12\x32\n\nembeddings\x18\x01 \x03(\x0b\x32\x1e.ragmesh.embedder.v1.Embedding\x12\x10\n\x08model_id\x18\x02 \x01(\t\x12\x11\n\tdimension\x18\x03 \x01(\x05\x12\x36\n\x0c\x64\x65nse_matrix\x18\x04 \x01(\x0b\x32 .ragmesh.embedder.v1.DenseMatrix\x12\r\n\x05model\x18\x05 \x01(\t\"\x94\x02\n\x12\x45mbedStreamRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05texts\x18\x02 \x03(\t\x12\x32\n\ninput_type\x18\x03 \x01(\x0e\x32\x1e.ragmesh.embedder.v1.InputType\x12.\n\x05kinds\x18\x04 \x03(\x0e\x32\x1f.ragmesh.embedder.v1.VectorKind\x12\x36\n\x0c\x64\x65nse_format\x18\x05 \x01(\x0e\x32 .ragmesh.embedder.v1.DenseFormat\x12\r\n\x05model\x18\x06 \x01(\t\x12\x30\n\ttoken_ids\x18\x07 \x01(\x0b\x32\x1d.ragmesh.embedder.v1.TokenIds\"\xc9\x01\n\x13\x45mbedStreamResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x32\n\nembeddings\x18\x02 \x03(\x0b\x32\x1e.ragmesh.embedder.v1.Embedding\x12\x10\n\x08model_id\x18\x03 \x01(\t\x12\x11\n\tdimension\x18\x04 \x01(\x05\x12\x36\n\x0c\x64\x65nse_matrix\x18\x05 \x01(\x0b\x32 .ragmesh.embedder.v1.DenseMatrix\x12\r\n\x05model\x18\x06 \x01(\t\":\n\x0b\x44\x65nseMatrix\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0c\n\x04rows\x18\x02 \x01(\x05\x12\x0f\n\x07\x63olumns\x18\x03 \x01(\x05\"u\n\tEmbedding\x12\r\n\x05\x64\x65nse\x18\x01 \x03(\x02\x12\x31\n\x06sparse\x18\x02 \x01(\x0b\x32!.ragmesh.embedder.v1.SparseVector\x12\x13\n\x0btoken_count\x18\x03 \x01(\x05\x12\x11\n\ttruncated\x18\x04 \x01(\x08\"/\n\x0cSparseVector\x12\x0f\n\x07indices\x18\x01 \x03(\r\x12\x0e\n\x06values\x18\x02 \x03(\x02\"$\n\x13GetModelInfoRequest\x12\r\n\x05model\x18\x01 \x01(\t\"\xa0\x02\n\x14GetModelInfoResponse\x12\x10\n\x08model_id\x18\x01 \x01(\t\x12\x11\n\tdimension\x18\x02 \x01(\x05\x12\x1b\n\x13max_sequence_length\x18\x03 \x01(\x05\x12\x17\n\x0fsparse_model_id\x18\x04 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x05 \x01(\t\x12\x16\n\x0emax_batch_size\x18\x06 \x01(\x05\x12\x0f\n\x07runtime\x18\x07 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x08 \x01(\t\x12\x11\n\tprecision\x18\t \x01(\t\x12\r\n\x05model\x18\n \x01(\t\x12.\n\x06models\x18\x0b \x03(\x0b\x32\x1e.ragmesh.embedder.v1.ModelInfo\x12\x11\n\ttokenizer\x18\x0c \x01(\t\"\xc7\x01\n\tModelInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nis_default\x18\x02 \x01(\x08\x12\x10\n\x08model_id\x18\x03 \x01(\t\x12\x11\n\tdimension\x18\x04 \x01(\x05\x12\x1b\n\x13max_sequence_length\x18\x05 \x01(\x05\x12\x0f\n\x07\x62\x61\x63kend\x18\x06 \x01(\t\x12\x0f\n\x07runtime\x18\x07 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x08 \x01(\t\x12\x11\n\tprecision\x18\t \x01(\t\x12\x11\n\ttokenizer\x18\n \x01(\t*V\n\tInputType\x12\x1a\n\x16INPUT_TYPE_UNSPECIFIED\x10\x00\x12\x14\n\x10INPUT_TYPE_QUERY\x10\x01\x12\x17\n\x13INPUT_TYPE_DOCUMENT\x10\x02*e\n\x0b\x44\x65nseFormat\x12\x1c\n\x18\x44\x45NSE_FORMAT_UNSPECIFIED\x10\x00\x12\x17\n\x13\x44\x45NSE_FORMAT_FLOATS\x10\x01\x12\x1f\n\x1b\x44\x45NSE_FORMAT_PACKED_FLOAT32\x10\x02*X\n\nVectorKind\x12\x1b\n\x17VECTOR_KIND_UNSPECIFIED\x10\x00\x12\x15\n\x11VECTOR_KIND_DENSE\x10\x01\x12\x16\n\x12VECTOR_KIND_SPARSE\x10\x02\x32\xac\x02\n\x0f\x45mbedderService\x12N\n\x05\x45mbed\x12!.ragmesh.embedder.v1.EmbedRequest\x1a\".ragmesh.embedder.v1.EmbedResponse\x12\x64\n\x0b\x45mbedStream\x12\'.ragmesh.embedder.v1.EmbedStreamRequest\x1a(.ragmesh.embedder.v1.EmbedStreamResponse(\x01\x30\x01\x12\x63\n\x0cGetModelInfo\x12(.ragmesh.embedder.v1.GetModelInfoRequest\x1a).ragmesh.embedder.v1.GetModelInfoResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ragmesh.embedder.v1.embedder_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_INPUTTYPE']._serialized_start=1602
-  _globals['_INPUTTYPE']._serialized_end=1688
-  _globals['_DENSEFORMAT']._serialized_start=1690
-  _globals['_DENSEFORMAT']._serialized_end=1791
-  _globals['_VECTORKIND']._serialized_start=1793
-  _globals['_VECTORKIND']._serialized_end=1881
+  _globals['_INPUTTYPE']._serialized_start=1801
+  _globals['_INPUTTYPE']._serialized_end=1887
+  _globals['_DENSEFORMAT']._serialized_start=1889
+  _globals['_DENSEFORMAT']._serialized_end=1990
+  _globals['_VECTORKIND']._serialized_start=1992
+  _globals['_VECTORKIND']._serialized_end=2080
   _globals['_EMBEDREQUEST']._serialized_start=68
-  _globals['_EMBEDREQUEST']._serialized_end=268
-  _globals['_EMBEDRESPONSE']._serialized_start=271
-  _globals['_EMBEDRESPONSE']._serialized_end=446
-  _globals['_EMBEDSTREAMREQUEST']._serialized_start=449
-  _globals['_EMBEDSTREAMREQUEST']._serialized_end=675
-  _globals['_EMBEDSTREAMRESPONSE']._serialized_start=678
-  _globals['_EMBEDSTREAMRESPONSE']._serialized_end=879
-  _globals['_DENSEMATRIX']._serialized_start=881
-  _globals['_DENSEMATRIX']._serialized_end=939
-  _globals['_EMBEDDING']._serialized_start=941
-  _globals['_EMBEDDING']._serialized_end=1058
-  _globals['_SPARSEVECTOR']._serialized_start=1060
-  _globals['_SPARSEVECTOR']._serialized_end=1107
-  _globals['_GETMODELINFOREQUEST']._serialized_start=1109
-  _globals['_GETMODELINFOREQUEST']._serialized_end=1145
-  _globals['_GETMODELINFORESPONSE']._serialized_start=1148
-  _globals['_GETMODELINFORESPONSE']._serialized_end=1417
-  _globals['_MODELINFO']._serialized_start=1420
-  _globals['_MODELINFO']._serialized_end=1600
-  _globals['_EMBEDDERSERVICE']._serialized_start=1884
-  _globals['_EMBEDDERSERVICE']._serialized_end=2184
+  _globals['_EMBEDREQUEST']._serialized_end=318
+  _globals['_TOKENIDS']._serialized_start=320
+  _globals['_TOKENIDS']._serialized_end=379
+  _globals['_EMBEDRESPONSE']._serialized_start=382
+  _globals['_EMBEDRESPONSE']._serialized_end=557
+  _globals['_EMBEDSTREAMREQUEST']._serialized_start=560
+  _globals['_EMBEDSTREAMREQUEST']._serialized_end=836
+  _globals['_EMBEDSTREAMRESPONSE']._serialized_start=839
+  _globals['_EMBEDSTREAMRESPONSE']._serialized_end=1040
+  _globals['_DENSEMATRIX']._serialized_start=1042
+  _globals['_DENSEMATRIX']._serialized_end=1100
+  _globals['_EMBEDDING']._serialized_start=1102
+  _globals['_EMBEDDING']._serialized_end=1219
+  _globals['_SPARSEVECTOR']._serialized_start=1221
+  _globals['_SPARSEVECTOR']._serialized_end=1268
+  _globals['_GETMODELINFOREQUEST']._serialized_start=1270
+  _globals['_GETMODELINFOREQUEST']._serialized_end=1306
+  _globals['_GETMODELINFORESPONSE']._serialized_start=1309
+  _globals['_GETMODELINFORESPONSE']._serialized_end=1597
+  _globals['_MODELINFO']._serialized_start=1600
+  _globals['_MODELINFO']._serialized_end=1799
+  _globals['_EMBEDDERSERVICE']._serialized_start=2083
+  _globals['_EMBEDDERSERVICE']._serialized_end=2383
 # @@protoc_insertion_point(module_scope)

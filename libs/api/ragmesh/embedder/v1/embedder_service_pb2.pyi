@@ -35,18 +35,30 @@ VECTOR_KIND_DENSE: VectorKind
 VECTOR_KIND_SPARSE: VectorKind
 
 class EmbedRequest(_message.Message):
-    __slots__ = ("texts", "input_type", "kinds", "dense_format", "model")
+    __slots__ = ("texts", "input_type", "kinds", "dense_format", "model", "token_ids")
     TEXTS_FIELD_NUMBER: _ClassVar[int]
     INPUT_TYPE_FIELD_NUMBER: _ClassVar[int]
     KINDS_FIELD_NUMBER: _ClassVar[int]
     DENSE_FORMAT_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     texts: _containers.RepeatedScalarFieldContainer[str]
     input_type: InputType
     kinds: _containers.RepeatedScalarFieldContainer[VectorKind]
     dense_format: DenseFormat
     model: str
-    def __init__(self, texts: _Optional[_Iterable[str]] = ..., input_type: _Optional[_Union[InputType, str]] = ..., kinds: _Optional[_Iterable[_Union[VectorKind, str]]] = ..., dense_format: _Optional[_Union[DenseFormat, str]] = ..., model: _Optional[str] = ...) -> None: ...
+    token_ids: TokenIds
+    def __init__(self, texts: _Optional[_Iterable[str]] = ..., input_type: _Optional[_Union[InputType, str]] = ..., kinds: _Optional[_Iterable[_Union[VectorKind, str]]] = ..., dense_format: _Optional[_Union[DenseFormat, str]] = ..., model: _Optional[str] = ..., token_ids: _Optional[_Union[TokenIds, _Mapping]] = ...) -> None: ...
+
+class TokenIds(_message.Message):
+    __slots__ = ("tokenizer", "ids", "lengths")
+    TOKENIZER_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    LENGTHS_FIELD_NUMBER: _ClassVar[int]
+    tokenizer: str
+    ids: bytes
+    lengths: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, tokenizer: _Optional[str] = ..., ids: _Optional[bytes] = ..., lengths: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class EmbedResponse(_message.Message):
     __slots__ = ("embeddings", "model_id", "dimension", "dense_matrix", "model")
@@ -63,20 +75,22 @@ class EmbedResponse(_message.Message):
     def __init__(self, embeddings: _Optional[_Iterable[_Union[Embedding, _Mapping]]] = ..., model_id: _Optional[str] = ..., dimension: _Optional[int] = ..., dense_matrix: _Optional[_Union[DenseMatrix, _Mapping]] = ..., model: _Optional[str] = ...) -> None: ...
 
 class EmbedStreamRequest(_message.Message):
-    __slots__ = ("request_id", "texts", "input_type", "kinds", "dense_format", "model")
+    __slots__ = ("request_id", "texts", "input_type", "kinds", "dense_format", "model", "token_ids")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TEXTS_FIELD_NUMBER: _ClassVar[int]
     INPUT_TYPE_FIELD_NUMBER: _ClassVar[int]
     KINDS_FIELD_NUMBER: _ClassVar[int]
     DENSE_FORMAT_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     texts: _containers.RepeatedScalarFieldContainer[str]
     input_type: InputType
     kinds: _containers.RepeatedScalarFieldContainer[VectorKind]
     dense_format: DenseFormat
     model: str
-    def __init__(self, request_id: _Optional[str] = ..., texts: _Optional[_Iterable[str]] = ..., input_type: _Optional[_Union[InputType, str]] = ..., kinds: _Optional[_Iterable[_Union[VectorKind, str]]] = ..., dense_format: _Optional[_Union[DenseFormat, str]] = ..., model: _Optional[str] = ...) -> None: ...
+    token_ids: TokenIds
+    def __init__(self, request_id: _Optional[str] = ..., texts: _Optional[_Iterable[str]] = ..., input_type: _Optional[_Union[InputType, str]] = ..., kinds: _Optional[_Iterable[_Union[VectorKind, str]]] = ..., dense_format: _Optional[_Union[DenseFormat, str]] = ..., model: _Optional[str] = ..., token_ids: _Optional[_Union[TokenIds, _Mapping]] = ...) -> None: ...
 
 class EmbedStreamResponse(_message.Message):
     __slots__ = ("request_id", "embeddings", "model_id", "dimension", "dense_matrix", "model")
@@ -131,7 +145,7 @@ class GetModelInfoRequest(_message.Message):
     def __init__(self, model: _Optional[str] = ...) -> None: ...
 
 class GetModelInfoResponse(_message.Message):
-    __slots__ = ("model_id", "dimension", "max_sequence_length", "sparse_model_id", "backend", "max_batch_size", "runtime", "device", "precision", "model", "models")
+    __slots__ = ("model_id", "dimension", "max_sequence_length", "sparse_model_id", "backend", "max_batch_size", "runtime", "device", "precision", "model", "models", "tokenizer")
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     DIMENSION_FIELD_NUMBER: _ClassVar[int]
     MAX_SEQUENCE_LENGTH_FIELD_NUMBER: _ClassVar[int]
@@ -143,6 +157,7 @@ class GetModelInfoResponse(_message.Message):
     PRECISION_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     MODELS_FIELD_NUMBER: _ClassVar[int]
+    TOKENIZER_FIELD_NUMBER: _ClassVar[int]
     model_id: str
     dimension: int
     max_sequence_length: int
@@ -154,10 +169,11 @@ class GetModelInfoResponse(_message.Message):
     precision: str
     model: str
     models: _containers.RepeatedCompositeFieldContainer[ModelInfo]
-    def __init__(self, model_id: _Optional[str] = ..., dimension: _Optional[int] = ..., max_sequence_length: _Optional[int] = ..., sparse_model_id: _Optional[str] = ..., backend: _Optional[str] = ..., max_batch_size: _Optional[int] = ..., runtime: _Optional[str] = ..., device: _Optional[str] = ..., precision: _Optional[str] = ..., model: _Optional[str] = ..., models: _Optional[_Iterable[_Union[ModelInfo, _Mapping]]] = ...) -> None: ...
+    tokenizer: str
+    def __init__(self, model_id: _Optional[str] = ..., dimension: _Optional[int] = ..., max_sequence_length: _Optional[int] = ..., sparse_model_id: _Optional[str] = ..., backend: _Optional[str] = ..., max_batch_size: _Optional[int] = ..., runtime: _Optional[str] = ..., device: _Optional[str] = ..., precision: _Optional[str] = ..., model: _Optional[str] = ..., models: _Optional[_Iterable[_Union[ModelInfo, _Mapping]]] = ..., tokenizer: _Optional[str] = ...) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("name", "is_default", "model_id", "dimension", "max_sequence_length", "backend", "runtime", "device", "precision")
+    __slots__ = ("name", "is_default", "model_id", "dimension", "max_sequence_length", "backend", "runtime", "device", "precision", "tokenizer")
     NAME_FIELD_NUMBER: _ClassVar[int]
     IS_DEFAULT_FIELD_NUMBER: _ClassVar[int]
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
@@ -167,6 +183,7 @@ class ModelInfo(_message.Message):
     RUNTIME_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     PRECISION_FIELD_NUMBER: _ClassVar[int]
+    TOKENIZER_FIELD_NUMBER: _ClassVar[int]
     name: str
     is_default: bool
     model_id: str
@@ -176,4 +193,5 @@ class ModelInfo(_message.Message):
     runtime: str
     device: str
     precision: str
-    def __init__(self, name: _Optional[str] = ..., is_default: _Optional[bool] = ..., model_id: _Optional[str] = ..., dimension: _Optional[int] = ..., max_sequence_length: _Optional[int] = ..., backend: _Optional[str] = ..., runtime: _Optional[str] = ..., device: _Optional[str] = ..., precision: _Optional[str] = ...) -> None: ...
+    tokenizer: str
+    def __init__(self, name: _Optional[str] = ..., is_default: _Optional[bool] = ..., model_id: _Optional[str] = ..., dimension: _Optional[int] = ..., max_sequence_length: _Optional[int] = ..., backend: _Optional[str] = ..., runtime: _Optional[str] = ..., device: _Optional[str] = ..., precision: _Optional[str] = ..., tokenizer: _Optional[str] = ...) -> None: ...

@@ -31,7 +31,8 @@ class EmbedderServiceStub:
 
     Errors are google.rpc.Status values with one google.rpc.ErrorInfo in the domain "embedder.ragmesh":
     TEXTS_EMPTY, TEXT_EMPTY, TOO_MANY_TEXTS, TEXT_TOO_LONG, VECTOR_KIND_INVALID, INPUT_TYPE_INVALID,
-    DENSE_FORMAT_INVALID, EMBEDDING_BACKEND_FAILED, QUEUE_FULL (RESOURCE_EXHAUSTED), EMBEDDER_STOPPING
+    DENSE_FORMAT_INVALID, TOKEN_IDS_INVALID, TOKENIZER_MISMATCH, EMBEDDING_BACKEND_FAILED, QUEUE_FULL
+    (RESOURCE_EXHAUSTED), EMBEDDER_STOPPING
     (UNAVAILABLE), MODEL_NOT_FOUND (NOT_FOUND; metadata "model" is the name asked for, "models" the served names,
     comma-separated).
 
@@ -69,7 +70,8 @@ class EmbedderServiceServicer:
 
     Errors are google.rpc.Status values with one google.rpc.ErrorInfo in the domain "embedder.ragmesh":
     TEXTS_EMPTY, TEXT_EMPTY, TOO_MANY_TEXTS, TEXT_TOO_LONG, VECTOR_KIND_INVALID, INPUT_TYPE_INVALID,
-    DENSE_FORMAT_INVALID, EMBEDDING_BACKEND_FAILED, QUEUE_FULL (RESOURCE_EXHAUSTED), EMBEDDER_STOPPING
+    DENSE_FORMAT_INVALID, TOKEN_IDS_INVALID, TOKENIZER_MISMATCH, EMBEDDING_BACKEND_FAILED, QUEUE_FULL
+    (RESOURCE_EXHAUSTED), EMBEDDER_STOPPING
     (UNAVAILABLE), MODEL_NOT_FOUND (NOT_FOUND; metadata "model" is the name asked for, "models" the served names,
     comma-separated).
 
@@ -131,7 +133,8 @@ class EmbedderService:
 
     Errors are google.rpc.Status values with one google.rpc.ErrorInfo in the domain "embedder.ragmesh":
     TEXTS_EMPTY, TEXT_EMPTY, TOO_MANY_TEXTS, TEXT_TOO_LONG, VECTOR_KIND_INVALID, INPUT_TYPE_INVALID,
-    DENSE_FORMAT_INVALID, EMBEDDING_BACKEND_FAILED, QUEUE_FULL (RESOURCE_EXHAUSTED), EMBEDDER_STOPPING
+    DENSE_FORMAT_INVALID, TOKEN_IDS_INVALID, TOKENIZER_MISMATCH, EMBEDDING_BACKEND_FAILED, QUEUE_FULL
+    (RESOURCE_EXHAUSTED), EMBEDDER_STOPPING
     (UNAVAILABLE), MODEL_NOT_FOUND (NOT_FOUND; metadata "model" is the name asked for, "models" the served names,
     comma-separated).
 
