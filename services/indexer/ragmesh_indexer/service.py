@@ -299,10 +299,10 @@ class Indexer:
     def _changed_chunks(self, physical: str, doc_id: str, content_hash: str, content: _Content, title: str,
                         model: embedder_pb.GetModelInfoResponse, chunker: Chunker,
                         ) -> tuple[str | None, int, list[Chunk], list[str], list[Sequence[int]]]:
-        """(the stored copy's content hash, its chunk count, the new chunks, their embedded texts and those texts'
-        model tokens (see `_split`)): the stored
-        count only when the stored copy has `content_hash` (unchanged: nothing to chunk), else the chunks. One
-        trip off the event loop for the lookup and the chunking (blocking: run in the chunk pool)."""
+        """(the stored copy's content hash, its chunk count, the new chunks, their embedded texts, and those texts'
+        model tokens (see `_split`)): the stored count only when the stored copy has `content_hash` (unchanged:
+        nothing to chunk), else the chunks. One trip off the event loop for the lookup and the chunking (blocking:
+        run in the chunk pool)."""
         try:
             stored_hash = self.store.document_hash(physical, doc_id)
         except CollectionNotFound:  # written by its first document
