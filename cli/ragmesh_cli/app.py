@@ -36,9 +36,15 @@ def _setup_logging(service: str, *, stderr: bool = False) -> None:
     setup_logging(service, os.environ.get("RAGMESH_LOG_LEVEL", "INFO").upper(), sys.stderr if stderr else None)
 
 
-def _run(coro) -> None:
+def _run(coro, *, serving: bool = False) -> None:
+    """Run a command's coroutine; `serving` (up, serve): on the event loop RAGMESH_EVENT_LOOP names."""
     try:
-        asyncio.run(coro)
+        if serving:
+            from ragmesh_common.loop import run
+
+            run(coro)
+        else:
+            asyncio.run(coro)
     except ConfigError as exc:
         # Not wrapped at the terminal's width: one line per problem, whole, for people and for grep.
         console.print(f"ragmesh: {exc.code}", style="red", soft_wrap=True)
@@ -70,7 +76,7 @@ def up() -> None:
     # `ragmesh index` works on the folder `up` was started in (and below it) unless told otherwise.
     os.environ.setdefault("RAGMESH_INDEXER_ROOTS", os.getcwd())
     _setup_logging("ragmesh")
-    _run(mesh.run(mesh.ALL, local=True))
+    _run(mesh.run(mesh.ALL, local=True), serving=True)
 
 
 @app.command()
@@ -87,7 +93,7 @@ def serve(
         console.print(f"ragmesh: {exc.code}", style="red", soft_wrap=True)
         raise typer.Exit(2) from None
     _setup_logging("+".join(names))
-    _run(mesh.run(names, local=False))
+    _run(mesh.run(names, local=False), serving=True)
 
 
 @app.command()

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from ragmesh_common.config import SERVICES, ConfigError, load
 from ragmesh_common.inprocess import InProcessSettings
+from ragmesh_common.loop import loop_name
 from ragmesh_common.server import Service, freeze_startup_heap
 from ragmesh_common.telemetry import serve_metrics, setup_telemetry
 
@@ -104,8 +105,8 @@ async def run(names: Sequence[str], *, local: bool) -> None:
                 url = await stack.enter_async_context(run_gateway(load(settings_class("gateway"))))
                 log.info("gateway serving REST on %s/api/v1 and MCP on %s/mcp", url, url)
             frozen = freeze_startup_heap()
-            log.info("ragmesh ready: %s (%d start-up objects kept out of garbage collection)", ", ".join(names),
-                     frozen)
+            log.info("ragmesh ready: %s on %s's event loop (%d start-up objects kept out of garbage collection)",
+                     ", ".join(names), loop_name(asyncio.get_running_loop()), frozen)
             await stop.wait()
             log.info("shutting down: draining in-flight calls")
     finally:

@@ -15,11 +15,16 @@ def test_services_in_separate_processes_serve_the_api(tmp_path):
     mesh = Mesh(tmp_path / "data", extra_env={"RAGMESH_EMBEDDER_BACKEND": "hash"})
     env = mesh.env()
     groups = [["converter"], ["embedder"], ["indexer", "search"], ["answer"], ["gateway"]]
-    procs = [Proc(["serve", *g], env, tmp_path / f"{'-'.join(g)}.log").start() for g in groups]
+    # Each on uvloop (the default where it is installed), but the gateway on asyncio's own loop.
+    loops = ["uvloop", "uvloop", "uvloop", "uvloop", "asyncio"]
+    procs = [Proc(["serve", *g], {**env, "RAGMESH_EVENT_LOOP": loop} if loop == "asyncio" else env,
+                  tmp_path / f"{'-'.join(g)}.log").start() for g, loop in zip(groups, loops, strict=True)]
     try:
         wait_ready(mesh.url, procs, timeout=120)
-        for proc in procs:  # each process, once serving, takes its start-up objects out of the collector's scans
+        for proc, loop in zip(procs, loops, strict=True):
+            # Once serving, each process takes its start-up objects out of the collector's scans.
             assert _objects_frozen_at_ready(proc) > 10_000, proc.log()[-1500:]
+            assert f"on {loop}'s event loop" in proc.log(), proc.log()[-1500:]
         with httpx.Client(base_url=mesh.url, timeout=60) as http:
             ingested = http.post("/api/v1/ingest", json={"text": "Separate processes still share one contract.",
                                                          "doc_id": "sep"})

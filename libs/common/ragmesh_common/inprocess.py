@@ -31,6 +31,7 @@ import asyncio
 import contextvars
 import functools
 import random
+import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -104,12 +105,13 @@ async def unary(local: LocalService, client: ServiceClient, method: str, request
     streaming_request = handler.stream_unary is not None
     request = _sent(request, streaming_request, client)
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + client.deadline(timeout)
+    budget = client.deadline(timeout)
+    deadline, expires = loop.time() + budget, time.monotonic() + budget
     backoff = _BACKOFF
     with _client_span(client, path) as parent:
         for attempt in range(1, _ATTEMPTS + 1):
             try:
-                task = loop.create_task(_serve_unary(local, path, behavior, request, deadline, parent),
+                task = loop.create_task(_serve_unary(local, path, behavior, request, expires, parent),
                                         context=contextvars.copy_context())
                 return await _until(task, deadline, client)
             except RagmeshError as err:
@@ -134,10 +136,11 @@ async def stream(local: LocalService, client: ServiceClient, method: str, reques
         raise _misuse(client, path, "a unary response; use call()")
     request = _sent(request, handler.stream_stream is not None, client)
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + client.deadline(timeout)
+    budget = client.deadline(timeout)
+    deadline, expires = loop.time() + budget, time.monotonic() + budget
     context = contextvars.copy_context()  # the callee's: every step of its generator runs in it
     with _client_span(client, path) as parent:
-        responses = _serve_stream(local, path, behavior, request, deadline, parent)
+        responses = _serve_stream(local, path, behavior, request, expires, parent)
         try:
             while (response := await _until(loop.create_task(_step(responses), context=context), deadline,
                                              client)) is not _END:
@@ -149,7 +152,8 @@ async def stream(local: LocalService, client: ServiceClient, method: str, reques
 
 
 async def _until(task: asyncio.Task, deadline: float, client: ServiceClient):
-    """The task's result; past the deadline the task is cancelled and the call fails as gRPC's would."""
+    """The task's result; past the deadline (on the loop's clock) the task is cancelled and the call fails as
+    gRPC's would."""
     try:
         async with asyncio.timeout_at(deadline):
             return await task
@@ -235,16 +239,16 @@ class _client_span:  # noqa: N801 - a context manager used like a function
 
 
 # --- the callee's side: what its server interceptors do for a call over gRPC -----------------------------
-async def _serve_unary(local: LocalService, path: str, behavior, request, deadline: float, parent):
-    with _Served(local, path, deadline, parent) as served_call:
+async def _serve_unary(local: LocalService, path: str, behavior, request, expires: float, parent):
+    with _Served(local, path, expires, parent) as served_call:
         try:
             return await behavior(request, None)
         except Exception as exc:  # noqa: BLE001 - mapped as the error interceptor maps it
             raise served_call.failed(exc) from None
 
 
-async def _serve_stream(local: LocalService, path: str, behavior, request, deadline: float, parent):
-    with _Served(local, path, deadline, parent) as served_call:
+async def _serve_stream(local: LocalService, path: str, behavior, request, expires: float, parent):
+    with _Served(local, path, expires, parent) as served_call:
         try:
             async for response in behavior(request, None):
                 yield response
@@ -254,14 +258,16 @@ async def _serve_stream(local: LocalService, path: str, behavior, request, deadl
 
 class _Served:
     """One call as the callee's server sees it: its deadline, in-flight gauge and latency by status code, and
-    its SERVER span (child of the caller's CLIENT span) while tracing."""
+    its SERVER span (child of the caller's CLIENT span) while tracing. Its clocks are `time`'s, not the event
+    loop's: uvloop's `loop.time()` counts whole milliseconds, as of the start of the loop's iteration, so a call
+    served within one would last 0 s."""
 
-    def __init__(self, local: LocalService, path: str, deadline: float, parent: trace.Span | None) -> None:
+    def __init__(self, local: LocalService, path: str, expires: float, parent: trace.Span | None) -> None:
         self.local, self.path, self.parent = local, path, parent
         self.service, _, self.method = path.lstrip("/").rpartition("/")
         self.metrics = local.metrics
         self.code = grpc.StatusCode.OK
-        current_deadline.set(deadline)  # monotonic, as the error interceptor records it
+        current_deadline.set(expires)  # time.monotonic(), as the error interceptor records it
 
     def __enter__(self) -> _Served:
         self.span = None
@@ -272,7 +278,7 @@ class _Served:
             self._attached = trace.use_span(self.span, end_on_exit=False)
             self._attached.__enter__()
         self.metrics.in_flight.labels(self.service, self.method).inc()
-        self.started = asyncio.get_running_loop().time()
+        self.started = time.perf_counter()
         return self
 
     def failed(self, exc: Exception) -> RagmeshError:
@@ -287,7 +293,7 @@ class _Served:
     def __exit__(self, exc_type, exc, tb) -> None:
         if isinstance(exc, asyncio.CancelledError):
             self.code = grpc.StatusCode.CANCELLED
-        elapsed = asyncio.get_running_loop().time() - self.started
+        elapsed = time.perf_counter() - self.started
         self.metrics.in_flight.labels(self.service, self.method).dec()
         self.metrics.latency.labels(self.service, self.method, self.code.name).observe(elapsed)
         if self.span is not None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
@@ -17,6 +19,7 @@ from ragmesh_common import inprocess, telemetry
 from ragmesh_common.clients import ServiceClient
 from ragmesh_common.config import ServiceSettings
 from ragmesh_common.errors import RagmeshError, invalid_argument, unavailable
+from ragmesh_common.loop import loop_name, run
 from ragmesh_common.server import current_deadline, new_server
 
 TRANSPORTS = ("grpc", "in_process")
@@ -137,8 +140,7 @@ async def test_errors_reach_the_caller_as_over_grpc(text):
 
 async def test_the_callee_sees_the_deadline_and_is_cancelled_when_it_passes(mesh):
     transport, servicer, client, _ = mesh
-    loop = asyncio.get_running_loop()
-    started = loop.time()
+    started = time.monotonic()  # the clock `current_deadline` is on, over gRPC and in process
     await _embed(client, "a", timeout=5)
     assert servicer.deadlines[0] == pytest.approx(started + 5, abs=0.5)
     with pytest.raises(RagmeshError) as info:
@@ -239,6 +241,35 @@ async def test_the_callees_request_metrics_count_calls_served_in_process(mesh):
     with pytest.raises(RagmeshError):
         await _embed(client, "bad")
     assert (count("OK"), count("INVALID_ARGUMENT")) == (before[0] + 1, before[1] + 1)
+
+
+def test_on_uvloop_the_callees_latency_is_measured_and_its_deadline_is_on_the_monotonic_clock(monkeypatch):
+    """uvloop's `loop.time()` counts whole milliseconds as of the start of the loop's iteration: a call served
+    within one iteration would be recorded as lasting 0 s. `ragmesh up` runs on uvloop where it is installed."""
+    pytest.importorskip("uvloop", reason="uvloop is not installed here (no Windows build)")
+    monkeypatch.setenv("RAGMESH_EVENT_LOOP", "uvloop")
+    servicer = _Servicer()
+    registry = telemetry.setup_telemetry("callee-on-uvloop").registry
+
+    async def calls() -> tuple[str, float]:
+        service = await _start("callee-on-uvloop", servicer, "in_process")
+        client = _client("callee-on-uvloop", service)
+        try:
+            started = time.monotonic()
+            for _ in range(20):
+                await _embed(client, "a", timeout=5)
+            return loop_name(asyncio.get_running_loop()), started
+        finally:
+            await client.close()
+            await service.stop(0)
+
+    with ThreadPoolExecutor(1) as pool:  # as `ragmesh up` runs it, on a thread of its own (see test_common_loop)
+        loop, started = pool.submit(run, calls()).result()
+    assert loop == "uvloop" and len(servicer.deadlines) == 20
+    assert all(d == pytest.approx(started + 5, abs=0.5) for d in servicer.deadlines)
+    labels = {"grpc_service": "ragmesh.embedder.v1.EmbedderService", "grpc_method": "Embed", "grpc_code": "OK"}
+    assert registry.get_sample_value("ragmesh_grpc_server_handling_seconds_count", labels) == 20
+    assert registry.get_sample_value("ragmesh_grpc_server_handling_seconds_sum", labels) > 0
 
 
 async def test_a_stopping_service_is_called_over_grpc_again(mesh):
