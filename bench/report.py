@@ -1056,11 +1056,11 @@ def main(argv: list[str] | None = None) -> Path:
                 # The in-process searches, taken in turns with the mesh's one-client searches (alone without them).
                 taken = report.get("mesh", {}).get(runtime, {}).pop("in_process_searches", {})
                 for mode in MODES:
-                    found = taken.get(mode) or section(report, f"in process ({runtime}, {mode})",
-                                                       lambda m=mode, lo=local: lo.searches(m, queries))
-                    if found:
-                        report["in_process"][runtime][f"{mode}_1"] = found["direct"]
-                        report["in_process"][runtime].setdefault("service", {})[f"{mode}_1"] = found["service"]
+                    searched = taken.get(mode) or section(report, f"in process ({runtime}, {mode})",
+                                                          lambda m=mode, lo=local: lo.searches(m, queries))
+                    if searched:
+                        report["in_process"][runtime][f"{mode}_1"] = searched["direct"]
+                        report["in_process"][runtime].setdefault("service", {})[f"{mode}_1"] = searched["service"]
                 save()
         finally:
             if local:

@@ -14,8 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_benchmark_report_runs_end_to_end_at_a_tiny_size(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "bench.report", "--smoke", "--out", str(tmp_path)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=240)
+    # This checkout as its own baseline: the before/after section runs too.
+    done = subprocess.run([sys.executable, "-m", "bench.report", "--smoke", "--out", str(tmp_path), "--baseline-src",
+                           str(ROOT)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     [json_path] = tmp_path.glob("*.json")
     report = json.loads(json_path.read_text())
@@ -43,6 +44,8 @@ def test_the_benchmark_report_runs_end_to_end_at_a_tiny_size(tmp_path):
         assert mesh[f"rest_{mode}_1"]["n"] == report["queries"] == report["in_process"]["hash"][f"{mode}_1"]["n"] \
             == report["in_process"]["hash"]["service"][f"{mode}_1"]["n"]
     assert "in_process_searches" not in mesh
+    before = report["baseline"][str(ROOT)]
+    assert before["rest_dense_1"]["p50_ms"] > 0 and before["ingest_rest_passages_per_second"] > 0
     assert report["raw_model"]["hash"]["backend_direct"] > 0
     assert mesh["rest_dense_1_during_ingest"]["n"] >= 1 and mesh["rest_dense_1_during_ingest"]["p50_ms"] > 0
     assert report["hops"]["grpc_unary"]["p50_ms"] > 0 and report["hops"]["http_fastapi"]["p50_ms"] > 0
@@ -58,6 +61,7 @@ def test_the_benchmark_report_runs_end_to_end_at_a_tiny_size(tmp_path):
     assert "REST ingest >= 0.85 x raw model (same runtime), median of rounds taken in turns" in markdown
     assert "REST ingest rounds (hash)" in markdown
     assert "one-client REST searches and the in-process ones were taken in turns" in markdown
+    assert f"| before ({ROOT}) rest | dense | 1 |" in markdown
 
 
 def test_the_service_ceiling_benchmark_runs_every_row_at_a_tiny_size(tmp_path):
