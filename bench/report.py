@@ -50,7 +50,7 @@ import tempfile
 import threading
 import time
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -556,44 +556,48 @@ class InProcess:
         return Searcher.from_settings(SearchSettings(), self._store, InProcessEmbedder(),  # type: ignore[arg-type]
                                       query_cache=QueryCache(0))
 
+    def _timed(self, search: Callable[[str], Awaitable[object]], queries: Sequence[str]) -> list[float]:
+        """Latencies (ms) of `search(query)` for each query, one at a time, on this object's event loop."""
+
+        async def run() -> list[float]:
+            latencies = []
+            for q in queries:
+                started = time.perf_counter()
+                await search(q)
+                latencies.append((time.perf_counter() - started) * 1000)
+            return latencies
+
+        return self._loop.run_until_complete(run())
+
     def direct(self, mode: str, queries: Sequence[str]) -> list[float]:
         """Latencies (ms) of each query as one embed + one store query."""
         from ragmesh_embedder.service import InputType
         from ragmesh_store import Query, Sparse
 
-        async def run() -> list[float]:
-            latencies = []
-            for q in queries:
-                started = time.perf_counter()
-                e = await self._embedder.embed([q], InputType.QUERY, dense=True, sparse=mode == "hybrid")
-                sparse = e.sparse[0] if e.sparse else None
-                self._store.query("b", Query(
-                    mode=mode, limit=10, dense=e.dense[0].tolist(), prefetch_limit=100, fusion="relative_score",
-                    sparse=Sparse(sparse.indices, sparse.values) if sparse else None))
-                latencies.append((time.perf_counter() - started) * 1000)
-            return latencies
+        async def search(q: str) -> None:
+            e = await self._embedder.embed([q], InputType.QUERY, dense=True, sparse=mode == "hybrid")
+            sparse = e.sparse[0] if e.sparse else None
+            self._store.query("b", Query(
+                mode=mode, limit=10, dense=e.dense[0].tolist(), prefetch_limit=100, fusion="relative_score",
+                sparse=Sparse(sparse.indices, sparse.values) if sparse else None))
 
-        return self._loop.run_until_complete(run())
+        return self._timed(search, queries)
 
     def service(self, mode: str, queries: Sequence[str]) -> list[float]:
         """Latencies (ms) of each query through the search service's code (`Searcher.search`)."""
         from ragmesh_search.service import SearchIn
 
-        async def run() -> list[float]:
-            latencies = []
-            for q in queries:
-                started = time.perf_counter()
-                await self._searcher.search(SearchIn(query=q, collections=["b"], top_k=10,  # type: ignore[arg-type]
-                                                     mode=mode))
-                latencies.append((time.perf_counter() - started) * 1000)
-            return latencies
+        return self._timed(lambda q: self._searcher.search(SearchIn(
+            query=q, collections=["b"], top_k=10, mode=mode)), queries)  # type: ignore[arg-type]
 
-        return self._loop.run_until_complete(run())
+    def warm_up(self, mode: str, queries: Sequence[str]) -> None:
+        """A few queries both ways, not timed."""
+        self.direct(mode, queries[:5])
+        self.service(mode, queries[:5])
 
     def searches(self, mode: str, queries: Sequence[str]) -> dict:
         """Both ways, alone (when no mesh runs): their summaries as the mesh section records them."""
-        self.direct(mode, queries[:5])
-        self.service(mode, queries[:5])
+        self.warm_up(mode, queries)
         return {"direct": summary(self.direct(mode, queries)), "service": summary(self.service(mode, queries))}
 
     def close(self) -> None:
@@ -610,8 +614,7 @@ def searches_in_turns(url: str, mesh_pid: int, body: dict, queries: Sequence[str
     on a slice of the queries): the REST summary with CPU ms per query of the mesh and of this client, as
     `rest_searches` gives it, and the in-process summaries ("direct" and "service")."""
     mode = body["mode"]
-    local.direct(mode, queries[:5])
-    local.service(mode, queries[:5])
+    local.warm_up(mode, queries)
     rest: list[float] = []
     direct: list[float] = []
     service: list[float] = []
