@@ -12,7 +12,8 @@ then ingests the passages `--passes` times (4 clients x 32 through /api/v1/inges
 each pass) and reports passages/s, the mesh process's CPU ms per passage and the embedder's padding (padded
 tokens over real ones, from its metrics) per pass; with `--search`, also REST search p50 at one client over the
 last collection, and with `--search-clients N` the rate, p50/p99 and CPU ms per query of the mesh process and of
-this benchmark's client (`bench.report.timed_posts`) at N clients. Prints one line per round and a JSON summary.
+this benchmark's client (`bench.report.rest_searches`: one keep-alive connection at one client, aiohttp at more)
+at N clients. Prints one line per round and a JSON summary.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ Sections (each one is skipped with its reason instead of failing the run):
   msmarco passages in `--ingest-rounds` rounds (4 clients, batches of 32, a new collection each), each right after
   a run of the raw model's better arrangement (`RawRounds`), so the ingest target is judged on ratios of runs
   taken side by side; gRPC `IngestDocuments` of the same passages, then REST search latency and
-  throughput (dense and hybrid, top 10) at 1, 8 and 32 clients (`timed_posts`: aiohttp on one event loop), gRPC
+  throughput (dense and hybrid, top 10) at 1, 8 and 32 clients (one: `OneConnection`, a keep-alive connection
+  that costs the client ~0.15 CPU ms a search; more: `timed_posts`, aiohttp on one event loop), gRPC
   `Search` at 1 client, and REST dense search at 1 client while the ingest clients send the passages again
   (search during a bulk ingest);
 - in process (`InProcess`): the embedder (its domain class, in this process) + the store, no gRPC, no HTTP: the
@@ -54,6 +55,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -359,11 +361,94 @@ async def timed_posts(url: str, path: str, bodies: Sequence[dict], clients: int,
         return latencies, time.perf_counter() - started
 
 
+class OneConnection:
+    """One client's HTTP/1.1 keep-alive connection on a blocking socket, one request at a time: the one-client
+    load generator. At one client the client's own work is inside every latency it measures (nothing overlaps
+    it), so it has to cost next to nothing: aiohttp cost 0.67-0.88 CPU ms a search on these VMs and http.client
+    0.46-0.54 (its header parsing), where this costs 0.13-0.2 (as wrk or hey would, written in C). The answers
+    are parsed by httptools (the parser uvicorn serves the gateway with); each answer is read whole, and anything
+    but 200 raises with its body."""
+
+    def __init__(self, url: str, timeout: float = 600) -> None:
+        import httptools
+
+        parts = urlsplit(url)
+        self._address, self._host, self._timeout = (parts.hostname, parts.port), parts.netloc.encode(), timeout
+        self._parser_class = httptools.HttpResponseParser
+        self._sock: socket.socket | None = None
+
+    def post(self, path: str, body: dict) -> bytes:
+        if self._sock is None:
+            self._sock = socket.create_connection(self._address, timeout=self._timeout)
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        payload = json.dumps(body).encode()
+        self._sock.sendall(b"POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                           b"Content-Length: %d\r\n\r\n%s" % (path.encode(), self._host, len(payload), payload))
+        answer = _Answer()
+        answer.parser = self._parser_class(answer)
+        while not answer.complete:
+            data = self._sock.recv(65536)
+            if not data:
+                self.close()
+                raise ConnectionError(f"POST {path}: the server closed the connection before the whole answer")
+            answer.parser.feed_data(data)
+        if not answer.keep_alive:
+            self.close()
+        content = b"".join(answer.body)
+        if answer.status != 200:
+            raise RuntimeError(f"POST {path}: HTTP {answer.status} {content[:300]!r}")
+        return content
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+
+class _Answer:
+    """httptools' callbacks for one answer: its status, whether the connection stays open (llhttp tells while
+    the headers are being parsed), its body, and whether it is all in."""
+
+    def __init__(self) -> None:
+        self.parser: typing.Any = None
+        self.status, self.keep_alive, self.complete = 0, False, False
+        self.body: list[bytes] = []
+
+    def on_headers_complete(self) -> None:
+        self.status, self.keep_alive = self.parser.get_status_code(), self.parser.should_keep_alive()
+
+    def on_body(self, body: bytes) -> None:
+        self.body.append(body)
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+
+
+def posts_one_client(connection: OneConnection, path: str, bodies: Sequence[dict]) -> tuple[list[float], float]:
+    """POST each of `bodies` to `path` in turn on `connection`: latencies (ms) and the wall time."""
+    latencies = []
+    started = time.perf_counter()
+    for body in bodies:
+        sent = time.perf_counter()
+        connection.post(path, body)
+        latencies.append((time.perf_counter() - sent) * 1000)
+    return latencies, time.perf_counter() - started
+
+
 def rest_searches(url: str, clients: int, bodies: Sequence[dict], mesh_pid: int) -> dict:
-    """`timed_posts` of search `bodies` to the mesh at `url`: latency summary and q/s, and what each query cost in
-    CPU ms the mesh process and this benchmark's client (both share the machine's cores)."""
+    """Search `bodies` posted to the mesh at `url` by `clients` clients (one: `OneConnection`, its connection opened
+    by a first search not timed; more: `timed_posts`): latency summary and q/s, and what each query cost in CPU ms
+    the mesh process and this benchmark's client (both share the machine's cores)."""
+    if clients == 1:
+        connection = OneConnection(url)
+        connection.post("/api/v1/search", bodies[0])
     mesh_clock, client_clock = CpuClock(mesh_pid), CpuClock()
-    latencies, seconds = asyncio.run(timed_posts(url, "/api/v1/search", bodies, clients))
+    try:
+        latencies, seconds = (posts_one_client(connection, "/api/v1/search", bodies) if clients == 1
+                              else asyncio.run(timed_posts(url, "/api/v1/search", bodies, clients)))
+    finally:
+        if clients == 1:
+            connection.close()
     return {**summary(latencies, seconds),
             "mesh_cpu_ms": mesh_clock.rates(len(latencies), "x")["x_cpu_ms_per_passage"],
             "client_cpu_ms": client_clock.rates(len(latencies), "x")["x_cpu_ms_per_passage"]}
@@ -620,18 +705,21 @@ def searches_in_turns(url: str, mesh_pid: int, body: dict, queries: Sequence[str
     service: list[float] = []
     seconds = mesh_cpu = client_cpu = 0.0
     size = -(-len(queries) // blocks)
-    for start in range(0, len(queries), size):
-        part = queries[start:start + size]
-        # The block's first post opens the client's connection: sent, and not timed.
-        bodies = [{**body, "query": q} for q in (part[0], *part)]
-        mesh_clock, client_clock = cpu_seconds(mesh_pid), cpu_seconds()
-        latencies, took = asyncio.run(timed_posts(url, "/api/v1/search", bodies, 1))
-        mesh_cpu += cpu_seconds(mesh_pid) - mesh_clock
-        client_cpu += cpu_seconds() - client_clock
-        rest += latencies[1:]
-        seconds += took * len(part) / len(bodies)
-        direct += local.direct(mode, part)
-        service += local.service(mode, part)
+    connection = OneConnection(url)
+    try:
+        connection.post("/api/v1/search", {**body, "query": queries[0]})  # opens the connection: not timed
+        for start in range(0, len(queries), size):
+            part = queries[start:start + size]
+            mesh_clock, client_clock = cpu_seconds(mesh_pid), cpu_seconds()
+            latencies, took = posts_one_client(connection, "/api/v1/search", [{**body, "query": q} for q in part])
+            mesh_cpu += cpu_seconds(mesh_pid) - mesh_clock
+            client_cpu += cpu_seconds() - client_clock
+            rest += latencies
+            seconds += took
+            direct += local.direct(mode, part)
+            service += local.service(mode, part)
+    finally:
+        connection.close()
     return {"rest": {**summary(rest, seconds), "mesh_cpu_ms": round(1000 * mesh_cpu / len(rest), 2),
                      "client_cpu_ms": round(1000 * client_cpu / len(rest), 2), "in_turns_with_in_process": blocks},
             "direct": summary(direct), "service": summary(service)}
@@ -691,10 +779,14 @@ def hops_section(calls: int = 2000) -> dict:
         while not server.started:
             time.sleep(0.01)
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        asyncio.run(timed_posts(url, "/echo", [{"query": "warm-up"}] * 200, 1))
-        cpu = cpu_seconds()
-        latencies, _ = asyncio.run(timed_posts(url, "/echo", [{"query": "what is a hop"}] * calls, 1))
-        http_calls = {**summary(latencies), "cpu_ms": round((cpu_seconds() - cpu) * 1000 / calls, 3)}
+        connection = OneConnection(url)
+        try:
+            posts_one_client(connection, "/echo", [{"query": "warm-up"}] * 200)
+            cpu = cpu_seconds()
+            latencies, _ = posts_one_client(connection, "/echo", [{"query": "what is a hop"}] * calls)
+            http_calls = {**summary(latencies), "cpu_ms": round((cpu_seconds() - cpu) * 1000 / calls, 3)}
+        finally:
+            connection.close()
     finally:
         server.should_exit = True
         thread.join(10)
@@ -909,7 +1001,8 @@ def to_markdown(report: dict) -> str:
                 lines.append(f"| {index} | {raw_rate or '-'} | {r['rest_passages_per_second']} | {ratio} | "
                              f"{r.get('raw_cpu_ms_per_passage', '-')} | {r['rest_cpu_ms_per_passage']} |")
     lines += ["", "## Search (top 10; ms; q/s; CPU ms per query of the mesh process and of this benchmark's client "
-              "(aiohttp, one event loop), which share the machine's cores)", "",
+              "(one client: `OneConnection`, a keep-alive connection on a blocking socket; more: aiohttp on one "
+              "event loop), which share the machine's cores)", "",
               "| path | mode | clients | p50 | p95 | p99 | q/s | CPU ms/query: mesh, client |",
               "|---|---|---|---|---|---|---|---|"]
 

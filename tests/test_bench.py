@@ -4,11 +4,15 @@ is asserted: figures from a test machine mean nothing."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import statistics
 import subprocess
 import sys
+import threading
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -166,3 +170,61 @@ def test_the_fusion_benchmark_runs_every_variant_on_a_tiny_collection(tmp_path):
     assert len(rows) == 3 * 10 and all(0 <= float(row[-3]) <= 1 for row in rows)
     as_is = dict((" ".join(row[:-3]), float(row[-3])) for row in rows[:10])
     assert as_is["adaptive + PRF (default)"] == 1.0  # both queries find their passage first
+
+
+class _Scripted(http.server.BaseHTTPRequestHandler):
+    """A real HTTP/1.1 server's answers for the one-client load generator: keep-alive, chunked, an error, a close,
+    and an answer cut short. Records which connection (client port) each request came on."""
+
+    protocol_version = "HTTP/1.1"
+    ports: list[int] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.ports.append(self.client_address[1])
+        if self.path == "/chunked":
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for part in (b'{"a":', b"1}"):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            self.wfile.write(b"0\r\n\r\n")
+            return
+        status, answer = {"/bad": (422, b'{"error": "no"}'), "/cut": (200, b"0123456789")}.get(self.path, (200, body))
+        self.send_response(status)
+        self.send_header("Content-Length", "100" if self.path == "/cut" else str(len(answer)))
+        if self.path in ("/close", "/cut"):
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_the_one_client_load_generator_reads_whole_answers_on_one_connection_and_raises_on_failures():
+    from bench.report import OneConnection, posts_one_client
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Scripted)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _Scripted.ports = []
+    connection = OneConnection(f"http://127.0.0.1:{server.server_address[1]}")
+    try:
+        latencies, seconds = posts_one_client(connection, "/echo", [{"q": "one"}, {"q": "two"}])
+        assert len(latencies) == 2 and all(ms > 0 for ms in latencies) and seconds * 1000 >= sum(latencies)
+        assert json.loads(connection.post("/echo", {"q": "three"})) == {"q": "three"}
+        assert len(set(_Scripted.ports)) == 1  # keep-alive: one connection for the three
+        assert connection.post("/chunked", {}) == b'{"a":1}'  # a chunked answer, read whole
+        with pytest.raises(RuntimeError, match=r"HTTP 422 b'\{\"error\": \"no\"\}'"):
+            connection.post("/bad", {})
+        assert connection.post("/close", {"q": "bye"}) == b'{"q": "bye"}'
+        assert connection.post("/echo", {"q": "again"}) == b'{"q": "again"}'  # a new connection after the close
+        assert len(set(_Scripted.ports)) == 2
+        with pytest.raises(ConnectionError, match="closed the connection before the whole answer"):
+            connection.post("/cut", {})
+        assert connection.post("/echo", {"q": "after"}) == b'{"q": "after"}'
+    finally:
+        connection.close()
+        server.shutdown()
+        server.server_close()
