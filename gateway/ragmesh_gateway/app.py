@@ -20,7 +20,7 @@ from ragmesh_common.ports import port_in_use
 from ragmesh_common.telemetry import setup_telemetry
 
 from . import metrics
-from .auth import RateLimiter, route_scope
+from .auth import RateLimiter, document_bearer_auth, route_scope
 from .clients import MeshClients
 from .config import GatewaySettings
 from .context import REQUEST_ID_HEADER
@@ -97,12 +97,12 @@ def _openapi(app: FastAPI, settings: GatewaySettings) -> dict:
                 for media in operation.get("requestBody", {}).get("content", {}).values():
                     if "$ref" in media.get("schema", {}) and "properties" in media["schema"]:
                         del media["schema"]["$ref"]
-        if not settings.api_keys:
-            schema.get("components", {}).pop("securitySchemes", None)
+        if settings.api_keys:
+            document_bearer_auth(schema, API_ROUTERS)
+        else:
             for operations in schema.get("paths", {}).values():
                 for operation in operations.values():
                     if isinstance(operation, dict):
-                        operation.pop("security", None)
                         responses = operation.get("responses", {})
                         responses.pop("401", None)
                         if responses.get("403", {}).get("description") == HTTPStatus.FORBIDDEN.phrase:

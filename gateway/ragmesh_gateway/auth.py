@@ -26,11 +26,11 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import grpc
-from fastapi import Depends, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi import APIRouter, Depends, Request
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, SecretStr
 from ragmesh_common import validation
 from ragmesh_common.errors import RagmeshError
@@ -41,8 +41,9 @@ Scope = Literal["read", "write", "admin"]
 SCOPES: tuple[Scope, ...] = ("read", "write", "admin")
 _RANK = {scope: rank for rank, scope in enumerate(SCOPES)}
 
-# Only documents the scheme in OpenAPI (the "Authorize" button in /docs); the check reads the raw header.
-bearer_scheme = HTTPBearer(auto_error=False, description="An API key from RAGMESH_API_KEYS.")
+# The scheme OpenAPI documents when keys are set (the "Authorize" button in /docs), named as FastAPI names an
+# HTTPBearer dependency's. The check reads the raw header (`request_principal`).
+BEARER_SCHEME = {"HTTPBearer": {"type": "http", "scheme": "bearer", "description": "An API key from RAGMESH_API_KEYS."}}
 
 
 class ApiKey(BaseModel):
@@ -258,9 +259,7 @@ def require_scope(scope: Scope, *, collections: bool = True) -> Any:
     collections the request names are among them. `create_app` refuses to start when an /api/v1 route
     declares none."""
 
-    async def scoped(
-        request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)] = None
-    ) -> Principal:
+    async def scoped(request: Request) -> Principal:
         principal = request_principal(request)
         principal.require(scope)
         if collections and principal.collections is not None:
@@ -269,6 +268,21 @@ def require_scope(scope: Scope, *, collections: bool = True) -> Any:
 
     scoped.ragmesh_scope = scope  # type: ignore[attr-defined]  # found by create_app's check
     return Depends(scoped)
+
+
+def document_bearer_auth(schema: dict, routers: Iterable[APIRouter]) -> None:
+    """Declare bearer auth in an OpenAPI document: the scheme, and on each operation of a route that declares a
+    scope (on the route or its router) its requirement. What FastAPI writes for a security dependency, without a
+    dependency that FastAPI would solve on every request only for the document."""
+    schema.setdefault("components", {}).setdefault("securitySchemes", {}).update(BEARER_SCHEME)
+    paths = schema.get("paths", {})
+    for router in routers:
+        scoped = any(getattr(d.dependency, "ragmesh_scope", None) for d in router.dependencies)
+        for route in router.routes:
+            if isinstance(route, APIRoute) and route.include_in_schema and (scoped or route_scope(route.dependant)):
+                for method in route.methods:
+                    if (operation := paths.get(route.path_format, {}).get(method.lower())) is not None:
+                        operation["security"] = [{name: [] for name in BEARER_SCHEME}]
 
 
 def route_scope(dependant: Any) -> Scope | None:

@@ -146,8 +146,14 @@ async def test_openapi_lists_the_routes(gateway):
 
 
 async def test_openapi_declares_bearer_auth_when_keys_are_set(keyed):
-    schemes = (await keyed.get("/openapi.json")).json()["components"]["securitySchemes"]
-    assert schemes["HTTPBearer"]["scheme"] == "bearer"
+    spec = (await keyed.get("/openapi.json")).json()
+    assert spec["components"]["securitySchemes"] == {"HTTPBearer": {
+        "type": "http", "scheme": "bearer", "description": "An API key from RAGMESH_API_KEYS."}}
+    # Declared on every operation of the API (the routes that check a key), and on nothing else.
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            expected = [{"HTTPBearer": []}] if path.startswith("/api/v1/") else None
+            assert operation.get("security") == expected, (method, path)
 
 
 # --- validation (decided in the gateway, before any backend is called) -------------------------------------
