@@ -364,8 +364,8 @@ async def timed_posts(url: str, path: str, bodies: Sequence[dict], clients: int,
 class OneConnection:
     """One client's HTTP/1.1 keep-alive connection on a blocking socket, one request at a time: the one-client
     load generator. At one client the client's own work is inside every latency it measures (nothing overlaps
-    it), so it has to cost next to nothing: aiohttp cost 0.67-0.88 CPU ms a search on these VMs and http.client
-    0.46-0.54 (its header parsing), where this costs 0.13-0.2 (as wrk or hey would, written in C). The answers
+    it), so it has to cost next to nothing: aiohttp cost 0.55-0.88 CPU ms a search on these VMs and http.client
+    0.38-0.63 (its header parsing), where this costs 0.1-0.25 (as wrk or hey would, written in C). The answers
     are parsed by httptools (the parser uvicorn serves the gateway with); each answer is read whole, and anything
     but 200 raises with its body."""
 
@@ -439,15 +439,15 @@ def rest_searches(url: str, clients: int, bodies: Sequence[dict], mesh_pid: int)
     """Search `bodies` posted to the mesh at `url` by `clients` clients (one: `OneConnection`, its connection opened
     by a first search not timed; more: `timed_posts`): latency summary and q/s, and what each query cost in CPU ms
     the mesh process and this benchmark's client (both share the machine's cores)."""
-    if clients == 1:
-        connection = OneConnection(url)
-        connection.post("/api/v1/search", bodies[0])
-    mesh_clock, client_clock = CpuClock(mesh_pid), CpuClock()
+    connection = OneConnection(url) if clients == 1 else None
     try:
-        latencies, seconds = (posts_one_client(connection, "/api/v1/search", bodies) if clients == 1
+        if connection is not None:
+            connection.post("/api/v1/search", bodies[0])
+        mesh_clock, client_clock = CpuClock(mesh_pid), CpuClock()
+        latencies, seconds = (posts_one_client(connection, "/api/v1/search", bodies) if connection is not None
                               else asyncio.run(timed_posts(url, "/api/v1/search", bodies, clients)))
     finally:
-        if clients == 1:
+        if connection is not None:
             connection.close()
     return {**summary(latencies, seconds),
             "mesh_cpu_ms": mesh_clock.rates(len(latencies), "x")["x_cpu_ms_per_passage"],
