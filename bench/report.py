@@ -557,14 +557,17 @@ def mesh_section(env: dict[str, str], corpus: list[dict], queries: list[str], ar
             during: list[float] = []
 
             def search_meanwhile() -> None:
-                with http_client() as http:
+                connection = OneConnection(url)
+                try:
                     for i in itertools.count():
                         if stop.is_set() and during:  # at least one search, however short the ingest
                             return
                         started = time.perf_counter()
-                        http.post("/api/v1/search", json={"collection": "rest", "mode": "dense", "top_k": 10,
-                                                          "query": queries[i % len(queries)]}).raise_for_status()
+                        connection.post("/api/v1/search", {"collection": "rest", "mode": "dense", "top_k": 10,
+                                                           "query": queries[i % len(queries)]})
                         during.append((time.perf_counter() - started) * 1000)
+                finally:
+                    connection.close()
 
             searcher = threading.Thread(target=search_meanwhile)
             searcher.start()
