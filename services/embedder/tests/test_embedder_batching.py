@@ -72,6 +72,51 @@ async def test_an_idle_batcher_runs_a_lone_request_without_waiting_for_company(s
     assert timed_waits == []
 
 
+async def test_an_idle_embedder_hands_a_query_straight_to_the_model_thread(
+    serve, until, vectors, gated_backend, monkeypatch
+):
+    """With nothing else queued or running, a query that fits one micro-batch is padded where it arrives and handed
+    to a model thread directly (the feeder would only cut a window of that one request). Queries that come while
+    the model is busy, and a query too large for one micro-batch, go through the feeder's lane as before."""
+    windows: list[tuple[str, list[int]]] = []
+    original = Batcher._window
+
+    def recording_window(self, parts):
+        windows.append((threading.current_thread().name, [count for _, _, count in parts]))
+        return original(self, parts)
+
+    monkeypatch.setattr(Batcher, "_window", recording_window)
+    backend = gated_backend(batch_size=4, max_batch_tokens=24)
+    first = ["where do glaciers flow", "how old is the moon"]
+    busy = ["while the model works", "and another"]
+    large = [f"query number {i}" for i in range(6)]
+
+    def query(texts):
+        return asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(texts=texts,
+                                                                          input_type=pb2.INPUT_TYPE_QUERY)))
+
+    try:
+        async with serve(SETTINGS, Embedder(backend, SETTINGS)) as running:
+            batcher = running.embedder.batcher
+            replies = [query(first)]
+            await until(backend.entered.is_set, "the model took the first query")
+            replies += [query([text]) for text in busy]
+            await until(lambda: batcher.queue_depth == 4, "two queries queued while the model is busy")
+            backend.gate.set()
+            replies = await asyncio.gather(*replies)
+            replies.append(await query(large))
+            assert batcher.queue_depth == 0 and batcher.texts_processed == 10
+    finally:
+        backend.gate.set()
+    caller = threading.current_thread().name
+    assert windows[0] == (caller, [2]), windows
+    assert windows[1:] and all(name.startswith("embedder-") for name, _ in windows[1:]), windows
+    assert backend.calls[0] == first
+    assert max(map(len, backend.calls)) <= 4  # the six-text query was cut by the feeder as before
+    for texts, reply in zip([first, *([t] for t in busy), large], replies, strict=True):
+        np.testing.assert_allclose(vectors(reply.embeddings), backend.embed_texts(texts), atol=1e-6)
+
+
 def _waiting(batcher) -> list:
     """The requests the batcher holds that the model has not started: queued, or padded and waiting for it."""
     ready = [r for r in list(batcher._ready.queue) if r is not None]
