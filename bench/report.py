@@ -875,7 +875,7 @@ def targets(report: dict) -> list[tuple[str, str, bool | None]]:
             ratios = [r["rest_passages_per_second"] / r["raw_passages_per_second"] for r in paired]
             ratio = statistics.median(ratios)
             rows.append(("REST ingest >= 0.85 x raw model (same runtime), median of rounds taken in turns",
-                         f"{ratio:.2f} (rounds: " + ", ".join(f"{r['rest_passages_per_second']} / "
+                         f"{ratio:.3f} (rounds: " + ", ".join(f"{r['rest_passages_per_second']} / "
                                                               f"{r['raw_passages_per_second']}" for r in paired)
                          + ")", ratio >= 0.85))
         elif base:
@@ -891,7 +891,7 @@ def targets(report: dict) -> list[tuple[str, str, bool | None]]:
         if paired:
             ratio = statistics.median(r["raw_cpu_ms_per_passage"] / r["rest_cpu_ms_per_passage"] for r in paired)
             rows.append(("REST ingest >= 0.85 x raw model, by CPU ms/passage, median of the same rounds",
-                         f"{ratio:.2f} (rounds: " + ", ".join(f"{r['raw_cpu_ms_per_passage']} / "
+                         f"{ratio:.3f} (rounds: " + ", ".join(f"{r['raw_cpu_ms_per_passage']} / "
                                                               f"{r['rest_cpu_ms_per_passage']}" for r in paired)
                          + ")", ratio >= 0.85))
         elif cpu and raw_cpu:

@@ -228,3 +228,43 @@ def test_the_one_client_load_generator_reads_whole_answers_on_one_connection_and
         connection.close()
         server.shutdown()
         server.server_close()
+
+
+def _report(date: str, commit: str, dense_p50: float) -> dict:
+    """The least of a `bench.report` JSON that judges one target (dense p50 at one client)."""
+    return {"date": date, "machine": {"commit": commit, "cpu_model": "AMD EPYC", "cpus_usable": 2},
+            "main_runtime": "onnx", "mesh": {"onnx": {"rest_dense_1": {"p50_ms": dense_p50}}}}
+
+
+def test_the_summary_counts_each_target_over_the_recorded_reports_and_marks_the_misses(tmp_path):
+    from bench import summary
+
+    files = {"b.json": _report("2026-11-26T10:00:00", "bbbbbbb", 6.4),
+             "a.json": _report("2026-11-25T10:00:00", "aaaaaaa", 5.1),
+             "2026-11-24-store.json": {"name": "store", "markdown": "", "data": {
+                 "points": 1000, "recall_at_10": 0.97, "queries_ms": {"dense": {"p50_ms": 1.0, "p95_ms": 25.0}}}},
+             "reindex.json": {"passages": 10, "reindex": {}}}  # another benchmark's file: not a report
+    for name, data in files.items():
+        (tmp_path / name).write_text(json.dumps(data))
+    text = summary.main([*(str(tmp_path / name) for name in files), "--last", "2"])
+    lines = text.splitlines()
+    assert lines[0] == "| target | met in | a | b |"  # oldest first, by the reports' dates
+    assert "| REST dense p50 <= 6 ms (1 client) | 1 of 2 | 5.1 | **6.4** |" in lines
+    assert "| store at 1,000: recall@10 >= 0.95 | 1 of 1 |  |  |" in lines
+    assert "| store at 1,000: every query kind p95 < 20 ms | 0 of 1 |  |  |" in lines
+    assert "- b: 2026-11-26T10:00, commit bbbbbbb, AMD EPYC, 2 CPUs" in lines
+    assert not any("reindex" in line for line in lines)
+    # The figure is the one judged, taken from the report's text for it.
+    assert summary.figure("4.26 - 2.95 = 1.31 ms") == "1.31"
+    assert summary.figure("0.84 (rounds: 180.7 / 216.6, 178.8 / 219.7)") == "0.84"
+
+
+def test_every_recorded_report_is_still_judged_by_todays_targets():
+    """bench/results keeps the reports the README quotes; `bench.report.targets` must go on reading all of them."""
+    from bench import summary
+
+    reports = summary.load(sorted(summary.RESULTS.glob("*.json")))
+    assert len(reports) >= 25
+    text = summary.summary(reports)
+    assert "| REST ingest >= 0.85 x raw model (same runtime), median of rounds taken in turns |" in text
+    assert "| store at 1,000,000: recall@10 >= 0.95 |" in text
