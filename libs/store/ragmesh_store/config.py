@@ -64,6 +64,6 @@ class StoreSettings(BaseSettings):
         1, ge=1, le=256, validation_alias="RAGMESH_STORE_SEARCH_THREADS",
         description="Embedded store: threads of each collection's search pool, on which one query searches its "
         "segments in parallel. 1 (the default) searches on the calling thread: with 2 CPUs, 1 was faster at "
-        "1,000 and at 200,000 chunks, for one query and for many at once (see the README's Benchmarks); more "
+        "1,000 and at 200,000 chunks, for one query and for many at once (bench/results/HISTORY.md); more "
         "can lower one query's latency on a collection of many segments with cores to spare.",
     )
