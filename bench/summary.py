@@ -6,8 +6,9 @@
 On these 2-core VMs one run judges a target near its limit either way: their speed drifts by 10-40 % within
 minutes and differs by up to 3x between VM types. So this reads the record. For each target, it says in how many
 of the reports that judged it the target was met, and it shows each of the last reports' figures (bold: missed).
-The targets are judged by `bench.report.targets`, the same code that writes each report's own table. Files in the
-folder that are not `bench.report` reports (the store alone, the re-index benchmark) are left out.
+The targets are judged by `bench.report.targets`, the same code that writes each report's own table. A
+`bench.bench_store --json` file counts as a report of the store alone; other files in the folder (the re-index
+benchmark's) are left out.
 """
 
 from __future__ import annotations
