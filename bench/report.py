@@ -1101,7 +1101,7 @@ def main(argv: list[str] | None = None) -> Path:
     args = parser.parse_args(argv)
     if args.smoke:
         args.passages, args.queries, args.backend, args.search_clients = 24, 6, "hash", "1,2"
-        args.per_client, args.store_points, args.store_queries, args.store_ef = 3, 1000, 10, "64"
+        args.per_client, args.store_points, args.store_queries, args.store_ef = 30, 1000, 10, "64"
         args.clients, args.batch = 2, 8
         args.skip = [*args.skip, "langchain", "embedder"]
     args.search_clients = [int(c) for c in args.search_clients.split(",")]
