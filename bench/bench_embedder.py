@@ -14,7 +14,8 @@ table shows medians):
 - one query at a time (43 msmarco queries): the raw model's latency and the service's round trip, p50.
 - `--forward`, or automatically on a CUDA device: the model's own forward rate (pre-tokenised,
   length-sorted batches of `batch_size`, fp16 on CUDA, tokenising excluded) vs the service with 16 clients x
-  128 texts: the "service >= 0.75 x the device" check of a GPU pod.
+  128 texts, sent as texts and with their token ids (as the indexer sends them), and on CUDA how busy the GPU
+  was: the "service >= 0.75 x the device" check of a GPU pod.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import threading
 import time
 
 import numpy as np
@@ -118,7 +120,8 @@ async def measure_runtime(name: str, overrides: dict, passages, queries, args) -
             served_query.append(result["p50_ms"])
         forward = None
         if args.forward or backend.device == "cuda":
-            forward = await measure_forward(backend, service.port, passages, args.rounds)
+            forward = await measure_forward(backend, service.port, passages, args.rounds, settings.model_path,
+                                            args.forward_seconds)
     info = embedder.info
     return {"runtime": info.runtime, "device": info.device, "precision": info.precision,
             "raw_passages_per_second": statistics.median(raw), "service_passages_per_second": statistics.median(served),
@@ -126,19 +129,68 @@ async def measure_runtime(name: str, overrides: dict, passages, queries, args) -
             "rounds": {"raw": raw, "service": served}, "forward": forward}
 
 
-async def measure_forward(backend, port: int, passages: list[str], rounds: int) -> dict:
-    """The device's own rate vs the service on it (16 clients x 128 texts, dense, packed)."""
+async def measure_forward(backend, port: int, passages: list[str], rounds: int, model_path: str,
+                          seconds: float = 10.0) -> dict:
+    """The device's own rate vs the service on it (16 clients x 128 texts, dense, packed): texts the service
+    tokenises, and the same texts with their token ids, as the indexer sends them. On CUDA, how busy the GPU was
+    during each (the driver's utilisation, sampled every 0.1 s)."""
     big = (passages * (8192 // len(passages) + 1))[:8192] if backend.device == "cuda" else passages
     batches = [big[i : i + 128] for i in range(0, len(big), 128)]
-    forward, served = [], []
+    forward, served, served_ids, busy, busy_ids = [], [], [], [], []
     for _ in range(rounds):
         forward.append(forward_rate(backend, big))
-        result = await asyncio.to_thread(drive, port, batches, clients=16, seconds=10)
+        with GpuBusy(backend.device) as gpu:
+            result = await asyncio.to_thread(drive, port, batches, clients=16, seconds=seconds)
         served.append(result["texts_per_second"])
+        busy.append(gpu.percent)
+        with GpuBusy(backend.device) as gpu:
+            result = await asyncio.to_thread(drive, port, batches, clients=16, seconds=seconds,
+                                             model_path=model_path)
+        served_ids.append(result["texts_per_second"])
+        busy_ids.append(gpu.percent)
+    rate, rate_ids, device = (statistics.median(x) for x in (served, served_ids, forward))
     return {"passages": len(big), "batch_size": backend.batch_size, "max_batch_tokens": backend.max_batch_tokens,
-            "forward_passages_per_second": statistics.median(forward),
-            "service_passages_per_second": statistics.median(served),
-            "ratio": statistics.median(served) / statistics.median(forward)}
+            "forward_passages_per_second": device, "service_passages_per_second": rate,
+            "service_token_ids_passages_per_second": rate_ids, "ratio": rate / device,
+            "ratio_token_ids": rate_ids / device,
+            "gpu_busy_percent": _median_or_none(busy), "gpu_busy_percent_token_ids": _median_or_none(busy_ids),
+            "rounds": {"forward": forward, "service": served, "service_token_ids": served_ids}}
+
+
+def _median_or_none(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+class GpuBusy:
+    """The GPU's utilisation (% of the time a kernel ran, per the driver via NVML) averaged over a block;
+    `percent` is None on the CPU or without NVML (nvidia-ml-py)."""
+
+    def __init__(self, device: str) -> None:
+        self.device, self.percent, self._samples = device, None, []
+        self._stop = threading.Event()
+
+    def __enter__(self) -> GpuBusy:
+        if self.device == "cuda":
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        import torch
+
+        try:
+            while not self._stop.wait(0.1):
+                self._samples.append(torch.cuda.utilization())
+        except Exception:  # noqa: BLE001 - NVML missing or refused: no figure
+            self._samples.clear()
+
+    def __exit__(self, *_) -> None:
+        self._stop.set()
+        if self.device == "cuda":
+            self._thread.join()
+        if self._samples:
+            self.percent = statistics.fmean(self._samples)
 
 
 async def main() -> None:
@@ -149,6 +201,8 @@ async def main() -> None:
     parser.add_argument("--request-size", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--forward", action="store_true", help="measure the forward rate on a CPU too")
+    parser.add_argument("--forward-seconds", type=float, default=10.0,
+                        help="how long each service run of the forward comparison lasts")
     parser.add_argument("--skip-st", action="store_true", help="skip sentence-transformers encode")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args()
@@ -192,11 +246,15 @@ def _markdown(data: dict, args) -> str:
                      f"{data['sentence_transformers_passages_per_second']:.1f} | - | - | - | - | - |")
     forwards = {name: r["forward"] for name, r in data["runtimes"].items() if r["forward"]}
     if forwards:
-        lines += ["", "| runtime | model forward passages/s (pre-tokenised) | service passages/s (16 x 128) | "
-                  "service / forward |", "|---|---|---|---|"]
+        lines += ["", "| runtime | model forward passages/s (pre-tokenised) | service passages/s (16 x 128 texts) | "
+                  "service / forward | service with token ids | service / forward | GPU busy % (texts / ids) |",
+                  "|---|---|---|---|---|---|---|"]
         for name, f in forwards.items():
+            busy = " / ".join("-" if b is None else f"{b:.0f}"
+                              for b in (f["gpu_busy_percent"], f["gpu_busy_percent_token_ids"]))
             lines.append(f"| {name} | {f['forward_passages_per_second']:.1f} | {f['service_passages_per_second']:.1f}"
-                         f" | {f['ratio']:.2f} |")
+                         f" | {f['ratio']:.2f} | {f['service_token_ids_passages_per_second']:.1f} | "
+                         f"{f['ratio_token_ids']:.2f} | {busy} |")
     return "\n".join(lines)
 
 

@@ -35,20 +35,37 @@ async def serving(settings, embedder=None):
 
 
 def drive(port: int, batches: list[list[str]], *, clients: int, seconds: float | None = None,
-          dense_only: bool = True, packed: bool = True, input_type: str = "document") -> dict:
+          dense_only: bool = True, packed: bool = True, input_type: str = "document",
+          model_path: str | None = None) -> dict:
     """Run `clients` concurrent callers in a child process, one Embed request per batch: cycling through
-    `batches` for `seconds`, or (seconds=None) sending each batch once. Returns texts/s and the request
-    latency p50/p95 in ms."""
+    `batches` for `seconds`, or (seconds=None) sending each batch once. With `model_path` (a local model's
+    folder), each request carries its texts' token ids too, as the indexer's do, tokenised beforehand (not
+    timed) with that model's tokenizer. Returns texts/s and the request latency p50/p95 in ms."""
     context = multiprocessing.get_context("spawn")
     with context.Pool(1) as pool:
-        return pool.apply(_drive, (port, batches, clients, seconds, dense_only, packed, input_type))
+        return pool.apply(_drive, (port, batches, clients, seconds, dense_only, packed, input_type, model_path))
 
 
-def _drive(port, batches, clients, seconds, dense_only, packed, input_type) -> dict:
-    return asyncio.run(_drive_async(port, batches, clients, seconds, dense_only, packed, input_type))
+def _drive(port, batches, clients, seconds, dense_only, packed, input_type, model_path) -> dict:
+    return asyncio.run(_drive_async(port, batches, clients, seconds, dense_only, packed, input_type, model_path))
 
 
-async def _drive_async(port, batches, clients, seconds, dense_only, packed, input_type) -> dict:
+def _token_ids(pb2, model_path: str, texts: list[str]):
+    """The texts' TokenIds as the indexer sends them: the model's tokenizer, cut to the model's window."""
+    from ragmesh_common.tokens import packed_ids, tokenizer_fingerprint
+    from tokenizers import Tokenizer
+
+    root = Path(model_path)
+    window = json.loads((root / "sentence_bert_config.json").read_text()).get("max_seq_length", 512)
+    tokenizer = Tokenizer.from_file(str(root / "tokenizer.json"))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(window)
+    ids = [encoding.ids for encoding in tokenizer.encode_batch(texts)]
+    return pb2.TokenIds(tokenizer=tokenizer_fingerprint(root / "tokenizer.json"), ids=packed_ids(ids),
+                        lengths=list(map(len, ids)))
+
+
+async def _drive_async(port, batches, clients, seconds, dense_only, packed, input_type, model_path) -> dict:
     import grpc
     from ragmesh.embedder.v1 import embedder_service_pb2 as pb2
     from ragmesh.embedder.v1 import embedder_service_pb2_grpc as pb2_grpc
@@ -56,7 +73,8 @@ async def _drive_async(port, batches, clients, seconds, dense_only, packed, inpu
     kinds = [pb2.VECTOR_KIND_DENSE] if dense_only else []
     dense_format = pb2.DENSE_FORMAT_PACKED_FLOAT32 if packed else pb2.DENSE_FORMAT_FLOATS
     kind = pb2.INPUT_TYPE_QUERY if input_type == "query" else pb2.INPUT_TYPE_DOCUMENT
-    requests = [pb2.EmbedRequest(texts=b, kinds=kinds, dense_format=dense_format, input_type=kind) for b in batches]
+    requests = [pb2.EmbedRequest(texts=b, kinds=kinds, dense_format=dense_format, input_type=kind,
+                                 token_ids=_token_ids(pb2, model_path, b) if model_path else None) for b in batches]
     options = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]
     latencies: list[float] = []
     texts = 0

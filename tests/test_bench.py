@@ -81,6 +81,21 @@ def test_the_service_ceiling_benchmark_runs_every_row_at_a_tiny_size(tmp_path):
     assert len(rows) == 3 and all(row["texts_per_second"] > 0 for row in rows)
 
 
+def test_the_embedder_benchmark_compares_the_forward_pass_with_the_service_fed_texts_and_token_ids(tmp_path):
+    # What a GPU run reports (the service against the model's own forward rate), here on the CPU at a tiny size.
+    out = tmp_path / "embedder.json"
+    done = subprocess.run([sys.executable, "-m", "bench.bench_embedder", "--runtimes", "onnx-int8", "--rounds", "1",
+                           "--passages", "48", "--forward", "--forward-seconds", "0.5", "--skip-st",
+                           "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    forward = json.loads(out.read_text())["data"]["runtimes"]["onnx-int8"]["forward"]
+    assert forward["forward_passages_per_second"] > 0
+    assert forward["service_passages_per_second"] > 0 and forward["service_token_ids_passages_per_second"] > 0
+    assert forward["gpu_busy_percent"] is None  # no GPU here: no figure rather than a made-up one
+    assert "| service with token ids |" in json.loads(out.read_text())["markdown"]
+
+
 def test_the_ab_benchmark_runs_both_sides_at_a_tiny_size():
     done = subprocess.run([sys.executable, "-m", "bench.bench_ab", "--backend", "hash", "--passages", "64",
                            "--rounds", "1", "--passes", "1", "--a", "RAGMESH_EMBEDDER_RUNNERS=2", "--search", "dense",
