@@ -106,6 +106,17 @@ class DenseBackend(Protocol):
     def close(self) -> None: ...
 
 
+def gpu_shape(rows: int, width: int, limit: int) -> tuple[int, int]:
+    """The shape a micro-batch is padded to on a GPU (torch): rows up to a power of two below 64 and to a multiple
+    of 64 above, width up to a multiple of 16 (at most `limit`, the model's window). The batcher cuts micro-batches
+    of every size, and a shape the GPU has not run before costs far more than a known one: on an H200, torch fp16
+    ran 40 micro-batches of random shapes at 3,200 msmarco passages/s the first time and at 48,600 the second
+    (why is not established). These buckets keep the shapes few: the service on that GPU did 21,100 passages/s
+    with them against 18,900 without (README, "On a GPU")."""
+    rows = 1 << max(0, rows - 1).bit_length() if rows <= 64 else -(-rows // 64) * 64
+    return rows, min(max(width, -(-width // 16) * 16), max(limit, width))
+
+
 def unit_rows(matrix: np.ndarray) -> np.ndarray:
     """Scale each row to length 1 (rows of zeros stay zero), in place when already float32."""
     matrix = np.asarray(matrix, dtype=np.float32)
@@ -319,21 +330,40 @@ class TorchBackend(_Tokenized):
         self.dimension = int(self._model.get_embedding_dimension())
         self.max_sequence_length = int(self._model.max_seq_length)
         self._with_type_ids = "token_type_ids" in self._model.tokenizer.model_input_names
+        self.bucketed = settings.gpu_shapes  # on CUDA: micro-batches padded to a few shapes (gpu_shape)
 
     def embed(self, batch: MicroBatch) -> np.ndarray:
         torch, device = self._torch, self.device
+        input_ids, attention_mask = batch.input_ids, batch.attention_mask
+        if device == "cuda" and self.bucketed:
+            input_ids, attention_mask = _padded(input_ids, attention_mask, self.pad_id, self.max_sequence_length)
         features = {
-            "input_ids": torch.from_numpy(batch.input_ids).to(device, non_blocking=True),
-            "attention_mask": torch.from_numpy(batch.attention_mask).to(device, non_blocking=True),
+            "input_ids": torch.from_numpy(input_ids).to(device, non_blocking=True),
+            "attention_mask": torch.from_numpy(attention_mask).to(device, non_blocking=True),
         }
         if self._with_type_ids:
             features["token_type_ids"] = torch.zeros_like(features["input_ids"])
         with torch.inference_mode():
-            vectors = self._model(features)["sentence_embedding"]
+            vectors = self._model(features)["sentence_embedding"][: batch.size]
         return unit_rows(vectors.float().cpu().numpy())
 
     def close(self) -> None:
         """Nothing to release: the model goes with the process."""
+
+
+def _padded(input_ids: np.ndarray, attention_mask: np.ndarray, pad_id: int,
+            limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """The micro-batch padded to its `gpu_shape`: extra columns are padding, extra rows repeat the first row (a
+    row with no token at all could make attention's softmax NaN); the caller keeps the first rows' vectors."""
+    rows, width = input_ids.shape
+    shape = gpu_shape(rows, width, limit)
+    if shape == (rows, width):
+        return input_ids, attention_mask
+    ids = np.full(shape, pad_id, dtype=input_ids.dtype)
+    mask = np.zeros(shape, dtype=attention_mask.dtype)
+    ids[:rows, :width], mask[:rows, :width] = input_ids, attention_mask
+    ids[rows:, :width], mask[rows:, :width] = input_ids[0], attention_mask[0]
+    return ids, mask
 
 
 # --- the other backends ------------------------------------------------------------------------------

@@ -127,6 +127,12 @@ class EmbedderSettings(ServiceSettings):
         "other keep every core busy); 1 for torch, on CUDA and for the other backends (openai: API requests at "
         "once).",
     )
+    gpu_shapes: bool = Field(
+        True,
+        description="On CUDA with torch, pad each micro-batch to one of a few shapes (rows to a power of two up "
+        "to 64, then a multiple of 64; width to a multiple of 16): a shape the GPU has not run before costs far "
+        "more than a known one. false: run each micro-batch as the batcher cut it.",
+    )
     data_dir: Path = Field(Path(".ragmesh"), validation_alias="RAGMESH_DATA_DIR",
                            description="ragmesh's data directory (the default home of model_cache_dir).")
     model_cache_dir: Path | None = Field(

@@ -161,3 +161,25 @@ async def test_texts_sent_with_their_token_ids_embed_as_the_texts_alone(local, v
     assert not any(e.truncated for e in given.embeddings)
     # The texts were not tokenised here: the metric operators read says how many came with their tokens.
     assert pretokenized() - before == 3
+
+
+def test_padding_a_micro_batch_to_its_gpu_shape_leaves_every_vector_as_it_was():
+    # What the torch backend does on CUDA (gpu_shape), checked here on the CPU with the real model: extra rows and
+    # columns change nothing in the texts' own vectors.
+    from ragmesh_embedder.backends import MicroBatch, _padded, create_backend, gpu_shape
+
+    assert [gpu_shape(rows, 7, 256) for rows in (1, 3, 64, 65, 400, 1024)] == [
+        (1, 16), (4, 16), (64, 16), (128, 16), (448, 16), (1024, 16)]
+    assert [gpu_shape(5, width, 256)[1] for width in (16, 17, 250, 256)] == [16, 32, 256, 256]
+    backend = create_backend(EmbedderSettings(port=0, runtime="torch", device="cpu", precision="fp32"))
+    prepared = backend.prepare(["short", "a somewhat longer sentence about the mercury thermometer", "x y z"])
+    width = int(prepared.lengths.max())
+    ids = np.full((3, width), backend.pad_id, dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for row, (start, length) in enumerate(zip(prepared.starts, prepared.lengths, strict=True)):
+        ids[row, :length], mask[row, :length] = prepared.ids[start : start + length], 1
+    padded_ids, padded_mask = _padded(ids, mask, backend.pad_id, backend.max_sequence_length)
+    assert padded_ids.shape == gpu_shape(3, width, 256) == (4, 16)
+    plain = backend.embed(MicroBatch(3, input_ids=ids, attention_mask=mask))
+    padded = backend.embed(MicroBatch(4, input_ids=padded_ids, attention_mask=padded_mask))
+    np.testing.assert_allclose(padded[:3], plain, atol=1e-5)
