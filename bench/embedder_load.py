@@ -50,8 +50,8 @@ def _drive(port, batches, clients, seconds, dense_only, packed, input_type, mode
     return asyncio.run(_drive_async(port, batches, clients, seconds, dense_only, packed, input_type, model_path))
 
 
-def _token_ids(pb2, model_path: str, texts: list[str]):
-    """The texts' TokenIds as the indexer sends them: the model's tokenizer, cut to the model's window."""
+def _tokenizing(pb2, model_path: str):
+    """texts -> their TokenIds as the indexer sends them: the model's tokenizer, cut to the model's window."""
     from ragmesh_common.tokens import packed_ids, tokenizer_fingerprint
     from tokenizers import Tokenizer
 
@@ -60,9 +60,13 @@ def _token_ids(pb2, model_path: str, texts: list[str]):
     tokenizer = Tokenizer.from_file(str(root / "tokenizer.json"))
     tokenizer.no_padding()
     tokenizer.enable_truncation(window)
-    ids = [encoding.ids for encoding in tokenizer.encode_batch(texts)]
-    return pb2.TokenIds(tokenizer=tokenizer_fingerprint(root / "tokenizer.json"), ids=packed_ids(ids),
-                        lengths=list(map(len, ids)))
+    fingerprint = tokenizer_fingerprint(root / "tokenizer.json")
+
+    def token_ids(texts: list[str]):
+        ids = [encoding.ids for encoding in tokenizer.encode_batch(texts)]
+        return pb2.TokenIds(tokenizer=fingerprint, ids=packed_ids(ids), lengths=list(map(len, ids)))
+
+    return token_ids
 
 
 async def _drive_async(port, batches, clients, seconds, dense_only, packed, input_type, model_path) -> dict:
@@ -73,8 +77,9 @@ async def _drive_async(port, batches, clients, seconds, dense_only, packed, inpu
     kinds = [pb2.VECTOR_KIND_DENSE] if dense_only else []
     dense_format = pb2.DENSE_FORMAT_PACKED_FLOAT32 if packed else pb2.DENSE_FORMAT_FLOATS
     kind = pb2.INPUT_TYPE_QUERY if input_type == "query" else pb2.INPUT_TYPE_DOCUMENT
+    token_ids = _tokenizing(pb2, model_path) if model_path else lambda _: None
     requests = [pb2.EmbedRequest(texts=b, kinds=kinds, dense_format=dense_format, input_type=kind,
-                                 token_ids=_token_ids(pb2, model_path, b) if model_path else None) for b in batches]
+                                 token_ids=token_ids(b)) for b in batches]
     options = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]
     latencies: list[float] = []
     texts = 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -94,6 +95,21 @@ def test_the_embedder_benchmark_compares_the_forward_pass_with_the_service_fed_t
     assert forward["service_passages_per_second"] > 0 and forward["service_token_ids_passages_per_second"] > 0
     assert forward["gpu_busy_percent"] is None  # no GPU here: no figure rather than a made-up one
     assert "| service with token ids |" in json.loads(out.read_text())["markdown"]
+
+
+def test_the_gpu_shapes_benchmark_runs_every_row_at_a_tiny_size(tmp_path):
+    # Made for a GPU; on the CPU it only shows that it works (micro-batches of 4 keep the warming of every shape short).
+    out = tmp_path / "shapes.json"
+    done = subprocess.run([sys.executable, "-m", "bench.bench_gpu_shapes", "--batches", "2", "--passages", "40",
+                           "--seconds", "0.3", "--forward-passages", "32", "--warm", "--json", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "RAGMESH_EMBEDDER_BATCH_SIZE": "4"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads(out.read_text())["data"]
+    assert set(data["model"]) == {"shapes as cut", "gpu_shape buckets", "buckets, every shape warmed"}
+    assert all(row["first pass"] > 0 and row["new shapes"] > 0 for row in data["model"].values())
+    assert data["model"]["buckets, every shape warmed"]["seconds to warm"] > 0
+    assert all(row["service"] > 0 and row["ratio"] > 0 for row in data["service"].values())
 
 
 def test_the_ab_benchmark_runs_both_sides_at_a_tiny_size():
