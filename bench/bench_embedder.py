@@ -55,15 +55,20 @@ def micro_batches(backend, passages: list[str]) -> list[MicroBatch]:
         if not backend.tokenized:  # text backends (hash, openai) take the texts themselves
             batches.append(MicroBatch(len(rows), texts=[prepared.texts[row] for row in rows]))
             continue
-        width = int(prepared.lengths[rows].max())
-        ids = np.full((len(rows), width), backend.pad_id, dtype=np.int64)
-        mask = np.zeros_like(ids)
-        for i, row in enumerate(rows):
-            start, length = prepared.starts[row], prepared.lengths[row]
-            ids[i, :length] = prepared.ids[start : start + length]
-            mask[i, :length] = 1
-        batches.append(MicroBatch(len(rows), input_ids=ids, attention_mask=mask))
+        batches.append(padded_batch(backend, prepared, rows))
     return batches
+
+
+def padded_batch(backend, prepared, rows: np.ndarray) -> MicroBatch:
+    """The prepared texts at `rows` as one micro-batch, padded to the longest of them."""
+    width = int(prepared.lengths[rows].max())
+    ids = np.full((len(rows), width), backend.pad_id, dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for i, row in enumerate(rows):
+        start, length = prepared.starts[row], prepared.lengths[row]
+        ids[i, :length] = prepared.ids[start : start + length]
+        mask[i, :length] = 1
+    return MicroBatch(len(rows), input_ids=ids, attention_mask=mask)
 
 
 def raw_rate(backend, passages: list[str]) -> float:

@@ -28,7 +28,7 @@ from ragmesh_embedder.backends import MicroBatch, create_backend, gpu_shape
 from ragmesh_embedder.config import EmbedderSettings
 from ragmesh_embedder.service import Embedder, warm_up
 
-from bench.bench_embedder import forward_rate
+from bench.bench_embedder import forward_rate, padded_batch
 from bench.embedder_load import drive, load_passages, machine, serving, write_report
 
 
@@ -40,14 +40,7 @@ def random_batches(backend, passages: list[str], count: int, rng: np.random.Gene
     for _ in range(count):
         size = int(rng.integers(16, min(1024, len(order)) + 1))
         start = int(rng.integers(0, len(order) - size + 1))
-        rows = order[start : start + size]
-        width = int(prepared.lengths[rows].max())
-        ids = np.full((size, width), backend.pad_id, dtype=np.int64)
-        mask = np.zeros_like(ids)
-        for i, row in enumerate(rows):
-            begin, length = prepared.starts[row], prepared.lengths[row]
-            ids[i, :length], mask[i, :length] = prepared.ids[begin : begin + length], 1
-        batches.append(MicroBatch(size, input_ids=ids, attention_mask=mask))
+        batches.append(padded_batch(backend, prepared, order[start : start + size]))
     return batches
 
 
