@@ -36,12 +36,16 @@ log = logging.getLogger(__name__)
 CPU_AUTO_PRECISION = "int8"
 # Micro-batch limits by device when the settings leave them unset: on a CPU bigger batches are slower (padding,
 # attention cost; shared/MEASUREMENTS.md), a GPU needs large ones to be busy. The CPU token budgets are the best
-# of side-by-side sweeps on 2 cores (msmarco passages, cut from windows of 32, 64 and 1,000 texts): torch 4096
-# (1024-16384 swept); ONNX Runtime with one single-threaded call per core, int8 256 (128-1024 swept: 178-224
-# passages/s at 256 against 141-195 at 1024; from windows of 32 texts, as an ingest often queues, 1024 pads 18 %
-# and 256 3 %) and fp32 512 (512-4096: 84-98 against 47-78 at 4096).
+# of side-by-side sweeps on 2 cores (msmarco passages, cut from windows of 32, 64 and 1,000 texts), with one
+# single-threaded call per core: ONNX Runtime int8 256 (128-1024 swept: 178-224 passages/s at 256 against 141-195
+# at 1024; from windows of 32 texts, as an ingest often queues, 1024 pads 18 % and 256 3 %), fp32 512 (512-4096:
+# 84-98 against 47-78 at 4096), and torch 512, as fp32 ONNX: the model alone did 119-125 passages/s at 512-2048
+# (sorted over the whole corpus), but a REST ingest, whose windows hold what four clients have queued, did 100 at
+# 512 and 84-86 at 2048 (padding 5 % against 30 %); it had been 4096, best when torch ran one two-thread call.
+# "cpu" alone is the fallback (the hash backend, whose tokens are words).
 DEFAULT_BATCH_SIZE = {"cpu": 256, "cuda": 1024}
-DEFAULT_MAX_BATCH_TOKENS = {"cpu": 4096, "cpu-onnx-int8": 256, "cpu-onnx-fp32": 512, "cuda": 131072}
+DEFAULT_MAX_BATCH_TOKENS = {"cpu": 4096, "cpu-onnx-int8": 256, "cpu-onnx-fp32": 512, "cpu-torch-fp32": 512,
+                            "cuda": 131072}
 
 
 @dataclass(frozen=True, eq=False)
@@ -186,7 +190,7 @@ def resolve_plan(settings: EmbedderSettings, *, ort_cuda=_ort_has_cuda, torch_cu
                           "found a GPU: set RAGMESH_EMBEDDER_PRECISION=fp16 (or auto), or DEVICE=cpu")
     if precision == "int8" and runtime != "onnx":
         raise ConfigError("RAGMESH_EMBEDDER_PRECISION=int8 needs the onnx runtime, which has no CUDA provider here")
-    runners, threads = _concurrency(settings, runtime, device)
+    runners, threads = _concurrency(settings, device)
     return Plan(
         runtime=runtime, device=device, precision=precision, threads=threads, runners=runners,
         batch_size=settings.batch_size or DEFAULT_BATCH_SIZE[device],
@@ -195,14 +199,16 @@ def resolve_plan(settings: EmbedderSettings, *, ort_cuda=_ort_has_cuda, torch_cu
     )
 
 
-def _concurrency(settings: EmbedderSettings, runtime: str, device: str) -> tuple[int, int]:
-    """(runners, threads per runner): what is not set fills the CPUs this process may use. ONNX Runtime on the
-    CPU defaults to one single-threaded runner per CPU (measured on 2 cores, int8: 2 x 1 embeds msmarco
-    passages 11-25 % faster than 1 x 2, and a lone query is no slower); torch and CUDA to one runner."""
+def _concurrency(settings: EmbedderSettings, device: str) -> tuple[int, int]:
+    """(runners, threads per runner): what is not set fills the CPUs this process may use. On the CPU the model
+    defaults to one single-threaded runner per CPU. Measured on 2 cores: ONNX Runtime int8 embeds msmarco passages
+    11-25 % faster with 2 x 1 than with 1 x 2, and a lone query is no slower; torch (1,024-token micro-batches) did
+    98-99 against 86-90 passages/s in a REST ingest, and answered a one-client REST search in 12.2-12.6 against
+    14.7-15.2 ms p50, though alone a query takes 6.6 ms on one thread against 4.4 on two. CUDA: one runner."""
     cpus = available_cpus()
     if settings.runners:
         runners = settings.runners
-    elif runtime == "onnx" and device == "cpu":
+    elif device == "cpu":
         runners = max(1, cpus // settings.threads) if settings.threads else cpus
     else:
         runners = 1

@@ -122,10 +122,9 @@ class EmbedderSettings(ServiceSettings):
     runners: Threads | None = Field(
         None,
         description="How many micro-batches the model runs at once, each on its own thread with `threads` "
-        "threads. Default for onnx on the CPU: one per CPU this process may use, on one thread each (short "
-        "sequences gain little from splitting one call's work over cores, and calls that do not wait for each "
-        "other keep every core busy); 1 for torch, on CUDA and for the other backends (openai: API requests at "
-        "once).",
+        "threads. Default on the CPU (onnx and torch): one per CPU this process may use, on one thread each "
+        "(short sequences gain little from splitting one call's work over cores, and calls that do not wait for "
+        "each other keep every core busy); 1 on CUDA and for the other backends (openai: API requests at once).",
     )
     gpu_shapes: bool = Field(
         True,
@@ -165,8 +164,8 @@ class EmbedderSettings(ServiceSettings):
     max_batch_tokens: BatchTokens | None = Field(
         None,
         description="The most padded tokens in one local model call (longest text x texts, as TEI counts): "
-        "queued texts are sorted by length and cut into micro-batches that fit; default: 1024 on CPU in int8, "
-        "4096 on CPU in fp32, 131072 on CUDA.",
+        "queued texts are sorted by length and cut into micro-batches that fit; default: 256 on CPU in int8, "
+        "512 on CPU in fp32 (onnx and torch), 131072 on CUDA.",
     )
     max_texts_per_request: int = Field(512, ge=1, description="The most texts one request may carry.")
     max_text_chars: int = Field(100_000, ge=1, description="The longest text accepted, in characters.")

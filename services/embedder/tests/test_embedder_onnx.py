@@ -115,7 +115,7 @@ def test_device_auto_picks_what_the_machine_has():
     plan = resolve_plan(EmbedderSettings(port=0, device="cpu"), ort_cuda=lambda: True, torch_cuda=lambda: True)
     assert (plan.device, plan.precision, plan.batch_size, plan.max_batch_tokens) == ("cpu", "int8", 256, 256)
     plan = resolve_plan(EmbedderSettings(port=0, runtime="torch"))
-    assert (plan.precision, plan.max_batch_tokens) == ("fp32", 4096)
+    assert (plan.precision, plan.max_batch_tokens, plan.runners, plan.threads) == ("fp32", 512, available_cpus(), 1)
     plan = resolve_plan(EmbedderSettings(port=0, precision="fp32"), ort_cuda=lambda: False, torch_cuda=lambda: False)
     assert (plan.runtime, plan.max_batch_tokens) == ("onnx", 512)
     with pytest.raises(ConfigError, match="RAGMESH_EMBEDDER_PRECISION=int8"):
@@ -166,8 +166,9 @@ def test_threads_follow_the_cgroup_quota_not_the_host(tmp_path, monkeypatch):
         ({"RAGMESH_EMBEDDER_THREADS": "8"}, False, (1, 8)),
         ({"RAGMESH_EMBEDDER_RUNNERS": "1"}, False, (1, 4)),
         ({"RAGMESH_EMBEDDER_RUNNERS": "2", "RAGMESH_EMBEDDER_THREADS": "3"}, False, (2, 3)),
-        # torch and CUDA: one call at a time on every CPU, as before, unless runners are asked for.
-        ({"RAGMESH_EMBEDDER_RUNTIME": "torch"}, False, (1, 4)),
+        # torch on the CPU likewise; CUDA: one call at a time, unless runners are asked for.
+        ({"RAGMESH_EMBEDDER_RUNTIME": "torch"}, False, (4, 1)),
+        ({"RAGMESH_EMBEDDER_RUNTIME": "torch", "RAGMESH_EMBEDDER_RUNNERS": "1"}, False, (1, 4)),
         ({}, True, (1, 4)),
         ({"RAGMESH_EMBEDDER_RUNNERS": "2"}, True, (2, 2)),
     ],
@@ -180,12 +181,16 @@ def test_runners_and_threads_share_the_cpus_this_process_may_use(monkeypatch, en
     assert (plan.runners, plan.threads) == expected
 
 
-async def test_two_onnx_runners_give_the_vectors_one_runner_gives(passages, local):
-    """Two model threads call one ONNX Runtime session at once; every text gets the vector it gets from one. (In
-    fp32: int8's dynamic quantization scales activations per call, so there a text's vector moves a little with
-    the texts it shares a micro-batch with, however many runners.)"""
-    one = build_embedder(EmbedderSettings(port=0, precision="fp32", runners=1, RAGMESH_EMBEDDER_THREADS=1))
-    two = build_embedder(EmbedderSettings(port=0, precision="fp32", runners=2, RAGMESH_EMBEDDER_THREADS=1))
+@pytest.mark.parametrize("runtime", ["onnx", "torch"])
+async def test_two_runners_give_the_vectors_one_runner_gives(passages, local, runtime):
+    """Two model threads call one ONNX Runtime session (or one torch module: torch's default on the CPU too) at
+    once; every text gets the vector it gets from one. (In fp32: int8's dynamic quantization scales activations
+    per call, so there a text's vector moves a little with the texts it shares a micro-batch with, however many
+    runners.)"""
+    one = build_embedder(EmbedderSettings(port=0, runtime=runtime, precision="fp32", runners=1,
+                                          RAGMESH_EMBEDDER_THREADS=1))
+    two = build_embedder(EmbedderSettings(port=0, runtime=runtime, precision="fp32", runners=2,
+                                          RAGMESH_EMBEDDER_THREADS=1))
     try:
         assert (one.batcher.runners, two.batcher.runners) == (1, 2)
         groups = [passages[i::8] for i in range(8)]
