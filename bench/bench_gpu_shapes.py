@@ -10,10 +10,10 @@ from msmarco, padded to the longest, as the batcher cuts them), passages/s over 
 - shapes as cut (RAGMESH_EMBEDDER_GPU_SHAPES=false): a first pass, the same micro-batches again, new ones;
 - the same padded to `gpu_shape` buckets (the default on CUDA);
 - `--warm`: the buckets after one call of every bucket shape (and how long that took);
-- shapes as cut with cuDNN's attention off (torch.backends.cuda.enable_cudnn_sdp(False)), on CUDA only.
-Then the service (this process; 16 clients x 128 texts with their token ids in another, `--seconds` each) with
-the shapes as cut and with the buckets, after the model's forward rate (`--forward-passages`, 8,192) for the
-ratio.
+- on CUDA, both again with cuDNN's attention on (RAGMESH_EMBEDDER_CUDNN_ATTENTION=true, torch's own default on
+  sm90/sm100, and ours before 2026-11-27).
+Then, for each of those, the service (this process; 16 clients x 128 texts with their token ids in another,
+`--seconds` each), after the model's forward rate (`--forward-passages`, 8,192) for the ratio.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import statistics
 import time
 
 import numpy as np
-from ragmesh_embedder.backends import MicroBatch, create_backend, gpu_shape
+from ragmesh_embedder.backends import MicroBatch, create_backend, gpu_shape, resolve_plan
 from ragmesh_embedder.config import EmbedderSettings
 from ragmesh_embedder.service import Embedder, warm_up
 
@@ -90,22 +90,20 @@ async def main() -> None:
     model_path = settings().model_path
     big = (passages * (args.forward_passages // len(passages) + 1))[: args.forward_passages]
     requests = [passages[i : i + 128] for i in range(0, max(1, len(passages) - 127), 128)]
-    for label, bucketed in (("shapes as cut", False), ("gpu_shape buckets", True)):
-        run = settings(gpu_shapes=bucketed)
-        backend = create_backend(run)
+    variants = [("shapes as cut", False, False), ("gpu_shape buckets", True, False)]
+    if resolve_plan(settings()).device == "cuda":  # cuDNN's attention is a CUDA matter (on: the old default)
+        variants += [("shapes as cut, cuDNN attention on", False, True),
+                     ("gpu_shape buckets, cuDNN attention on", True, True)]
+    for label, bucketed, cudnn in variants:
+        run = settings(gpu_shapes=bucketed, cudnn_attention=cudnn)
+        backend = create_backend(run)  # sets torch's cuDNN attention flag for the process, on CUDA
         warm_up(backend)
         data["device"] = backend.device
         data["model"][label] = passes(backend, passages, args, 1)
         if bucketed and args.warm:
             seconds = warm_buckets(backend)
-            data["model"]["buckets, every shape warmed"] = {**passes(backend, passages, args, 2),
-                                                            "seconds to warm": seconds}
-        if not bucketed and backend.device == "cuda":
-            import torch
-
-            torch.backends.cuda.enable_cudnn_sdp(False)
-            data["model"]["shapes as cut, cuDNN attention off"] = passes(backend, passages, args, 3)
-            torch.backends.cuda.enable_cudnn_sdp(True)
+            data["model"][f"{label}, every shape warmed"] = {**passes(backend, passages, args, 2),
+                                                             "seconds to warm": seconds}
         forward = statistics.median(forward_rate(backend, big) for _ in range(2))
         embedder = Embedder(backend, run)
         async with serving(run, embedder) as service:  # stopping it closes the embedder

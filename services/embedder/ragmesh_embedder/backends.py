@@ -328,6 +328,9 @@ class TorchBackend(_Tokenized):
 
         super().__init__(settings.model_path, settings.model_id, plan)
         torch.set_num_threads(plan.threads)
+        if plan.device == "cuda":
+            # Process-wide: torch's SDPA then takes the memory-efficient kernel (flash takes no padding mask).
+            torch.backends.cuda.enable_cudnn_sdp(settings.cudnn_attention)
         self._torch = torch
         self._model = SentenceTransformer(settings.model_path, device=plan.device, local_files_only=True)
         if plan.precision == "fp16":

@@ -126,6 +126,14 @@ class EmbedderSettings(ServiceSettings):
         "(short sequences gain little from splitting one call's work over cores, and calls that do not wait for "
         "each other keep every core busy); 1 on CUDA and for the other backends (openai: API requests at once).",
     )
+    cudnn_attention: bool = Field(
+        False,
+        description="On CUDA with torch, let attention run on cuDNN's kernels, which torch >= 2.9 prefers on "
+        "Hopper and Blackwell GPUs (sm90, sm100). cuDNN builds an execution plan for each new input shape, "
+        "hundreds of ms each (modelscope/FunASR#3704: 0.44 s a shape with torch 2.11; sgl-project/sglang#4650: "
+        "~400 ms), and the batcher cuts micro-batches of ever new shapes. false (default): torch's other "
+        "attention kernels, which need no plan.",
+    )
     gpu_shapes: bool = Field(
         True,
         description="On CUDA with torch, pad each micro-batch to one of a few shapes (rows to a power of two up "

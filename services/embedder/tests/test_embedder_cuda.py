@@ -48,8 +48,12 @@ async def _dense(embedder, texts: list[str]) -> np.ndarray:
 
 
 async def _served_on_the_gpu(texts: list[str], query: str):
+    import torch
+
     settings = EmbedderSettings(port=0, device="cuda")
     embedder = build_embedder(settings)
+    # RAGMESH_EMBEDDER_CUDNN_ATTENTION's default: no cuDNN attention, which builds a plan per new shape.
+    cudnn_attention = torch.backends.cuda.cudnn_sdp_enabled()
     service = create_server(settings, embedder)
     await service.start()
     try:
@@ -75,7 +79,7 @@ async def _served_on_the_gpu(texts: list[str], query: str):
                 texts=texts[:64], kinds=dense, dense_format=pb2.DENSE_FORMAT_PACKED_FLOAT32,
                 token_ids=pb2.TokenIds(tokenizer=tokenizer_fingerprint(tokenizer_json), ids=packed_ids(ids),
                                        lengths=list(map(len, ids)))))
-        return info, served, np.array(dense_rows(lone)[0], dtype=np.float32), \
+        return info, cudnn_attention, served, np.array(dense_rows(lone)[0], dtype=np.float32), \
             np.array(dense_rows(with_ids), dtype=np.float32)
     finally:
         await service.stop(0)
@@ -85,8 +89,9 @@ async def _served_on_the_gpu(texts: list[str], query: str):
 def test_the_gpu_serves_the_cpu_models_vectors_in_fp16():
     texts = _texts()
     query = "how does the embedder batch texts on a GPU?"
-    info, served, lone, with_ids = asyncio.run(_served_on_the_gpu(texts, query))
+    info, cudnn_attention, served, lone, with_ids = asyncio.run(_served_on_the_gpu(texts, query))
     assert (info.runtime, info.device, info.precision) == ("torch", "cuda", "fp16")
+    assert not cudnn_attention
     cpu = _cpu_vectors([*texts, query])
     assert served.shape == (len(texts), 384)
     np.testing.assert_allclose(np.linalg.norm(served, axis=1), 1.0, atol=1e-3)
