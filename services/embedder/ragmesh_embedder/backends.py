@@ -115,8 +115,9 @@ def gpu_shape(rows: int, width: int, limit: int) -> tuple[int, int]:
     of 64 above, width up to a multiple of 16 (at most `limit`, the model's window). The batcher cuts micro-batches
     of every size, and a shape the GPU has not run before costs far more than a known one: on an H200, torch fp16
     ran 40 micro-batches of random shapes at 3,200 msmarco passages/s the first time and at 48,600 the second
-    (why is not established). These buckets keep the shapes few: the service on that GPU did 21,100 passages/s
-    with them against 18,900 without (README, "On a GPU")."""
+    (cuDNN's attention, which builds a plan per shape, is the likely cause, and is now off by default:
+    `cudnn_attention`). These buckets keep the shapes few: the service on that GPU, with cuDNN's attention on, did
+    21,100 passages/s with them against 18,900 without (README, "On a GPU")."""
     rows = 1 << max(0, rows - 1).bit_length() if rows <= 64 else -(-rows // 64) * 64
     return rows, min(-(-width // 16) * 16, max(limit, width))
 
