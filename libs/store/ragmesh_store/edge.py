@@ -70,6 +70,7 @@ _TRASH_PREFIX = ".deleting-"
 _DEFAULTS_FILE = "ragmesh-search-defaults.json"  # inside the shard's directory, so it goes with the collection
 _RECORD_FILE = "ragmesh-record-{key}.json"  # a collection record (Store.set_collection_record), beside it
 _SCROLL_PAGE = 1024
+_UNREAD = object()  # a collection record not read yet (None: read, and there is none)
 # The on-disk format of a data directory. Bump it when a release writes something older releases cannot read,
 # and teach `_check_format` to upgrade from the versions before it.
 FORMAT_VERSION = 1
@@ -577,24 +578,29 @@ class EdgeStore:
 
     def collection_record(self, name: str, key: str) -> Any | None:
         collection = self._get(name)
-        path = collection.path / _RECORD_FILE.format(key=checked_record_key(key))
         with collection.record_lock:
-            if key not in collection.records:
+            # A cached key was checked when it was read (the indexer asks twice per document: no path to build).
+            if (text := collection.records.get(key, _UNREAD)) is _UNREAD:
+                path = self._record_path(collection, key)
                 try:
-                    collection.records[key] = path.read_text(encoding="utf-8")
+                    text = path.read_text(encoding="utf-8")
                 except FileNotFoundError:
-                    collection.records[key] = None
+                    text = None
                 except OSError as exc:
                     raise StoreError(f"cannot read {path}: {exc}") from None
-            text = collection.records[key]
+                collection.records[key] = text
         try:
             return None if text is None else json.loads(text)  # a new value each call: callers may change it
         except ValueError as exc:
-            raise StoreError(f"cannot read {path}: {exc}") from None
+            raise StoreError(f"cannot read {self._record_path(collection, key)}: {exc}") from None
+
+    @staticmethod
+    def _record_path(collection: _Collection, key: str) -> Path:
+        return collection.path / _RECORD_FILE.format(key=checked_record_key(key))
 
     def set_collection_record(self, name: str, key: str, value: Any | None) -> None:
         collection = self._get(name)
-        target = collection.path / _RECORD_FILE.format(key=checked_record_key(key))
+        target = self._record_path(collection, key)
         with collection.use(), collection.record_lock:
             collection.records.pop(key, None)  # read from the file again if the write fails half-way
             if value is None:
