@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.bench_ab --a RAGMESH_EMBEDDER_RUNNERS=1 --a RAGMESH_EMBEDDER_THREADS=2 \
         [--b NAME=VALUE ...] [--a-src WORKTREE] [--b-src WORKTREE] [--rounds 3] [--passes 3] [--passages 1000] \
-        [--search dense [--search-clients 32]] [--backend hash]
+        [--search dense [--search-clients 32]] [--backend hash] [--existing a|b]
 
 On a shared or noisy machine two separate runs differ by more than most changes do; alternating A, B, A, B, ...
 (a fresh mesh per round, the same passages) puts the drift on both sides. Each round starts the mesh with the
@@ -13,7 +13,9 @@ each pass) and reports passages/s, the mesh process's CPU ms per passage and the
 tokens over real ones, from its metrics) per pass; with `--search`, also REST search p50 at one client over the
 last collection, and with `--search-clients N` the rate, p50/p99 and CPU ms per query of the mesh process and of
 this benchmark's client (`bench.report.rest_searches`: one keep-alive connection at one client, aiohttp at more)
-at N clients. Prints one line per round and a JSON summary.
+at N clients. With `--existing a` (or `b`), that side's passes go into collections made beforehand (one small
+document, then a second's pause) instead of new ones: with the same settings on both sides, what creating a
+collection costs an ingest. Prints one line per round and a JSON summary.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def token_counts(port: int) -> tuple[float, float]:
 
 
 def one_round(env: dict[str, str], corpus: list[dict], queries: list[str], passes: int, search: str | None,
-              pythonpath: str | None, search_clients: int = 0) -> dict:
+              pythonpath: str | None, search_clients: int = 0, existing: bool = False) -> dict:
     docs = [{"text": c["text"], "doc_id": c["_id"], "title": c.get("title") or None} for c in corpus]
     batches = [docs[i:i + 32] for i in range(0, len(docs), 32)]
     out: dict = {"ingest": [], "cpu_ms": [], "padding_pct": []}
@@ -72,6 +74,11 @@ def one_round(env: dict[str, str], corpus: list[dict], queries: list[str], passe
 
             in_threads(4, batches[:8], post("warm-up"), client, lambda c: c.close())
             for p in range(passes):
+                if existing:  # the collection exists before the timed pass (its creation is not timed)
+                    with client() as http:
+                        http.post("/api/v1/ingest", json={"collection": f"pass-{p}", "doc_id": "made-before",
+                                                          "text": "made before the pass"}).raise_for_status()
+                    time.sleep(1.0)
                 tokens = token_counts(metrics_port)
                 clock = CpuClock(run.proc.popen.pid)
                 _, seconds = in_threads(4, batches, post(f"pass-{p}"), client, lambda c: c.close())
@@ -81,6 +88,9 @@ def one_round(env: dict[str, str], corpus: list[dict], queries: list[str], passe
                 out["ingest"].append(round(len(docs) / seconds, 1))
                 out["cpu_ms"].append(rates["x_cpu_ms_per_passage"])
                 out["padding_pct"].append(round(100 * (padded - real) / real, 1) if real else None)
+            with client() as http:  # what the last pass's collection holds (one more with --existing)
+                listed = http.get("/api/v1/collections").raise_for_status().json()["collections"]
+                out["documents"] = next(c["documents"] for c in listed if c["name"] == f"pass-{passes - 1}")
             if search:
                 bodies = [{"collection": f"pass-{passes - 1}", "query": q, "mode": search, "top_k": 10}
                           for q in queries]
@@ -107,6 +117,8 @@ def main() -> None:
     parser.add_argument("--search-clients", type=int, default=0,
                         help="with --search, also q/s, p50/p99 and CPU ms per query (mesh and client) at N clients")
     parser.add_argument("--backend", default="local", choices=["local", "hash"])
+    parser.add_argument("--existing", choices=["a", "b"],
+                        help="this side ingests into collections made beforehand, the other into new ones")
     args = parser.parse_args()
     corpus, queries = load_data(args.passages, 200)
     sides = {"A": settings(args.a), "B": settings(args.b)}
@@ -117,14 +129,15 @@ def main() -> None:
             env = {**mesh_env(args.backend, "onnx"), **extra}
             src = args.a_src if side == "A" else args.b_src
             source = baseline_pythonpath(src) if src else None
-            result = one_round(env, corpus, queries, args.passes, args.search, source, args.search_clients)
+            result = one_round(env, corpus, queries, args.passes, args.search, source, args.search_clients,
+                               existing=args.existing == side.lower())
             results[side].append(result)
             print(f"round {r + 1} {side}: ingest {result['ingest']} passages/s, CPU ms/passage {result['cpu_ms']}, "
                   f"padding % {result['padding_pct']}"
                   + (f", search p50 {result['search_p50_ms']} ms" if "search_p50_ms" in result else "")
                   + (f", {args.search_clients} clients {result[key]}" if (key := f"search_{args.search_clients}")
                      in result else ""), flush=True)
-    summary = {"settings": sides, "a_src": str(args.a_src) if args.a_src else None,
+    summary = {"settings": sides, "existing": args.existing, "a_src": str(args.a_src) if args.a_src else None,
                "b_src": str(args.b_src) if args.b_src else None, "passages": args.passages,
                "seconds": round(time.perf_counter() - started),
                "results": results}

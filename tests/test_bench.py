@@ -129,6 +129,19 @@ def test_the_ab_benchmark_runs_both_sides_at_a_tiny_size():
         assert result["search_2"]["qps"] > 0 and result["search_2"]["mesh_cpu_ms"] > 0
 
 
+def test_the_ab_benchmark_can_ingest_one_side_into_collections_made_beforehand():
+    done = subprocess.run([sys.executable, "-m", "bench.bench_ab", "--backend", "hash", "--passages", "64",
+                           "--rounds", "1", "--passes", "1", "--existing", "a"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["existing"] == "a" and summary["settings"] == {"A": {}, "B": {}}
+    [a], [b] = summary["results"]["A"], summary["results"]["B"]
+    assert a["ingest"][0] > 0 and b["ingest"][0] > 0
+    # Side A's pass went into a collection that held one document already; side B's into a new one.
+    assert (a["documents"], b["documents"]) == (65, 64)
+
+
 def _beir(folder: Path, corpus: dict[str, str], queries: dict[str, str], qrels: dict[str, str]) -> None:
     (folder / "qrels").mkdir(parents=True)
     (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, "title": "", "text": t}) + "\n"
