@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata as metadata
-import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
-ROOT = Path(__file__).resolve().parents[1]
-DATASET = ROOT.parent / "shared" / "datasets" / "msmarco-5k"
+from bench.report import DATASET, ROOT
+
 ROOTS = ("ragmesh-embedder", "ragmesh-common", "ragmesh-api")
 # On the lent machines' image (the device tool's KINDS.md): torch and what it brings, and the model stack. These
 # stay the machine's own; everything else the embedder needs travels at this venv's version.
@@ -44,16 +44,12 @@ PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x
              "manylinux1_x86_64")
 
 
-def canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def closure(roots: tuple[str, ...] = ROOTS) -> dict[str, str]:
     """Every distribution the roots need (markers as on this machine, no extras): name -> installed version."""
     found: dict[str, str] = {}
     pending = list(roots)
     while pending:
-        name = canonical(pending.pop())
+        name = canonicalize_name(pending.pop())
         if name in found:
             continue
         dist = metadata.distribution(name)
