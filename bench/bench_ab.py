@@ -9,8 +9,9 @@ On a shared or noisy machine two separate runs differ by more than most changes 
 settings added to the environment (B defaults to none: the code's defaults) and, with `--a-src` or `--b-src`,
 that side's code from another checkout (a worktree of the commit before a change), warms it up with a few batches,
 then ingests the passages `--passes` times (4 clients x 32 through /api/v1/ingest/batch, a new collection
-each pass) and reports passages/s, the mesh process's CPU ms per passage and the embedder's padding (padded
-tokens over real ones, from its metrics) per pass; with `--search`, also REST search p50 at one client over the
+each pass) and reports passages/s, the mesh process's CPU ms per passage, the embedder's padding (padded
+tokens over real ones, from its metrics) and how much of its model threads' time the model ran and was starved
+(waited for an accepted micro-batch) per pass; with `--search`, also REST search p50 at one client over the
 last collection, and with `--search-clients N` the rate, p50/p99 and CPU ms per query of the mesh process and of
 this benchmark's client (`bench.report.rest_searches`: one keep-alive connection at one client, aiohttp at more)
 at N clients. With `--existing a` (or `b`), that side's passes go into collections made beforehand (one small
@@ -43,22 +44,37 @@ def settings(pairs: list[str]) -> dict[str, str]:
     return out
 
 
-def token_counts(port: int) -> tuple[float, float]:
-    """The embedder's model tokens and padded tokens so far, every model together (its Prometheus metrics)."""
+EMBEDDER_TOTALS = {
+    "tokens": "ragmesh_embedder_tokens_total", "padded": "ragmesh_embedder_batch_padded_tokens_sum",
+    "busy": "ragmesh_embedder_model_busy_seconds_total", "starved": "ragmesh_embedder_model_starved_seconds_total",
+    "runners": "ragmesh_embedder_runners",
+}
+
+
+def embedder_totals(port: int) -> dict[str, float | None]:
+    """The embedder's model tokens, padded tokens, seconds its model threads were busy and starved, and their
+    number, every model together (its Prometheus metrics; None where a side's code has no such metric)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     totals: dict[str, float] = {}
     for family in text_string_to_metric_families(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text):
         for sample in family.samples:
             totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
-    return totals.get("ragmesh_embedder_tokens_total", 0.0), totals.get("ragmesh_embedder_batch_padded_tokens_sum", 0.0)
+    return {key: totals.get(name) for key, name in EMBEDDER_TOTALS.items()}
+
+
+def share(before: dict, after: dict, key: str, seconds: float) -> float | None:
+    """`key`'s seconds over the pass, as a % of the model threads' time (None without the metric)."""
+    if after[key] is None or not after["runners"]:
+        return None
+    return round(100 * (after[key] - before[key]) / (after["runners"] * seconds), 1)
 
 
 def one_round(env: dict[str, str], corpus: list[dict], queries: list[str], passes: int, search: str | None,
               pythonpath: str | None, search_clients: int = 0, existing: bool = False) -> dict:
     docs = [{"text": c["text"], "doc_id": c["_id"], "title": c.get("title") or None} for c in corpus]
     batches = [docs[i:i + 32] for i in range(0, len(docs), 32)]
-    out: dict = {"ingest": [], "cpu_ms": [], "padding_pct": []}
+    out: dict = {"ingest": [], "cpu_ms": [], "padding_pct": [], "model_busy_pct": [], "model_starved_pct": []}
     metrics_port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         run = MeshRun({**env, "RAGMESH_EMBEDDER_METRICS_PORT": str(metrics_port)}, Path(tmp), pythonpath)
@@ -79,15 +95,17 @@ def one_round(env: dict[str, str], corpus: list[dict], queries: list[str], passe
                         http.post("/api/v1/ingest", json={"collection": f"pass-{p}", "doc_id": "made-before",
                                                           "text": "made before the pass"}).raise_for_status()
                     time.sleep(1.0)
-                tokens = token_counts(metrics_port)
+                before = embedder_totals(metrics_port)
                 clock = CpuClock(run.proc.popen.pid)
                 _, seconds = in_threads(4, batches, post(f"pass-{p}"), client, lambda c: c.close())
                 rates = clock.rates(len(docs), "x")
-                real, padded = (after - before for after, before in zip(token_counts(metrics_port), tokens,
-                                                                        strict=True))
+                after = embedder_totals(metrics_port)
+                real, padded = (after[key] - before[key] for key in ("tokens", "padded"))
                 out["ingest"].append(round(len(docs) / seconds, 1))
                 out["cpu_ms"].append(rates["x_cpu_ms_per_passage"])
                 out["padding_pct"].append(round(100 * (padded - real) / real, 1) if real else None)
+                out["model_busy_pct"].append(share(before, after, "busy", seconds))
+                out["model_starved_pct"].append(share(before, after, "starved", seconds))
             with client() as http:  # what the last pass's collection holds (one more with --existing)
                 listed = http.get("/api/v1/collections").raise_for_status().json()["collections"]
                 out["documents"] = next(c["documents"] for c in listed if c["name"] == f"pass-{passes - 1}")
@@ -133,7 +151,8 @@ def main() -> None:
                                existing=args.existing == side.lower())
             results[side].append(result)
             print(f"round {r + 1} {side}: ingest {result['ingest']} passages/s, CPU ms/passage {result['cpu_ms']}, "
-                  f"padding % {result['padding_pct']}"
+                  f"padding % {result['padding_pct']}, model busy % {result['model_busy_pct']}, starved % "
+                  f"{result['model_starved_pct']}"
                   + (f", search p50 {result['search_p50_ms']} ms" if "search_p50_ms" in result else "")
                   + (f", {args.search_clients} clients {result[key]}" if (key := f"search_{args.search_clients}")
                      in result else ""), flush=True)

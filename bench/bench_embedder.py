@@ -16,6 +16,9 @@ table shows medians):
   length-sorted batches of `batch_size`, fp16 on CUDA, tokenising excluded) vs the service with 16 clients x
   128 texts, sent as texts and with their token ids (as the indexer sends them), and on CUDA how busy the GPU
   was: the "service >= 0.75 x the device" check of a GPU pod.
+- for each service run, the share of its model threads' time the model ran and was starved (waited for a
+  micro-batch already accepted: the CPU side behind), from the batcher's counters (the pod's
+  ragmesh_embedder_model_busy_seconds_total and _starved_seconds_total).
 """
 
 from __future__ import annotations
@@ -113,53 +116,81 @@ async def measure_runtime(name: str, overrides: dict, passages, queries, args) -
     embedder = Embedder(backend, settings)
     size = args.request_size
     batches = [passages[i : i + size] for i in range(0, len(passages), size)]
-    raw, served, raw_query, served_query = [], [], [], []
+    raw, served, raw_query, served_query, model = [], [], [], [], []
     async with serving(settings, embedder) as service:
         for _ in range(args.rounds):
             raw.append(raw_rate(backend, passages))
-            result = await asyncio.to_thread(drive, service.port, batches, clients=args.clients)
+            with ModelTime(embedder.batcher) as used:
+                result = await asyncio.to_thread(drive, service.port, batches, clients=args.clients)
             served.append(result["texts_per_second"])
+            model.append(used)
             raw_query.append(raw_query_ms(backend, queries))
             result = await asyncio.to_thread(drive, service.port, [[q] for q in queries], clients=1,
                                              input_type="query")
             served_query.append(result["p50_ms"])
         forward = None
         if args.forward or backend.device == "cuda":
-            forward = await measure_forward(backend, service.port, passages, args.rounds, settings.model_path,
-                                            args.forward_seconds)
+            forward = await measure_forward(backend, embedder.batcher, service.port, passages, args.rounds,
+                                            settings.model_path, args.forward_seconds)
     info = embedder.info
     return {"runtime": info.runtime, "device": info.device, "precision": info.precision,
             "raw_passages_per_second": statistics.median(raw), "service_passages_per_second": statistics.median(served),
             "raw_query_p50_ms": statistics.median(raw_query), "service_query_p50_ms": statistics.median(served_query),
-            "rounds": {"raw": raw, "service": served}, "forward": forward}
+            **ModelTime.medians(model, "service_model"), "rounds": {"raw": raw, "service": served}, "forward": forward}
 
 
-async def measure_forward(backend, port: int, passages: list[str], rounds: int, model_path: str,
+async def measure_forward(backend, batcher, port: int, passages: list[str], rounds: int, model_path: str,
                           seconds: float = 10.0) -> dict:
     """The device's own rate vs the service on it (16 clients x 128 texts, dense, packed): texts the service
     tokenises, and the same texts with their token ids, as the indexer sends them. On CUDA, how busy the GPU was
     during each (the driver's utilisation, sampled every 0.1 s)."""
     big = (passages * (8192 // len(passages) + 1))[:8192] if backend.device == "cuda" else passages
     batches = [big[i : i + 128] for i in range(0, len(big), 128)]
-    forward, served, served_ids, busy, busy_ids = [], [], [], [], []
+    forward, served, served_ids, busy, busy_ids, model, model_ids = [], [], [], [], [], [], []
     for _ in range(rounds):
         forward.append(forward_rate(backend, big))
-        with GpuBusy(backend.device) as gpu:
+        with GpuBusy(backend.device) as gpu, ModelTime(batcher) as used:
             result = await asyncio.to_thread(drive, port, batches, clients=16, seconds=seconds)
         served.append(result["texts_per_second"])
         busy.append(gpu.percent)
-        with GpuBusy(backend.device) as gpu:
+        model.append(used)
+        with GpuBusy(backend.device) as gpu, ModelTime(batcher) as used:
             result = await asyncio.to_thread(drive, port, batches, clients=16, seconds=seconds,
                                              model_path=model_path)
         served_ids.append(result["texts_per_second"])
         busy_ids.append(gpu.percent)
+        model_ids.append(used)
     rate, rate_ids, device = (statistics.median(x) for x in (served, served_ids, forward))
     return {"passages": len(big), "batch_size": backend.batch_size, "max_batch_tokens": backend.max_batch_tokens,
             "forward_passages_per_second": device, "service_passages_per_second": rate,
             "service_token_ids_passages_per_second": rate_ids, "ratio": rate / device,
             "ratio_token_ids": rate_ids / device,
             "gpu_busy_percent": _median_or_none(busy), "gpu_busy_percent_token_ids": _median_or_none(busy_ids),
+            **ModelTime.medians(model, "model"), **ModelTime.medians(model_ids, "model_token_ids"),
             "rounds": {"forward": forward, "service": served, "service_token_ids": served_ids}}
+
+
+class ModelTime:
+    """The share of the model threads' time (runners x the block's wall time) the model ran and was starved
+    during a block, from the batcher's counters."""
+
+    def __init__(self, batcher) -> None:
+        self.batcher, self.busy_percent, self.starved_percent = batcher, 0.0, 0.0
+
+    def __enter__(self) -> ModelTime:
+        self._start = (time.perf_counter(), self.batcher.model_seconds, self.batcher.starved_seconds)
+        return self
+
+    def __exit__(self, *_) -> None:
+        wall, busy, starved = self._start
+        threads = self.batcher.runners * (time.perf_counter() - wall)
+        self.busy_percent = 100 * (self.batcher.model_seconds - busy) / threads
+        self.starved_percent = 100 * (self.batcher.starved_seconds - starved) / threads
+
+    @staticmethod
+    def medians(blocks: list[ModelTime], prefix: str) -> dict[str, float]:
+        return {f"{prefix}_busy_percent": statistics.median(b.busy_percent for b in blocks),
+                f"{prefix}_starved_percent": statistics.median(b.starved_percent for b in blocks)}
 
 
 def _median_or_none(values: list[float | None]) -> float | None:
@@ -238,28 +269,32 @@ def _markdown(data: dict, args) -> str:
              f"{data['rounds']} alternating rounds; service: {args.clients} clients x {args.request_size} texts, "
              "dense, packed, clients in another process)", "",
              "| runtime | raw model passages/s | service passages/s | service / raw | vs torch raw | "
-             "query p50 raw ms | query p50 service ms |", "|---|---|---|---|---|---|---|"]
+             "query p50 raw ms | query p50 service ms | service: model busy / starved % |",
+             "|---|---|---|---|---|---|---|---|"]
     torch_raw = data["runtimes"].get("torch", {}).get("raw_passages_per_second")
     for name, r in data["runtimes"].items():
         vs_torch = f"{r['raw_passages_per_second'] / torch_raw:.2f}x" if torch_raw else "-"
         lines.append(f"| {name} ({r['device']}, {r['precision']}) | {r['raw_passages_per_second']:.1f} | "
                      f"{r['service_passages_per_second']:.1f} | "
                      f"{r['service_passages_per_second'] / r['raw_passages_per_second']:.2f} | {vs_torch} | "
-                     f"{r['raw_query_p50_ms']:.1f} | {r['service_query_p50_ms']:.1f} |")
+                     f"{r['raw_query_p50_ms']:.1f} | {r['service_query_p50_ms']:.1f} | "
+                     f"{r['service_model_busy_percent']:.0f} / {r['service_model_starved_percent']:.0f} |")
     if "sentence_transformers_passages_per_second" in data:
         lines.append(f"| sentence-transformers encode (torch, batch 32) | "
-                     f"{data['sentence_transformers_passages_per_second']:.1f} | - | - | - | - | - |")
+                     f"{data['sentence_transformers_passages_per_second']:.1f} | - | - | - | - | - | - |")
     forwards = {name: r["forward"] for name, r in data["runtimes"].items() if r["forward"]}
     if forwards:
         lines += ["", "| runtime | model forward passages/s (pre-tokenised) | service passages/s (16 x 128 texts) | "
-                  "service / forward | service with token ids | service / forward | GPU busy % (texts / ids) |",
-                  "|---|---|---|---|---|---|---|"]
+                  "service / forward | service with token ids | service / forward | GPU busy % (texts / ids) | "
+                  "model busy / starved % (texts; ids) |", "|---|---|---|---|---|---|---|---|"]
         for name, f in forwards.items():
             busy = " / ".join("-" if b is None else f"{b:.0f}"
                               for b in (f["gpu_busy_percent"], f["gpu_busy_percent_token_ids"]))
             lines.append(f"| {name} | {f['forward_passages_per_second']:.1f} | {f['service_passages_per_second']:.1f}"
                          f" | {f['ratio']:.2f} | {f['service_token_ids_passages_per_second']:.1f} | "
-                         f"{f['ratio_token_ids']:.2f} | {busy} |")
+                         f"{f['ratio_token_ids']:.2f} | {busy} | {f['model_busy_percent']:.0f} / "
+                         f"{f['model_starved_percent']:.0f}; {f['model_token_ids_busy_percent']:.0f} / "
+                         f"{f['model_token_ids_starved_percent']:.0f} |")
     return "\n".join(lines)
 
 

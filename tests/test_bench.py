@@ -94,6 +94,8 @@ def test_the_embedder_benchmark_compares_the_forward_pass_with_the_service_fed_t
     assert forward["forward_passages_per_second"] > 0
     assert forward["service_passages_per_second"] > 0 and forward["service_token_ids_passages_per_second"] > 0
     assert forward["gpu_busy_percent"] is None  # no GPU here: no figure rather than a made-up one
+    # How much of the model threads' time the model ran while 16 clients kept the service loaded.
+    assert 0 < forward["model_busy_percent"] <= 100 and 0 <= forward["model_starved_percent"] <= 100
     assert "| service with token ids |" in json.loads(out.read_text())["markdown"]
 
 
@@ -126,6 +128,8 @@ def test_the_ab_benchmark_runs_both_sides_at_a_tiny_size():
         [result] = summary["results"][side]
         assert result["ingest"][0] > 0 and result["search_p50_ms"] > 0
         assert result["padding_pct"][0] >= 0  # read from the embedder's own metrics
+        # The model threads' time: some of it running the model, none of it more than all of it.
+        assert 0 < result["model_busy_pct"][0] <= 100 and 0 <= result["model_starved_pct"][0] <= 100
         assert result["search_2"]["qps"] > 0 and result["search_2"]["mesh_cpu_ms"] > 0
 
 

@@ -13,6 +13,11 @@
 Requests are numpy arrays end to end (`Prepared`); a request whose caller gave up (cancelled, deadline
 passed) is skipped wherever it is, and a full queue is refused with QUEUE_FULL.
 
+How well the model is fed is counted: the seconds the runners spent in model calls (`model_seconds`: over
+runners x elapsed time, how busy the model, a GPU's included, was kept), and the seconds a runner waited for its
+next micro-batch after that micro-batch's oldest request had been accepted (`starved_seconds`: the feeder, on
+the CPU, was behind the model). A runner waiting with nothing accepted is idle, not starved.
+
 Queries (`urgent`) have a lane of their own that every window takes from first. The feeder looks at it again
 before each micro-batch of a window it is cutting, and the runner before each micro-batch it takes (the feeder
 may be waiting for the slot with a padded micro-batch of bulk in hand): a query waits for the micro-batch the
@@ -26,9 +31,10 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 
 import grpc
@@ -64,6 +70,7 @@ class _Job:
     remaining: int = 0  # texts not embedded yet
     # Set when the caller gave up or a micro-batch failed: its other texts are skipped.
     dropped: bool = False
+    accepted: float = field(default_factory=time.perf_counter)
 
     def __post_init__(self) -> None:
         self.remaining = len(self.prepared)
@@ -97,6 +104,7 @@ class _Window:
     ids: np.ndarray | None  # token backends: the window's ids, concatenated
     starts: np.ndarray | None
     texts: list[str] | None  # text backends
+    accepted: float  # when its oldest request was accepted (perf_counter)
 
 
 @dataclass(eq=False)
@@ -139,8 +147,13 @@ class Batcher:
         # Sizes (texts) and padded tokens of the most recent micro-batches, newest last.
         self.last_batch_sizes: deque[int] = deque(maxlen=64)
         self.last_batch_padded_tokens: deque[int] = deque(maxlen=64)
-        # Called from the runner after each micro-batch with (texts, tokens, padded tokens) (metrics).
-        self.on_batch: Callable[[int, int, int], None] | None = None
+        # Seconds the runners spent in model calls, and waiting for micro-batches already accepted (see the module
+        # docstring).
+        self.model_seconds = 0.0
+        self.starved_seconds = 0.0
+        # Called from the runner after each micro-batch with (texts, tokens, padded tokens, seconds in the model,
+        # seconds starved before it) (metrics).
+        self.on_batch: Callable[[int, int, int, float, float], None] | None = None
         self._feeder = threading.Thread(target=self._feed, name=f"embedder-feeder-{name}", daemon=True)
         self._threads = [
             threading.Thread(target=self._run, name=f"embedder-runner-{name}" + (f"-{i}" if i else ""), daemon=True)
@@ -274,7 +287,8 @@ class Batcher:
             ids, starts = np.concatenate(slices), np.concatenate(bases)
         else:
             texts = list(chain.from_iterable(job.prepared.texts[first : first + count] for job, first, count in parts))
-        return _Window([job for job, _, _ in parts], job_of, row_of, lengths, ids, starts, texts)
+        return _Window([job for job, _, _ in parts], job_of, row_of, lengths, ids, starts, texts,
+                       min(job.accepted for job, _, _ in parts))
 
     def _cut(self, window: _Window) -> None:
         """Hand each micro-batch of the window over to the runner (waiting while the slot is taken)."""
@@ -340,15 +354,30 @@ class Batcher:
                 queries_turn = False
                 continue
             queries_turn = True
-            if (ready := self._ready.get()) is None:
+            ready, starved = self._next_ready()
+            if ready is None:
                 return
-            self._run_batch(ready)
+            self._run_batch(ready, starved)
 
-    def _run_batch(self, ready: _Ready) -> None:
+    def _next_ready(self) -> tuple[_Ready | None, float]:
+        """The slot's next micro-batch, and how long this runner waited for it after its oldest request had been
+        accepted: starved (0 when it did not wait; a wait before the request came is idle)."""
+        try:
+            return self._ready.get_nowait(), 0.0
+        except queue.Empty:
+            pass
+        waiting = time.perf_counter()
+        ready = self._ready.get()
+        if ready is None:
+            return None, 0.0
+        return ready, max(0.0, time.perf_counter() - max(waiting, ready.window.accepted))
+
+    def _run_batch(self, ready: _Ready, starved: float = 0.0) -> None:
         window, rows = ready.window, ready.rows
         if all(window.jobs[index].dropped for index in np.unique(window.job_of[rows])):
             self._account(ready.accounted)  # every caller gave up while it waited in the pipeline
             return
+        started = time.perf_counter()
         try:
             vectors = self._backend.embed(ready.batch)
         except Exception as exc:  # noqa: BLE001 - handed to every request in the batch
@@ -356,6 +385,7 @@ class Batcher:
                 window.jobs[index].settle(error=exc)
             self._account(ready.accounted)
             return
+        seconds = time.perf_counter() - started
         # Counted before the callers are answered, so a caller that got its vectors sees its batch counted.
         with self._cond:
             self.queue_depth -= ready.accounted
@@ -364,8 +394,10 @@ class Batcher:
             self.tokens_processed += ready.tokens
             self.last_batch_sizes.append(len(rows))
             self.last_batch_padded_tokens.append(ready.padded_tokens)
+            self.model_seconds += seconds
+            self.starved_seconds += starved
         if self.on_batch is not None:
-            self.on_batch(len(rows), ready.tokens, ready.padded_tokens)
+            self.on_batch(len(rows), ready.tokens, ready.padded_tokens, seconds, starved)
         parts = window.job_of[rows]
         done: list[_Job] = []
         with self._cond:  # another runner may be scattering rows of the same request

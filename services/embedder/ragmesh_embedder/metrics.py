@@ -5,6 +5,12 @@ deploy/k8s/components/embedder-queue-autoscaling scales on; `ragmesh_embedder_mo
 it by model. The batch and throughput metrics carry a `model` label (the name requests use; "default" for the
 default model unless RAGMESH_EMBEDDER_MODEL_NAME renames it), so sums over them read as before:
 rate(ragmesh_embedder_tokens_total[1m]) is every model's tokens/s.
+
+Whether the model is kept fed: rate(ragmesh_embedder_model_busy_seconds_total[5m]) / ragmesh_embedder_runners is
+the share of the time the model (a GPU's included) was running, and the same over
+ragmesh_embedder_model_starved_seconds_total the share it waited for the CPU side (tokenising, cutting and
+padding micro-batches) while texts were queued. Low busy with low starved is a pod with too little work; starved
+well above 0 is a pod whose CPUs cannot feed its model.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from .batcher import Batcher
 
 
 class EmbedderMetrics:
-    """Batch sizes, queue depth, and texts and tokens embedded, by model."""
+    """Batch sizes, queue depth, texts and tokens embedded, and how busy and starved the model was, by model."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.batch_size = Histogram(
@@ -48,6 +54,20 @@ class EmbedderMetrics:
             "micro-batch's cost, capped by RAGMESH_EMBEDDER_MAX_BATCH_TOKENS).", ["model"], registry=registry,
             buckets=(64, 256, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144),
         )
+        self.runners = Gauge(
+            "ragmesh_embedder_runners", "Model threads (concurrent model calls) of the model.", ["model"],
+            registry=registry,
+        )
+        self.busy_seconds = Counter(
+            "ragmesh_embedder_model_busy_seconds", "Seconds spent in model calls, every model thread together: "
+            "rate() / ragmesh_embedder_runners is the share of the time the model was busy.", ["model"],
+            registry=registry,
+        )
+        self.starved_seconds = Counter(
+            "ragmesh_embedder_model_starved_seconds", "Seconds model threads waited for their next micro-batch while "
+            "texts were queued (the CPU side was behind the model): rate() / ragmesh_embedder_runners is the share "
+            "of the time the model waited for its feeder.", ["model"], registry=registry,
+        )
 
     def watch(self, batchers: Mapping[str, Batcher]) -> None:
         """Report the queue depth of these batchers (by model name) and every batch they run. Replaces the
@@ -55,14 +75,21 @@ class EmbedderMetrics:
         batchers = dict(batchers)
         self.queue_depth.set_function(lambda: sum(batcher.queue_depth for batcher in batchers.values()))
         self.model_queue_depth.clear()
+        self.runners.clear()
         for name, batcher in batchers.items():
             self.model_queue_depth.labels(model=name).set_function(lambda batcher=batcher: batcher.queue_depth)
-            for metric in (self.batch_size, self.padded_tokens, self.texts, self.tokens, self.pretokenized):
+            self.runners.labels(model=name).set(batcher.runners)
+            for metric in (self.batch_size, self.padded_tokens, self.texts, self.tokens, self.pretokenized,
+                           self.busy_seconds, self.starved_seconds):
                 metric.labels(model=name)  # exported (at 0) before the model's first batch
             batcher.on_batch = partial(self.observe_batch, name)
 
-    def observe_batch(self, model: str, texts: int, tokens: int, padded_tokens: int) -> None:
+    def observe_batch(self, model: str, texts: int, tokens: int, padded_tokens: int, seconds: float,
+                      starved: float) -> None:
         self.batch_size.labels(model=model).observe(texts)
         self.padded_tokens.labels(model=model).observe(padded_tokens)
         self.texts.labels(model=model).inc(texts)
         self.tokens.labels(model=model).inc(tokens)
+        self.busy_seconds.labels(model=model).inc(seconds)
+        if starved:
+            self.starved_seconds.labels(model=model).inc(starved)

@@ -11,6 +11,7 @@ import grpc
 import numpy as np
 from ragmesh.embedder.v1 import embedder_service_pb2 as pb2
 from ragmesh_common.errors import RagmeshError
+from ragmesh_common.telemetry import setup_telemetry
 from ragmesh_embedder.backends import HashBackend
 from ragmesh_embedder.batcher import WINDOW_BATCHES, Batcher
 from ragmesh_embedder.config import EmbedderSettings
@@ -273,3 +274,47 @@ async def test_closing_ends_every_runner_and_answers_every_request(until, gated_
     refused = [o for o in outcomes if isinstance(o, RagmeshError)]
     assert len(embedded) + len(refused) == 40, outcomes
     assert embedded and all(e.code == grpc.StatusCode.UNAVAILABLE for e in refused)
+
+
+async def test_metrics_tell_a_busy_model_from_an_idle_one_and_from_one_its_feeder_starves(serve, until, gated_backend,
+                                                                                         monkeypatch):
+    """What an SRE reads off a pod: how long the model ran, and how long it waited for a micro-batch that had
+    been accepted (the CPU side behind the model) - never the idle time before a request comes. The feeder is
+    slowed by holding its padding step, as a pod short of CPU would."""
+    registry = setup_telemetry("embedder").registry
+
+    def sample(name: str) -> float:
+        return registry.get_sample_value(name, {"model": "default"}) or 0.0
+
+    busy, starved = "ragmesh_embedder_model_busy_seconds_total", "ragmesh_embedder_model_starved_seconds_total"
+    backend = gated_backend(runners=2)
+    try:
+        async with serve(SETTINGS, Embedder(backend, SETTINGS)) as running:
+            assert sample("ragmesh_embedder_runners") == 2
+            before = {name: sample(name) for name in (busy, starved)}
+            await asyncio.sleep(0.3)  # idle: both model threads wait, nothing is queued
+            held = asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(texts=["held in the model"])))
+            await until(backend.entered.is_set, "the model took the request")
+            await asyncio.sleep(0.3)
+            backend.gate.set()
+            await held
+            assert sample(busy) - before[busy] >= 0.3, "the model ran for 0.3 s"
+            assert sample(starved) - before[starved] < 0.15, "waiting with nothing queued is not starving"
+
+            batcher = running.embedder.batcher
+            feeder_gate, pad = threading.Event(), batcher._pad
+
+            def slow_pad(*args):
+                feeder_gate.wait(10)
+                return pad(*args)
+
+            monkeypatch.setattr(batcher, "_pad", slow_pad)
+            before = sample(starved)
+            call = asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(texts=["fed late", "and slowly"])))
+            await until(lambda: batcher.queue_depth == 2, "the request accepted")
+            await asyncio.sleep(0.3)
+            feeder_gate.set()
+            assert len((await call).embeddings) == 2
+            assert sample(starved) - before >= 0.29, "a model thread waited 0.3 s for an accepted micro-batch"
+    finally:
+        backend.gate.set()
