@@ -30,7 +30,17 @@ from pathlib import Path
 
 import httpx
 
-from bench.report import CpuClock, MeshRun, baseline_pythonpath, in_threads, load_data, mesh_env, rest_searches
+from bench.report import (
+    CpuClock,
+    MeshRun,
+    baseline_pythonpath,
+    embedder_totals,
+    in_threads,
+    load_data,
+    mesh_env,
+    model_share,
+    rest_searches,
+)
 from tests.e2e.mesh_process import free_port
 
 
@@ -42,32 +52,6 @@ def settings(pairs: list[str]) -> dict[str, str]:
             raise SystemExit(f"expected NAME=VALUE, got {pair!r}")
         out[name] = value
     return out
-
-
-EMBEDDER_TOTALS = {
-    "tokens": "ragmesh_embedder_tokens_total", "padded": "ragmesh_embedder_batch_padded_tokens_sum",
-    "busy": "ragmesh_embedder_model_busy_seconds_total", "starved": "ragmesh_embedder_model_starved_seconds_total",
-    "runners": "ragmesh_embedder_runners",
-}
-
-
-def embedder_totals(port: int) -> dict[str, float | None]:
-    """The embedder's model tokens, padded tokens, seconds its model threads were busy and starved, and their
-    number, every model together (its Prometheus metrics; None where a side's code has no such metric)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    totals: dict[str, float] = {}
-    for family in text_string_to_metric_families(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text):
-        for sample in family.samples:
-            totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
-    return {key: totals.get(name) for key, name in EMBEDDER_TOTALS.items()}
-
-
-def share(before: dict, after: dict, key: str, seconds: float) -> float | None:
-    """`key`'s seconds over the pass, as a % of the model threads' time (None without the metric)."""
-    if after[key] is None or not after["runners"]:
-        return None
-    return round(100 * (after[key] - before[key]) / (after["runners"] * seconds), 1)
 
 
 def one_round(env: dict[str, str], corpus: list[dict], queries: list[str], passes: int, search: str | None,
@@ -104,8 +88,8 @@ def one_round(env: dict[str, str], corpus: list[dict], queries: list[str], passe
                 out["ingest"].append(round(len(docs) / seconds, 1))
                 out["cpu_ms"].append(rates["x_cpu_ms_per_passage"])
                 out["padding_pct"].append(round(100 * (padded - real) / real, 1) if real else None)
-                out["model_busy_pct"].append(share(before, after, "busy", seconds))
-                out["model_starved_pct"].append(share(before, after, "starved", seconds))
+                out["model_busy_pct"].append(model_share(before, after, "busy", seconds))
+                out["model_starved_pct"].append(model_share(before, after, "starved", seconds))
             with client() as http:  # what the last pass's collection holds (one more with --existing)
                 listed = http.get("/api/v1/collections").raise_for_status().json()["collections"]
                 out["documents"] = next(c["documents"] for c in listed if c["name"] == f"pass-{passes - 1}")

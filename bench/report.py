@@ -454,6 +454,32 @@ def rest_searches(url: str, clients: int, bodies: Sequence[dict], mesh_pid: int)
             "client_cpu_ms": client_clock.rates(len(latencies), "x")["x_cpu_ms_per_passage"]}
 
 
+EMBEDDER_TOTALS = {
+    "tokens": "ragmesh_embedder_tokens_total", "padded": "ragmesh_embedder_batch_padded_tokens_sum",
+    "busy": "ragmesh_embedder_model_busy_seconds_total", "starved": "ragmesh_embedder_model_starved_seconds_total",
+    "runners": "ragmesh_embedder_runners",
+}
+
+
+def embedder_totals(port: int) -> dict[str, float | None]:
+    """The embedder's model tokens, padded tokens, seconds its model threads were busy and starved, and their
+    number, every model together (its Prometheus metrics; None where a side's code has no such metric)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    totals: dict[str, float] = {}
+    for family in text_string_to_metric_families(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text):
+        for sample in family.samples:
+            totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
+    return {key: totals.get(name) for key, name in EMBEDDER_TOTALS.items()}
+
+
+def model_share(before: dict, after: dict, key: str, seconds: float) -> float | None:
+    """`key`'s seconds over the pass, as a % of the model threads' time (None without the metric)."""
+    if after[key] is None or not after["runners"]:
+        return None
+    return round(100 * (after[key] - before[key]) / (after["runners"] * seconds), 1)
+
+
 def no_failed_document(answer: bytes) -> None:
     """An /ingest/batch answer in which every document went in (indexed or unchanged)."""
     failed = [r for r in json.loads(answer)["results"] if r["status"] == "failed"]
@@ -462,10 +488,12 @@ def no_failed_document(answer: bytes) -> None:
 
 
 def rest_ingests(url: str, mesh_pid: int, batches: list[list[dict]], clients: int, rounds: int,
-                 raw: Callable[[], dict] | None) -> dict:
+                 raw: Callable[[], dict] | None, metrics_port: int | None = None) -> dict:
     """`rounds` REST ingests of the passages (`clients` at a time, one /ingest/batch per batch, from one aiohttp event
     loop like the searches), each into a new collection ("rest", then "rest-2", ...), and, when `raw` is given, a run
-    of the raw model before each: the rounds, and the medians (rates; CPU ms per passage of the mesh process)."""
+    of the raw model before each: the rounds, and the medians (rates; CPU ms per passage of the mesh process). With
+    the embedder's `metrics_port`, each round also gives the share of its model threads' time the model ran and was
+    starved."""
     passages = sum(map(len, batches))
     out: dict = {"ingest_rounds": []}
     for index in range(rounds):
@@ -475,12 +503,18 @@ def rest_ingests(url: str, mesh_pid: int, batches: list[list[dict]], clients: in
             entry.update(raw_passages_per_second=rates["backend_passages_per_second"],
                          raw_cpu_ms_per_passage=rates["backend_cpu_ms_per_passage"])
         collection = "rest" if index == 0 else f"rest-{index + 1}"
+        before = embedder_totals(metrics_port) if metrics_port else None
         clock = CpuClock(mesh_pid)
         asyncio.run(timed_posts(url, "/api/v1/ingest/batch", [{"collection": collection, "documents": batch}
                                                               for batch in batches], clients, no_failed_document))
+        seconds = time.perf_counter() - clock.wall
         rates = clock.rates(passages, "rest")
         entry.update(rest_passages_per_second=rates["rest_passages_per_second"],
                      rest_cpu_ms_per_passage=rates["rest_cpu_ms_per_passage"])
+        if before is not None:
+            after = embedder_totals(metrics_port)
+            entry.update(model_busy_pct=model_share(before, after, "busy", seconds),
+                         model_starved_pct=model_share(before, after, "starved", seconds))
         out["ingest_rounds"].append(entry)
     for key in ("rest_passages_per_second", "rest_cpu_ms_per_passage"):
         out[f"ingest_{key}"] = round(statistics.median(r[key] for r in out["ingest_rounds"]), 2)
@@ -498,8 +532,11 @@ def mesh_section(env: dict[str, str], corpus: list[dict], queries: list[str], ar
     out: dict = {}
     docs = [{"text": c["text"], "doc_id": c["_id"], "title": c.get("title") or None} for c in corpus]
     batches = [docs[i:i + args.batch] for i in range(0, len(docs), args.batch)]
+    from tests.e2e.mesh_process import free_port
+
+    metrics_port = free_port()  # the embedder's: how busy its model was in each REST ingest round
     with tempfile.TemporaryDirectory() as tmp:
-        run = MeshRun(env, Path(tmp), pythonpath)
+        run = MeshRun({**env, "RAGMESH_EMBEDDER_METRICS_PORT": str(metrics_port)}, Path(tmp), pythonpath)
         try:
             out["startup_seconds"] = run.startup_seconds
             url = run.mesh.url
@@ -512,7 +549,8 @@ def mesh_section(env: dict[str, str], corpus: list[dict], queries: list[str], ar
                 r.raise_for_status()
                 no_failed_document(r.content)
 
-            out.update(rest_ingests(url, run.proc.popen.pid, batches, args.clients, args.ingest_rounds, raw))
+            out.update(rest_ingests(url, run.proc.popen.pid, batches, args.clients, args.ingest_rounds, raw,
+                                    metrics_port))
 
             search_addr = f"127.0.0.1:{run.mesh.ports['search']}"
             indexer_addr = f"127.0.0.1:{run.mesh.ports['indexer']}"
@@ -997,12 +1035,15 @@ def to_markdown(report: dict) -> str:
             lines += ["", f"REST ingest rounds ({runtime}), each into a new collection, each after a run of the raw "
                       f"model ({mesh[runtime].get('raw_rounds_arrangement', '-')}) on the same cores:", "",
                       "| round | raw model, passages/s | REST, passages/s | REST / raw | raw CPU ms/passage | "
-                      "REST CPU ms/passage (mesh process) |", "|---|---|---|---|---|---|"]
+                      "REST CPU ms/passage (mesh process) | REST: model busy / starved, % of its threads' time |",
+                      "|---|---|---|---|---|---|---|"]
             for index, r in enumerate(rounds, 1):
                 raw_rate = r.get("raw_passages_per_second")
                 ratio = f"{r['rest_passages_per_second'] / raw_rate:.3f}" if raw_rate else "-"
+                busy, starved = (r.get(key) for key in ("model_busy_pct", "model_starved_pct"))
+                model = "-" if busy is None else f"{busy} / {starved}"
                 lines.append(f"| {index} | {raw_rate or '-'} | {r['rest_passages_per_second']} | {ratio} | "
-                             f"{r.get('raw_cpu_ms_per_passage', '-')} | {r['rest_cpu_ms_per_passage']} |")
+                             f"{r.get('raw_cpu_ms_per_passage', '-')} | {r['rest_cpu_ms_per_passage']} | {model} |")
     lines += ["", "## Search (top 10; ms; q/s; CPU ms per query of the mesh process and of this benchmark's client "
               "(one client: `OneConnection`, a keep-alive connection on a blocking socket; more: aiohttp on one "
               "event loop), which share the machine's cores)", "",

@@ -35,6 +35,8 @@ def test_the_benchmark_report_runs_end_to_end_at_a_tiny_size(tmp_path):
     assert len(rounds) == 3 and all(r["raw_passages_per_second"] > 0 and r["rest_passages_per_second"] > 0
                                     for r in rounds)
     assert mesh["ingest_rest_passages_per_second"] == statistics.median(r["rest_passages_per_second"] for r in rounds)
+    # Each round says how much of the embedder's model threads' time went to the model (from its own metrics).
+    assert all(0 < r["model_busy_pct"] <= 100 and 0 <= r["model_starved_pct"] <= 100 for r in rounds)
     for key in ("rest_dense_1", "rest_hybrid_2", "grpc_dense_1"):
         assert mesh[key]["p50_ms"] > 0 and mesh[key]["n"] >= 3
     # Several clients: what each query cost the mesh process and the benchmark's own client. The process CPU clock
@@ -67,6 +69,7 @@ def test_the_benchmark_report_runs_end_to_end_at_a_tiny_size(tmp_path):
     assert "clients ingest (" in markdown  # search during a bulk ingest
     assert "REST ingest >= 0.85 x raw model (same runtime), median of rounds taken in turns" in markdown
     assert "REST ingest rounds (hash)" in markdown
+    assert "| REST: model busy / starved, % of its threads' time |" in markdown
     assert "one-client REST searches and the in-process ones were taken in turns" in markdown
     assert f"| before ({ROOT}) rest | dense | 1 |" in markdown
 
