@@ -79,17 +79,20 @@ class EmbedderMetrics:
         for name, batcher in batchers.items():
             self.model_queue_depth.labels(model=name).set_function(lambda batcher=batcher: batcher.queue_depth)
             self.runners.labels(model=name).set(batcher.runners)
-            for metric in (self.batch_size, self.padded_tokens, self.texts, self.tokens, self.pretokenized,
-                           self.busy_seconds, self.starved_seconds):
-                metric.labels(model=name)  # exported (at 0) before the model's first batch
-            batcher.on_batch = partial(self.observe_batch, name)
+            self.pretokenized.labels(model=name)  # exported (at 0) before the model's first batch, as these:
+            children = tuple(metric.labels(model=name) for metric in (
+                self.batch_size, self.padded_tokens, self.texts, self.tokens, self.busy_seconds, self.starved_seconds))
+            batcher.on_batch = partial(self.observe_batch, children)
 
-    def observe_batch(self, model: str, texts: int, tokens: int, padded_tokens: int, seconds: float,
+    @staticmethod
+    def observe_batch(children: tuple, texts: int, tokens: int, padded_tokens: int, seconds: float,
                       starved: float) -> None:
-        self.batch_size.labels(model=model).observe(texts)
-        self.padded_tokens.labels(model=model).observe(padded_tokens)
-        self.texts.labels(model=model).inc(texts)
-        self.tokens.labels(model=model).inc(tokens)
-        self.busy_seconds.labels(model=model).inc(seconds)
+        """One micro-batch of a model, into that model's series (`children`, looked up once in `watch`)."""
+        batch_size, padded, texts_total, tokens_total, busy, starved_total = children
+        batch_size.observe(texts)
+        padded.observe(padded_tokens)
+        texts_total.inc(texts)
+        tokens_total.inc(tokens)
+        busy.inc(seconds)
         if starved:
-            self.starved_seconds.labels(model=model).inc(starved)
+            starved_total.inc(starved)
