@@ -43,6 +43,7 @@ import json
 import os
 import platform
 import queue
+import re
 import socket
 import statistics
 import subprocess
@@ -97,8 +98,28 @@ def cpu_seconds(pid: int | None = None) -> float:
     if pid is None:
         usage = os.times()
         return usage.user + usage.system
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return _ticks(Path(f"/proc/{pid}/stat").read_text())
+
+
+def _ticks(stat: str) -> float:
+    fields = stat.rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu_seconds(pid: int) -> dict[str, float]:
+    """CPU time so far of process `pid`'s threads, summed by the name the kernel has for each, its number cut off
+    (ragmesh's threads name themselves: embedder-runner, embedder-feeder, event-loop-pool, ...; see
+    ragmesh_common.threads); the main thread, which carries the event loop, as "main (event loop)"."""
+    out: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            seconds = _ticks((task / "stat").read_text())
+        except OSError:  # the thread ended
+            continue
+        group = "main (event loop)" if task.name == str(pid) else re.sub(r"[_-]\d+$", "", name)
+        out[group] = out.get(group, 0.0) + seconds
+    return out
 
 
 class CpuClock:
@@ -504,13 +525,16 @@ def rest_ingests(url: str, mesh_pid: int, batches: list[list[dict]], clients: in
                          raw_cpu_ms_per_passage=rates["backend_cpu_ms_per_passage"])
         collection = "rest" if index == 0 else f"rest-{index + 1}"
         before = embedder_totals(metrics_port) if metrics_port else None
+        threads = thread_cpu_seconds(mesh_pid)
         clock = CpuClock(mesh_pid)
         asyncio.run(timed_posts(url, "/api/v1/ingest/batch", [{"collection": collection, "documents": batch}
                                                               for batch in batches], clients, no_failed_document))
         seconds = time.perf_counter() - clock.wall
         rates = clock.rates(passages, "rest")
         entry.update(rest_passages_per_second=rates["rest_passages_per_second"],
-                     rest_cpu_ms_per_passage=rates["rest_cpu_ms_per_passage"])
+                     rest_cpu_ms_per_passage=rates["rest_cpu_ms_per_passage"],
+                     rest_cpu_ms_by_thread={name: round(1000 * (seconds_now - threads.get(name, 0.0)) / passages, 3)
+                                            for name, seconds_now in thread_cpu_seconds(mesh_pid).items()})
         if before is not None:
             after = embedder_totals(metrics_port)
             entry.update(model_busy_pct=model_share(before, after, "busy", seconds),
@@ -1044,6 +1068,15 @@ def to_markdown(report: dict) -> str:
                 model = "-" if busy is None else f"{busy} / {starved}"
                 lines.append(f"| {index} | {raw_rate or '-'} | {r['rest_passages_per_second']} | {ratio} | "
                              f"{r.get('raw_cpu_ms_per_passage', '-')} | {r['rest_cpu_ms_per_passage']} | {model} |")
+            by_thread: dict[str, list[float]] = {}
+            for r in rounds:
+                for name, ms in r.get("rest_cpu_ms_by_thread", {}).items():
+                    by_thread.setdefault(name, []).append(ms)
+            if by_thread:
+                medians = sorted(((statistics.median(v), name) for name, v in by_thread.items()), reverse=True)
+                lines += ["", "The mesh process's CPU ms per passage in those rounds, by thread (the kernel's names; "
+                          "median of the rounds): " + ", ".join(f"{name} {ms:.3f}" for ms, name in medians
+                                                                  if ms >= 0.005) + "."]
     lines += ["", "## Search (top 10; ms; q/s; CPU ms per query of the mesh process and of this benchmark's client "
               "(one client: `OneConnection`, a keep-alive connection on a blocking socket; more: aiohttp on one "
               "event loop), which share the machine's cores)", "",

@@ -37,6 +37,12 @@ def test_the_benchmark_report_runs_end_to_end_at_a_tiny_size(tmp_path):
     assert mesh["ingest_rest_passages_per_second"] == statistics.median(r["rest_passages_per_second"] for r in rounds)
     # Each round says how much of the embedder's model threads' time went to the model (from its own metrics).
     assert all(0 < r["model_busy_pct"] <= 100 and 0 <= r["model_starved_pct"] <= 100 for r in rounds)
+    # ...and where the mesh process's CPU went, by thread, under the names ragmesh's threads give themselves (at this
+    # size some take less than the kernel's 10 ms tick).
+    for r in rounds:
+        threads = r["rest_cpu_ms_by_thread"]
+        assert {"main (event loop)", "embedder-runner", "embedder-feeder", "event-loop-pool"} <= set(threads)
+        assert all(ms >= 0 for ms in threads.values()) and sum(threads.values()) > 0
     for key in ("rest_dense_1", "rest_hybrid_2", "grpc_dense_1"):
         assert mesh[key]["p50_ms"] > 0 and mesh[key]["n"] >= 3
     # Several clients: what each query cost the mesh process and the benchmark's own client. The process CPU clock
@@ -70,6 +76,7 @@ def test_the_benchmark_report_runs_end_to_end_at_a_tiny_size(tmp_path):
     assert "REST ingest >= 0.85 x raw model (same runtime), median of rounds taken in turns" in markdown
     assert "REST ingest rounds (hash)" in markdown
     assert "| REST: model busy / starved, % of its threads' time |" in markdown
+    assert "The mesh process's CPU ms per passage in those rounds, by thread" in markdown
     assert "one-client REST searches and the in-process ones were taken in turns" in markdown
     assert f"| before ({ROOT}) rest | dense | 1 |" in markdown
 

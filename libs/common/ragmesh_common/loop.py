@@ -18,6 +18,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .config import ConfigError, load
+from .threads import named_pool
 
 T = TypeVar("T")
 EventLoop = Literal["auto", "uvloop", "asyncio"]
@@ -58,4 +59,6 @@ def run(main: Coroutine[Any, Any, T]) -> T:
         main.close()  # never awaited: no "coroutine was never awaited" warning on top of the error
         raise
     with asyncio.Runner(loop_factory=factory) as runner:
+        # asyncio.to_thread's and run_in_executor(None)'s threads, named for the operating system too (.threads).
+        runner.get_loop().set_default_executor(named_pool(prefix="event-loop-pool"))
         return runner.run(main)

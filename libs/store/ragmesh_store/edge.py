@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import qdrant_edge as qe
+from ragmesh_common.threads import name_os_thread
 
 from ._common import (
     COLLECTION_NAME_RE,
@@ -260,6 +261,7 @@ class EdgeStore:
             self._flusher.start()
 
     def _flush_loop(self) -> None:
+        name_os_thread()
         while not self._stop_flusher.wait(self._flush_interval):
             self.flush()
 

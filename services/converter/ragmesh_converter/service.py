@@ -11,13 +11,13 @@ import functools
 import io
 import re
 from collections.abc import AsyncIterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import httpx
 import magika
 from markitdown import FileConversionException, StreamInfo, UnsupportedFormatException
 from ragmesh_common.errors import RagmeshError, invalid_argument
+from ragmesh_common.threads import named_pool
 
 from . import errors
 from .config import ConverterSettings
@@ -51,7 +51,7 @@ class Converter:
         self.settings = settings
         self._markitdown = build_markitdown()
         self._magika = magika.Magika()
-        self._pool = ThreadPoolExecutor(max_workers=settings.max_concurrency, thread_name_prefix="convert")
+        self._pool = named_pool(settings.max_concurrency, "convert")
         self._fetcher = UrlFetcher(settings, transport=http_transport)
 
     async def close(self) -> None:

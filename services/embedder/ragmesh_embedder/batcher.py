@@ -40,6 +40,7 @@ from itertools import chain
 import grpc
 import numpy as np
 from ragmesh_common.errors import RagmeshError, unavailable
+from ragmesh_common.threads import name_os_thread
 
 from .backends import DenseBackend, MicroBatch, Prepared
 
@@ -219,6 +220,7 @@ class Batcher:
 
     # --- the feeder thread -------------------------------------------------------------------------
     def _feed(self) -> None:
+        name_os_thread()
         try:
             while (window := self._take()) is not None:
                 self._cut(window)
@@ -343,6 +345,7 @@ class Batcher:
 
     # --- the runner thread -------------------------------------------------------------------------
     def _run(self) -> None:
+        name_os_thread()
         queries_turn = True
         while True:
             # Queries the feeder has not taken (it waits for the slot with a padded micro-batch in hand) run next:

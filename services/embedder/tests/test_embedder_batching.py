@@ -5,10 +5,13 @@ The hash backend counts words as tokens, so the token budget applies to it as it
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
+from pathlib import Path
 
 import grpc
 import numpy as np
+import pytest
 from ragmesh.embedder.v1 import embedder_service_pb2 as pb2
 from ragmesh_common.errors import RagmeshError
 from ragmesh_common.telemetry import setup_telemetry
@@ -252,6 +255,25 @@ async def test_two_runners_run_two_micro_batches_at_once_and_reassemble_each_req
 
 def _runner_threads(name: str) -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith(f"embedder-runner-{name}")]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="thread names are read from /proc")
+async def test_the_model_threads_and_the_feeder_carry_their_names_for_the_operating_system(until, gated_backend):
+    """`top -H`, perf and /proc tell the model threads from the rest of the process (the kernel keeps 15 bytes)."""
+    backend = gated_backend(runners=2)
+    batcher = Batcher(backend, max_queue_texts=10, name="named")
+
+    def os_names() -> list[str]:
+        threads = [t for t in threading.enumerate() if t.name.startswith("embedder-") and t.name.endswith(
+            ("-named", "-named-1"))]
+        return sorted(Path(f"/proc/self/task/{t.native_id}/comm").read_text().strip() for t in threads)
+
+    try:
+        await until(lambda: os_names() == ["embedder-feeder", "embedder-runner", "embedder-runner"],
+                    "the feeder and both model threads named")
+    finally:
+        backend.gate.set()
+        batcher.close()
 
 
 async def test_closing_ends_every_runner_and_answers_every_request(until, gated_backend):

@@ -13,7 +13,6 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,6 +25,7 @@ from ragmesh_common import validation
 from ragmesh_common.clients import ServiceClient
 from ragmesh_common.errors import RagmeshError, invalid_argument, not_found
 from ragmesh_common.telemetry import Attr, annotate, setup_telemetry
+from ragmesh_common.threads import named_pool
 from ragmesh_common.tokens import packed_ids
 from ragmesh_common.vectors import dense_rows
 from ragmesh_store import ChunkPoint, CollectionNotFound, SearchDefaults, Sparse, Store
@@ -209,7 +209,7 @@ class Indexer:
         self.limits = limits or PipelineLimits()
         # Chunking is CPU work (Python and the tokenizer): its own small pool, so it neither queues the store
         # calls of the shared to_thread pool nor takes more cores from the model than `chunk_threads`.
-        self._chunk_pool = ThreadPoolExecutor(chunk_threads, thread_name_prefix="indexer-chunk")
+        self._chunk_pool = named_pool(chunk_threads, "indexer-chunk")
         # The embedded store's calls hold the GIL: its quick reads (a collection's versions, a document's stored
         # hash) run on the event loop's thread, where a pool thread would add only a hand-off (two thread
         # wake-ups, ~0.2 CPU ms on a small VM) and the wait for the GIL. Writes keep their thread: an upsert gives

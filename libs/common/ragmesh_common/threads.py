@@ -1,0 +1,43 @@
+"""Threads named for the operating system, not only for Python.
+
+Before 3.14 Python keeps a thread's name to itself: `top -H`, `ps -L`, perf, py-spy's native view and anything
+reading /proc/<pid>/task/*/comm see every thread of a ragmesh process under the process's own name. The threads
+that do the work name themselves (the model threads and the feeder, the store's flusher, the pools): an SRE sees
+which one burns the CPU, and `bench.report` splits the mesh's CPU time by thread. The kernel keeps 15 bytes of a
+name; a longer one is cut there. Elsewhere than Linux this names nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+_PR_SET_NAME = 15
+NAME_BYTES = 15  # the kernel's TASK_COMM_LEN, less the terminating NUL
+
+
+@functools.cache
+def _prctl():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def name_os_thread(name: str | None = None) -> None:
+    """Give the calling thread `name` (default: its Python name) at the operating system's level."""
+    prctl = _prctl()
+    if prctl is None:
+        return
+    prctl(_PR_SET_NAME, (name or threading.current_thread().name).encode()[:NAME_BYTES], 0, 0, 0)
+
+
+def named_pool(max_workers: int | None = None, prefix: str = "") -> ThreadPoolExecutor:
+    """A thread pool whose threads carry their Python names (`prefix`_N) for the operating system too."""
+    return ThreadPoolExecutor(max_workers, thread_name_prefix=prefix, initializer=name_os_thread)
