@@ -147,6 +147,7 @@ def machine() -> dict:
     with contextlib.suppress(OSError):
         cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
         info["cpu_model"] = next(line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name"))
+        info["cpu_extensions"] = cpu_extensions(cpuinfo)
     with contextlib.suppress(OSError, StopIteration):
         kb = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
                   if line.startswith("MemTotal"))
@@ -165,6 +166,20 @@ def machine() -> dict:
             versions[name] = metadata.version(name)
     info["packages"] = versions
     return info
+
+
+# The vector extensions the model's kernels pick from, as /proc/cpuinfo names them: ONNX Runtime's int8 matrix
+# products use VNNI (AVX-512 VNNI, AVX-VNNI) or AMX where the CPU has them and AVX2 where it does not, about 3x
+# slower per passage on these VMs; so "AMD EPYC" alone does not say how fast a report's machine was.
+CPU_EXTENSIONS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8",  # x86
+                  "asimd", "asimddp", "i8mm", "sve", "bf16")  # Arm
+
+
+def cpu_extensions(cpuinfo: Sequence[str]) -> list[str]:
+    """Which of CPU_EXTENSIONS the CPU has, from /proc/cpuinfo's lines (its first flags / Features line)."""
+    flags = next((set(line.split(":", 1)[1].split()) for line in cpuinfo
+                  if line.split(":", 1)[0].strip() in ("flags", "Features")), set())
+    return [name for name in CPU_EXTENSIONS if name in flags]
 
 
 def runtimes() -> list[str]:
@@ -1005,11 +1020,18 @@ def targets(report: dict) -> list[tuple[str, str, bool | None]]:
     return rows
 
 
+def cpu_line(m: dict) -> str:
+    """The CPU's model with its vector extensions, e.g. "AMD EPYC (avx2)"; older reports recorded the model only."""
+    extensions = m.get("cpu_extensions")
+    model = m.get("cpu_model") or "?"
+    return model if extensions is None else f"{model} ({' '.join(extensions) or 'none of CPU_EXTENSIONS'})"
+
+
 def to_markdown(report: dict) -> str:
     m = report["machine"]
     lines = [f"# ragmesh benchmark, {report['date']} on {m['host']}", "",
              f"{m.get('cpus_usable')} usable CPUs (cgroup quota {m.get('cgroup_cpu_quota', 'n/a')}), "
-             f"{m.get('cpu_model', '?')}, {m.get('ram_gib', '?')} GiB RAM, GPU: {m.get('gpu')}; load average at "
+             f"{cpu_line(m)}, {m.get('ram_gib', '?')} GiB RAM, GPU: {m.get('gpu')}; load average at "
              f"start {m['load_average']}; commit {m.get('commit', '?')}; {report['passages']} msmarco passages, "
              f"{report['queries']} queries, embedder backend `{report['backend']}`.", "",
              "Packages: " + ", ".join(f"{k} {v}" for k, v in m["packages"].items()), ""]

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from .report import targets
+from .report import cpu_line, targets
 
 RESULTS = Path(__file__).resolve().parent / "results"
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
@@ -67,7 +67,7 @@ def summary(reports: Sequence[tuple[str, dict]], last: int = 6) -> str:
         if name in shown:
             machine = report["machine"]
             lines.append(f"- {name}: {report.get('date', '?')[:16]}, commit {machine.get('commit', '?')}, "
-                         f"{machine.get('cpu_model') or '?'}, {machine.get('cpus_usable', '?')} CPUs")
+                         f"{cpu_line(machine)}, {machine.get('cpus_usable', '?')} CPUs")
     return "\n".join(lines) + "\n"
 
 

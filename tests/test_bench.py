@@ -27,6 +27,10 @@ def test_the_benchmark_report_runs_end_to_end_at_a_tiny_size(tmp_path):
     report = json.loads(json_path.read_text())
     assert report.get("skipped", {}) == {}, report["skipped"]
     assert report["machine"]["cpus_usable"] >= 1 and report["machine"]["packages"]["qdrant-edge-py"]
+    from bench.report import cpu_extensions, cpu_line
+
+    # The machine line says which vector extensions this CPU has (the int8 model's speed turns on them).
+    assert report["machine"]["cpu_extensions"] == cpu_extensions(Path("/proc/cpuinfo").read_text().splitlines())
     mesh = report["mesh"]["hash"]
     assert mesh["ingest_rest_passages_per_second"] > 0 and mesh["ingest_grpc_passages_per_second"] > 0
     # The REST ingest is measured in rounds, each into a new collection after a run of the raw model, so the judged
@@ -68,6 +72,8 @@ def test_the_benchmark_report_runs_end_to_end_at_a_tiny_size(tmp_path):
     assert "skipped" in report["langchain"]  # the LangChain part is named, with why it did not run
     markdown = json_path.with_suffix(".md").read_text()
     assert "## Targets" in markdown and "| REST dense p50 <= 6 ms (1 client) |" in markdown
+    assert f"usable CPUs (cgroup quota {report['machine'].get('cgroup_cpu_quota', 'n/a')}), " \
+           f"{cpu_line(report['machine'])}, " in markdown.splitlines()[2]
     assert "| REST hybrid p50 <= in process (the search service's code) + 2 ms |" in markdown
     assert "store at 1,000: recall@10 >= 0.95" in markdown
     assert "The hops alone, nothing behind them" in markdown
@@ -319,6 +325,26 @@ def test_the_summary_counts_each_target_over_the_recorded_reports_and_marks_the_
     # The figure is the one judged, taken from the report's text for it.
     assert summary.figure("4.26 - 2.95 = 1.31 ms") == "1.31"
     assert summary.figure("0.84 (rounds: 180.7 / 216.6, 178.8 / 219.7)") == "0.84"
+
+
+def test_a_report_names_the_vector_extensions_the_models_kernels_pick_from():
+    """"AMD EPYC" is a 3x range of int8 speed on these VMs: a report says whether the CPU has VNNI, AMX or only AVX2."""
+    from bench import report, summary
+
+    zen2 = ["processor\t: 0", "model name\t: AMD EPYC", "flags\t\t: fpu sse2 avx fma avx2 bmi2", "",
+            "processor\t: 1", "flags\t\t: fpu avx2 avx512f"]  # the first CPU's flags are taken
+    sapphire = ["flags : avx2 avx512f avx512_vnni avx512_bf16 amx_int8 amx_tile"]
+    graviton = ["Features\t: fp asimd asimddp sve i8mm bf16"]
+    assert report.cpu_extensions(zen2) == ["avx2"]
+    assert report.cpu_extensions(sapphire) == ["avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_int8"]
+    assert report.cpu_extensions(graviton) == ["asimd", "asimddp", "i8mm", "sve", "bf16"]
+    assert report.cpu_extensions(["model name : something"]) == []
+    assert report.cpu_line({"cpu_model": "AMD EPYC", "cpu_extensions": ["avx2"]}) == "AMD EPYC (avx2)"
+    assert report.cpu_line({"cpu_model": "AMD EPYC"}) == "AMD EPYC"  # a report from before the field
+    data = _report("2026-11-27T10:00:00", "ccccccc", 5.0)
+    data["machine"]["cpu_extensions"] = ["avx2", "avx512f", "avx512_vnni"]
+    lines = summary.summary([("c", data)]).splitlines()
+    assert "- c: 2026-11-27T10:00, commit ccccccc, AMD EPYC (avx2 avx512f avx512_vnni), 2 CPUs" in lines
 
 
 def test_every_recorded_report_is_still_judged_by_todays_targets():
