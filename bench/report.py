@@ -169,8 +169,8 @@ def machine() -> dict:
 
 
 # The vector extensions the model's kernels pick from, as /proc/cpuinfo names them: ONNX Runtime's int8 matrix
-# products use VNNI (AVX-512 VNNI, AVX-VNNI) or AMX where the CPU has them and AVX2 where it does not, about 3x
-# slower per passage on these VMs; so "AMD EPYC" alone does not say how fast a report's machine was.
+# products use VNNI (AVX-512 VNNI, AVX-VNNI) or AMX where the CPU has them and plain AVX2 where it does not. The
+# reports' 2-core VMs differ up to 3.4x in the raw int8 model's rate, and "AMD EPYC" alone names CPUs of either kind.
 CPU_EXTENSIONS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8",  # x86
                   "asimd", "asimddp", "i8mm", "sve", "bf16")  # Arm
 
