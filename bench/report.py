@@ -1024,7 +1024,7 @@ def cpu_line(m: dict) -> str:
     """The CPU's model with its vector extensions, e.g. "AMD EPYC (avx2)"; older reports recorded the model only."""
     extensions = m.get("cpu_extensions")
     model = m.get("cpu_model") or "?"
-    return model if extensions is None else f"{model} ({' '.join(extensions) or 'none of CPU_EXTENSIONS'})"
+    return model if extensions is None else f"{model} ({' '.join(extensions) or 'no listed vector extension'})"
 
 
 def to_markdown(report: dict) -> str:

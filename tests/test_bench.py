@@ -341,6 +341,7 @@ def test_a_report_names_the_vector_extensions_the_models_kernels_pick_from():
     assert report.cpu_extensions(["model name : something"]) == []
     assert report.cpu_line({"cpu_model": "AMD EPYC", "cpu_extensions": ["avx2"]}) == "AMD EPYC (avx2)"
     assert report.cpu_line({"cpu_model": "AMD EPYC"}) == "AMD EPYC"  # a report from before the field
+    assert report.cpu_line({"cpu_model": "QEMU", "cpu_extensions": []}) == "QEMU (no listed vector extension)"
     data = _report("2026-11-27T10:00:00", "ccccccc", 5.0)
     data["machine"]["cpu_extensions"] = ["avx2", "avx512f", "avx512_vnni"]
     lines = summary.summary([("c", data)]).splitlines()
