@@ -1,6 +1,7 @@
 """How the local model runs the micro-batch shapes the batcher cuts, and what the embedder service makes of it.
 
-    python -m bench.bench_gpu_shapes [--batches 40] [--seconds 8] [--warm] [--json PATH]
+    python -m bench.bench_gpu_shapes [--batches 40] [--seconds 8] [--clients 16] [--request-size 128] [--warm]
+                                     [--json PATH]
 
 Made for a GPU (torch, fp16; README, "On a GPU"): there a micro-batch of a shape the device has not run before
 was ~15x slower than one it had. On the CPU it runs too (torch, fp32), which only shows that it works.
@@ -12,8 +13,10 @@ from msmarco, padded to the longest, as the batcher cuts them), passages/s over 
 - `--warm`: the buckets after one call of every bucket shape (and how long that took);
 - on CUDA, both again with cuDNN's attention on (RAGMESH_EMBEDDER_CUDNN_ATTENTION=true, torch's own default on
   sm90/sm100, and ours before 2026-11-27).
-Then, for each of those, the service (this process; 16 clients x 128 texts with their token ids in another,
-`--seconds` each), after the model's forward rate (`--forward-passages`, 8,192) for the ratio.
+Then, for each of those, the service (this process; `--clients` 16 x `--request-size` 128 texts with their token
+ids in another, `--seconds` each), after the model's forward rate (`--forward-passages`, 8,192) for the ratio. The
+requests in flight when the time is up are waited for: on a CPU, where the model does tens of passages a second,
+small ones keep a run short.
 """
 
 from __future__ import annotations
@@ -82,14 +85,18 @@ async def main() -> None:
     parser.add_argument("--passages", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=8.0, help="each service run")
     parser.add_argument("--forward-passages", type=int, default=8192, help="the forward rate's passages")
+    parser.add_argument("--clients", type=int, default=16, help="the service's concurrent callers")
+    parser.add_argument("--request-size", type=int, default=128, help="texts per Embed request")
     parser.add_argument("--warm", action="store_true", help="also time the buckets after warming every shape")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args()
     passages = load_passages(args.passages)
-    data: dict = {"machine": machine(), "batches": args.batches, "model": {}, "service": {}}
+    data: dict = {"machine": machine(), "batches": args.batches, "clients": args.clients,
+                  "request_size": args.request_size, "model": {}, "service": {}}
     model_path = settings().model_path
     big = (passages * (args.forward_passages // len(passages) + 1))[: args.forward_passages]
-    requests = [passages[i : i + 128] for i in range(0, max(1, len(passages) - 127), 128)]
+    size = args.request_size
+    requests = [passages[i : i + size] for i in range(0, max(1, len(passages) - size + 1), size)]
     variants = [("shapes as cut", False, False), ("gpu_shape buckets", True, False)]
     if resolve_plan(settings()).device == "cuda":  # cuDNN's attention is a CUDA matter (on: the old default)
         variants += [("shapes as cut, cuDNN attention on", False, True),
@@ -109,7 +116,7 @@ async def main() -> None:
         forward = statistics.median(forward_rate(backend, big) for _ in range(2))
         embedder = Embedder(backend, run)
         async with serving(run, embedder) as service:  # stopping it closes the embedder
-            result = await asyncio.to_thread(drive, service.port, requests, clients=16, seconds=args.seconds,
+            result = await asyncio.to_thread(drive, service.port, requests, clients=args.clients, seconds=args.seconds,
                                              model_path=model_path)
         sizes = list(embedder.batcher.last_batch_sizes)
         data["service"][label] = {"forward": forward, "service": result["texts_per_second"],
@@ -125,7 +132,8 @@ def _markdown(data: dict) -> str:
         warmed = f" (warmed in {row['seconds to warm']:.1f} s)" if "seconds to warm" in row else ""
         lines.append(f"| {label}{warmed} | {row['first pass']:,.0f} | {row['same again']:,.0f} | "
                      f"{row['new shapes']:,.0f} |")
-    lines += ["", "| service, 16 clients x 128 texts with token ids | forward passages/s | service passages/s | "
+    lines += ["", f"| service, {data['clients']} clients x {data['request_size']} texts with token ids | forward "
+              "passages/s | service passages/s | "
               "service / forward | mean micro-batch |", "|---|---|---|---|---|"]
     for label, row in data["service"].items():
         lines.append(f"| {label} | {row['forward']:,.0f} | {row['service']:,.0f} | {row['ratio']:.2f} | "

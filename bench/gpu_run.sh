@@ -30,7 +30,7 @@ export RAGMESH_EMBEDDER_MODEL_PATH="$MODEL"
 'transformers', transformers.__version__)"; } | tee "$OUT/machine.txt"
 
 if [ "${QUICK:-0}" = 1 ]; then  # micro-batches of at most 4 keep the shapes' passes short on a CPU
-  SHAPES="--batches 2 --passages 40 --seconds 0.3 --forward-passages 32 --warm"
+  SHAPES="--batches 2 --passages 40 --seconds 0.3 --forward-passages 32 --clients 2 --request-size 8 --warm"
   EMBEDDER="--passages 256 --rounds 1 --skip-st --clients 2 --request-size 32"
   export RAGMESH_EMBEDDER_BATCH_SIZE=4
 else

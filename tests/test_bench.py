@@ -116,10 +116,12 @@ def test_the_embedder_benchmark_compares_the_forward_pass_with_the_service_fed_t
 
 
 def test_the_gpu_shapes_benchmark_runs_every_row_at_a_tiny_size(tmp_path):
-    # Made for a GPU; on the CPU it only shows that it works (micro-batches of 4 keep the warming of every shape short).
+    # Made for a GPU; on the CPU it only shows that it works (micro-batches of 4 keep the warming of every shape short,
+    # and 2 clients x 8 texts the service runs: 16 x 128 in flight took ~45 s to drain on a slow VM).
     out = tmp_path / "shapes.json"
     done = subprocess.run([sys.executable, "-m", "bench.bench_gpu_shapes", "--batches", "2", "--passages", "40",
-                           "--seconds", "0.3", "--forward-passages", "32", "--warm", "--json", str(out)], cwd=ROOT,
+                           "--seconds", "0.3", "--forward-passages", "32", "--clients", "2", "--request-size", "8",
+                           "--warm", "--json", str(out)], cwd=ROOT,
                           capture_output=True, text=True, timeout=240,
                           env={**os.environ, "RAGMESH_EMBEDDER_BATCH_SIZE": "4"})
     assert done.returncode == 0, done.stderr[-3000:]
@@ -130,6 +132,7 @@ def test_the_gpu_shapes_benchmark_runs_every_row_at_a_tiny_size(tmp_path):
     assert all(row["first pass"] > 0 and row["new shapes"] > 0 for row in data["model"].values())
     assert data["model"]["gpu_shape buckets, every shape warmed"]["seconds to warm"] > 0
     assert all(row["service"] > 0 and row["ratio"] > 0 for row in data["service"].values())
+    assert "| service, 2 clients x 8 texts with token ids |" in json.loads(out.read_text())["markdown"]
 
 
 def test_the_ab_benchmark_runs_both_sides_at_a_tiny_size():
