@@ -201,20 +201,6 @@ def embedder_settings(backend: str, runtime: str, **more):
     return EmbedderSettings(port=0, metrics_port=0, backend=backend, **extra, **more)
 
 
-def embed_all(backend, batches: list) -> None:
-    """Every micro-batch through the backend from as many threads as it has runners (the embedder's model
-    threads), taking them in order from one shared iterator."""
-    runners = getattr(backend, "runners", 1)
-    if runners == 1:
-        for batch in batches:
-            backend.embed(batch)
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(runners) as pool:
-        list(pool.map(backend.embed, batches))
-
-
 def mesh_env(backend: str, runtime: str) -> dict[str, str]:
     env = {"RAGMESH_EMBEDDER_BACKEND": backend, "RAGMESH_SEARCH_QUERY_CACHE_SIZE": "0"}
     from ragmesh_embedder.config import EmbedderSettings
@@ -272,7 +258,7 @@ def raw_configurations(backend: str, runtime: str) -> list[tuple[str, object]]:
 def raw_round(backend_, texts: list[str]) -> dict[str, float]:
     """The texts through the backend as the embedder feeds it (tokenising and padding included), after a warm-up
     call: passages/s and CPU ms per passage."""
-    from bench.bench_embedder import micro_batches
+    from bench.bench_embedder import embed_all, micro_batches
 
     embed_all(backend_, micro_batches(backend_, texts[:32]))
     clock = CpuClock()

@@ -115,6 +115,33 @@ def test_the_embedder_benchmark_compares_the_forward_pass_with_the_service_fed_t
     assert "| service with token ids |" in json.loads(out.read_text())["markdown"]
 
 
+def test_the_raw_model_is_timed_on_as_many_threads_as_the_service_runs_it():
+    # On the CPU the embedder runs one single-threaded model call per core: a raw rate timed from one thread would
+    # set one core against the service's two (it said the service was 1.8x the raw model on 2 cores).
+    from ragmesh_embedder.backends import HashBackend
+
+    from bench.bench_embedder import forward_rate, raw_rate
+
+    backend = HashBackend(32, batch_size=4, runners=2)
+    overlap = threading.Barrier(2, timeout=10)  # passes only while two calls run at once
+    threads: set[int] = set()
+    embed = backend.embed
+
+    def embed_together(batch):
+        if threading.current_thread() is not threading.main_thread():  # forward_rate warms up on the caller's
+            threads.add(threading.get_ident())
+            overlap.wait()
+        return embed(batch)
+
+    backend.embed = embed_together
+    passages = [f"passage {i} about {i % 5}" for i in range(16)]  # 4 micro-batches of 4
+    assert raw_rate(backend, passages) > 0
+    assert len(threads) == 2
+    threads.clear()
+    assert forward_rate(backend, passages) > 0
+    assert len(threads) == 2
+
+
 def test_the_gpu_shapes_benchmark_runs_every_row_at_a_tiny_size(tmp_path):
     # Made for a GPU; on the CPU it only shows that it works (micro-batches of 4 keep the warming of every shape short,
     # and 2 clients x 8 texts the service runs: 16 x 128 in flight took ~45 s to drain on a slow VM).
