@@ -253,6 +253,77 @@ async def test_two_runners_run_two_micro_batches_at_once_and_reassemble_each_req
     np.testing.assert_allclose(vectors(reply.embeddings), backend.embed_texts(texts), atol=1e-6)
 
 
+async def test_queries_that_would_fit_one_micro_batch_are_spread_over_both_runners(serve, until, vectors,
+                                                                                     gated_backend):
+    """Twelve queries fit one micro-batch here, but one runner alone would leave the other core idle: they run as
+    two micro-batches of six, at once (on 2 cores int8 costs no more CPU a query in sixes than in twelves)."""
+    backend = gated_backend(runners=2, batch_size=64, max_batch_tokens=10_000)
+    queries = [f"where do glaciers flow {i}" for i in range(12)]
+    try:
+        async with serve(SETTINGS, Embedder(backend, SETTINGS)) as running:
+            reply = asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(
+                texts=queries, input_type=pb2.INPUT_TYPE_QUERY)))
+            await until(lambda: backend.inside == 2, "both runners in the model at once")
+            backend.gate.set()
+            reply = await reply
+    finally:
+        backend.gate.set()
+    assert sorted(map(len, backend.calls)) == [6, 6]
+    np.testing.assert_allclose(vectors(reply.embeddings), backend.embed_texts(queries), atol=1e-6)
+
+
+class _SteppedRunners(HashBackend):
+    """Two runners; each model call waits until the test allows one more. Records every call's texts. The budget
+    (words are tokens) holds one eight-word text or twelve one-word ones."""
+
+    def __init__(self) -> None:
+        super().__init__(384, batch_size=64, max_batch_tokens=12, runners=2)
+        self.allowed = threading.Semaphore(0)
+        self.inside = 0
+        self.calls: list[list[str]] = []
+        self._lock = threading.Lock()
+
+    def embed(self, batch):
+        with self._lock:
+            self.inside += 1
+        if not self.allowed.acquire(timeout=30):
+            raise TimeoutError("the test never allowed this model call")
+        with self._lock:
+            self.inside -= 1
+            self.calls.append(list(batch.texts))
+        return super().embed(batch)
+
+
+async def test_a_runner_takes_its_share_of_the_queued_queries_and_leaves_the_rest_to_the_other(serve, until,
+                                                                                               vectors):
+    """Queries queued while both runners and the feeder are busy with bulk: the first runner to finish takes
+    half of them, not all, so the second runner's next call is the other half."""
+    backend = _SteppedRunners()
+    settings = EmbedderSettings(port=0, backend="hash", max_texts_per_request=64)
+    queries = [f"q{i}" for i in range(12)]  # one micro-batch could hold them all
+    try:
+        async with serve(settings, Embedder(backend, settings)) as running:
+            batcher = running.embedder.batcher
+            bulk = asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(
+                texts=[f"bulk document {i} about glaciers and the ice" for i in range(5)],
+                input_type=pb2.INPUT_TYPE_DOCUMENT)))
+            # Two bulk texts in the model, two padded in the slot, the fifth in the feeder's hands.
+            await until(lambda: backend.inside == 2 and batcher._ready.full() and not batcher._pending,
+                        "both runners, the slot and the feeder busy with bulk")
+            asked = asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(
+                texts=queries, input_type=pb2.INPUT_TYPE_QUERY)))
+            await until(lambda: batcher.queue_depth == 17, "the queries queued")
+            backend.allowed.release(2)  # both runners finish their bulk text and take queries
+            await until(lambda: len(backend.calls) == 2 and backend.inside == 2, "both runners took queries")
+            backend.allowed.release(100)
+            reply, _ = await asyncio.gather(asked, bulk)
+    finally:
+        backend.allowed.release(100)
+    query_calls = [call for call in backend.calls if not call[0].startswith("bulk")]
+    assert sorted(map(len, query_calls)) == [6, 6], [len(call) for call in backend.calls]
+    np.testing.assert_allclose(vectors(reply.embeddings), backend.embed_texts(queries), atol=1e-6)
+
+
 def _runner_threads(name: str) -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith(f"embedder-runner-{name}")]
 
