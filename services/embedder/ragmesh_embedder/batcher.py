@@ -60,10 +60,11 @@ QUEUE_FULL_RETRY_SECONDS = 1.0
 # Micro-batches padded and waiting for the model, per runner: one is enough to hide the feeder's work behind
 # the model's.
 PIPELINE_DEPTH = 1
-# Texts that would not fill a micro-batch per runner (the queries 32 search clients queue while the model runs)
-# are spread over the runners, in micro-batches of at least this many: on 2 cores ONNX Runtime int8 embeds
-# msmarco queries at 1.54 ms a query alone, 1.17 in twos, 1.11 in fours and 1.23 in sixteens, so a share of 4
-# or more costs no more CPU a text than one large micro-batch, and finishes in half the time.
+# Texts that would not fill a micro-batch per runner (a request of a few queries, the queries many search clients
+# queue while the model runs) are spread over the runners, in micro-batches of at least this many: on 2 cores
+# ONNX Runtime int8 embeds msmarco queries at 1.54 ms a query alone, 1.17 in twos, 1.11 in fours and 1.23 in
+# sixteens, so a share of 4 or more costs no more CPU a text than one large micro-batch, and finishes sooner
+# (a lone request of 16 queries: 16-18 ms against 27-31 with one runner).
 SPREAD_MIN_TEXTS = 4
 
 
