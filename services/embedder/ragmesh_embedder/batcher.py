@@ -9,8 +9,8 @@
 - The *runner* threads (`backend.runners` of them: ONNX Runtime on the CPU runs one single-threaded call per
   core) call the model, scatter the rows back to their requests and resolve each request as soon as its last
   text is embedded. A request's micro-batches may run on different runners at once. A window too small to give
-  every runner a micro-batch (the queries of many search clients) is spread over them all the same, in
-  micro-batches of at least SPREAD_MIN_TEXTS texts, rather than run by one runner while the others idle.
+  every runner a micro-batch (a request of a few queries) is spread over them all the same, in micro-batches of
+  at least SPREAD_MIN_TEXTS texts, rather than run by one runner while the others idle.
 
 Requests are numpy arrays end to end (`Prepared`); a request whose caller gave up (cancelled, deadline
 passed) is skipped wherever it is, and a full queue is refused with QUEUE_FULL.
