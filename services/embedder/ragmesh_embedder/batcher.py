@@ -330,7 +330,7 @@ class Batcher:
         order = np.argsort(window.lengths, kind="stable")
         sorted_lengths = window.lengths[order]
         begin, total = 0, len(order)
-        share = self._share(total) if spread and self.runners > 1 else total
+        share = self._share(total) if spread else total  # all of them with one runner
         while begin < total:
             if begin and preemptible and self._urgent and (queries := self._take(urgent_only=True)) is not None:
                 yield from self._batches(queries, preemptible=False)

@@ -186,17 +186,24 @@ async def test_a_query_goes_ahead_of_bulk_documents_queued_before_it(serve, unti
 
 
 class _SteppedBackend(HashBackend):
-    """The hash backend, but each model call waits until the test allows one more; records every call's texts."""
+    """The hash backend, but each model call waits until the test allows one more; records every call's texts and
+    counts the calls waiting (`inside`)."""
 
-    def __init__(self) -> None:
-        super().__init__(384, batch_size=4, max_batch_tokens=10_000)
+    def __init__(self, batch_size: int = 4, max_batch_tokens: int = 10_000, runners: int = 1) -> None:
+        super().__init__(384, batch_size=batch_size, max_batch_tokens=max_batch_tokens, runners=runners)
         self.allowed = threading.Semaphore(0)
         self.calls: list[list[str]] = []
+        self.inside = 0
+        self._lock = threading.Lock()
 
     def embed(self, batch):
+        with self._lock:
+            self.inside += 1
         if not self.allowed.acquire(timeout=30):
             raise TimeoutError("the test never allowed this model call")
-        self.calls.append(list(batch.texts))
+        with self._lock:
+            self.inside -= 1
+            self.calls.append(list(batch.texts))
         return super().embed(batch)
 
 
@@ -272,33 +279,12 @@ async def test_queries_that_would_fit_one_micro_batch_are_spread_over_both_runne
     np.testing.assert_allclose(vectors(reply.embeddings), backend.embed_texts(queries), atol=1e-6)
 
 
-class _SteppedRunners(HashBackend):
-    """Two runners; each model call waits until the test allows one more. Records every call's texts. The budget
-    (words are tokens) holds one eight-word text or twelve one-word ones."""
-
-    def __init__(self) -> None:
-        super().__init__(384, batch_size=64, max_batch_tokens=12, runners=2)
-        self.allowed = threading.Semaphore(0)
-        self.inside = 0
-        self.calls: list[list[str]] = []
-        self._lock = threading.Lock()
-
-    def embed(self, batch):
-        with self._lock:
-            self.inside += 1
-        if not self.allowed.acquire(timeout=30):
-            raise TimeoutError("the test never allowed this model call")
-        with self._lock:
-            self.inside -= 1
-            self.calls.append(list(batch.texts))
-        return super().embed(batch)
-
-
 async def test_a_runner_takes_its_share_of_the_queued_queries_and_leaves_the_rest_to_the_other(serve, until,
                                                                                                vectors):
     """Queries queued while both runners and the feeder are busy with bulk: the first runner to finish takes
     half of them, not all, so the second runner's next call is the other half."""
-    backend = _SteppedRunners()
+    # Two runners; the budget (words are tokens) holds one eight-word text or twelve one-word ones.
+    backend = _SteppedBackend(batch_size=64, max_batch_tokens=12, runners=2)
     settings = EmbedderSettings(port=0, backend="hash", max_texts_per_request=64)
     queries = [f"q{i}" for i in range(12)]  # one micro-batch could hold them all
     try:
