@@ -30,6 +30,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.bench_embedder import padding_pct
 from bench.report import (
     CpuClock,
     MeshRun,
@@ -87,7 +88,7 @@ def one_round(env: dict[str, str], corpus: list[dict], queries: list[str], passe
                 real, padded = (after[key] - before[key] for key in ("tokens", "padded"))
                 out["ingest"].append(round(len(docs) / seconds, 1))
                 out["cpu_ms"].append(rates["x_cpu_ms_per_passage"])
-                out["padding_pct"].append(round(100 * (padded - real) / real, 1) if real else None)
+                out["padding_pct"].append(padding_pct(real, padded))
                 out["model_busy_pct"].append(model_share(before, after, "busy", seconds))
                 out["model_starved_pct"].append(model_share(before, after, "starved", seconds))
             with client() as http:  # what the last pass's collection holds (one more with --existing)

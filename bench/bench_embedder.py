@@ -64,6 +64,20 @@ def micro_batches(backend, passages: list[str]) -> list[MicroBatch]:
     return batches
 
 
+def padding_pct(real: float, padded: float) -> float | None:
+    """Padded tokens beyond the real ones, as a % of the real ones (None without tokens): the model's work spent on
+    padding. The embedder's metrics count both (ragmesh_embedder_tokens_total, _batch_padded_tokens_sum)."""
+    return round(100 * (padded - real) / real, 1) if real else None
+
+
+def batches_padding_pct(batches: list[MicroBatch]) -> float | None:
+    """`padding_pct` of micro-batches as `micro_batches` cuts them (None for a text backend's: nothing padded)."""
+    tokenized = [b for b in batches if b.input_ids is not None]
+    if not tokenized:
+        return None
+    return padding_pct(sum(int(b.attention_mask.sum()) for b in tokenized), sum(b.input_ids.size for b in tokenized))
+
+
 def padded_batch(backend, prepared, rows: np.ndarray) -> MicroBatch:
     """The prepared texts at `rows` as one micro-batch, padded to the longest of them."""
     width = int(prepared.lengths[rows].max())

@@ -255,15 +255,17 @@ def raw_configurations(backend: str, runtime: str) -> list[tuple[str, object]]:
     return configurations
 
 
-def raw_round(backend_, texts: list[str]) -> dict[str, float]:
+def raw_round(backend_, texts: list[str]) -> dict[str, float | None]:
     """The texts through the backend as the embedder feeds it (tokenising and padding included), after a warm-up
-    call: passages/s and CPU ms per passage."""
-    from bench.bench_embedder import embed_all, micro_batches
+    call: passages/s, CPU ms per passage, and the padding of its micro-batches (all the texts sorted by length at
+    once, where the embedder sorts what its queue holds)."""
+    from bench.bench_embedder import batches_padding_pct, embed_all, micro_batches
 
     embed_all(backend_, micro_batches(backend_, texts[:32]))
     clock = CpuClock()
-    embed_all(backend_, micro_batches(backend_, texts))
-    return clock.rates(len(texts), "backend")
+    batches = micro_batches(backend_, texts)
+    embed_all(backend_, batches)
+    return {**clock.rates(len(texts), "backend"), "backend_padding_pct": batches_padding_pct(batches)}
 
 
 class RawRounds:
@@ -515,7 +517,9 @@ def rest_ingests(url: str, mesh_pid: int, batches: list[list[dict]], clients: in
     loop like the searches), each into a new collection ("rest", then "rest-2", ...), and, when `raw` is given, a run
     of the raw model before each: the rounds, and the medians (rates; CPU ms per passage of the mesh process). With
     the embedder's `metrics_port`, each round also gives the share of its model threads' time the model ran and was
-    starved."""
+    starved, and how much of its work was padding (beside the raw model's own)."""
+    from bench.bench_embedder import padding_pct
+
     passages = sum(map(len, batches))
     out: dict = {"ingest_rounds": []}
     for index in range(rounds):
@@ -523,7 +527,8 @@ def rest_ingests(url: str, mesh_pid: int, batches: list[list[dict]], clients: in
         if raw is not None:
             rates = raw()
             entry.update(raw_passages_per_second=rates["backend_passages_per_second"],
-                         raw_cpu_ms_per_passage=rates["backend_cpu_ms_per_passage"])
+                         raw_cpu_ms_per_passage=rates["backend_cpu_ms_per_passage"],
+                         raw_padding_pct=rates["backend_padding_pct"])
         collection = "rest" if index == 0 else f"rest-{index + 1}"
         before = embedder_totals(metrics_port) if metrics_port else None
         threads = thread_cpu_seconds(mesh_pid)
@@ -539,7 +544,9 @@ def rest_ingests(url: str, mesh_pid: int, batches: list[list[dict]], clients: in
         if before is not None:
             after = embedder_totals(metrics_port)
             entry.update(model_busy_pct=model_share(before, after, "busy", seconds),
-                         model_starved_pct=model_share(before, after, "starved", seconds))
+                         model_starved_pct=model_share(before, after, "starved", seconds),
+                         padding_pct=None if after["tokens"] is None else padding_pct(
+                             after["tokens"] - before["tokens"], after["padded"] - before["padded"]))
         out["ingest_rounds"].append(entry)
     for key in ("rest_passages_per_second", "rest_cpu_ms_per_passage"):
         out[f"ingest_{key}"] = round(statistics.median(r[key] for r in out["ingest_rounds"]), 2)
@@ -1067,15 +1074,19 @@ def to_markdown(report: dict) -> str:
             lines += ["", f"REST ingest rounds ({runtime}), each into a new collection, each after a run of the raw "
                       f"model ({mesh[runtime].get('raw_rounds_arrangement', '-')}) on the same cores:", "",
                       "| round | raw model, passages/s | REST, passages/s | REST / raw | raw CPU ms/passage | "
-                      "REST CPU ms/passage (mesh process) | REST: model busy / starved, % of its threads' time |",
-                      "|---|---|---|---|---|---|---|"]
+                      "REST CPU ms/passage (mesh process) | REST: model busy / starved, % of its threads' time | "
+                      "padding, % of the real tokens: raw / REST |",
+                      "|---|---|---|---|---|---|---|---|"]
             for index, r in enumerate(rounds, 1):
                 raw_rate = r.get("raw_passages_per_second")
                 ratio = f"{r['rest_passages_per_second'] / raw_rate:.3f}" if raw_rate else "-"
                 busy, starved = (r.get(key) for key in ("model_busy_pct", "model_starved_pct"))
                 model = "-" if busy is None else f"{busy} / {starved}"
+                padding = " / ".join("-" if r.get(key) is None else str(r[key])
+                                     for key in ("raw_padding_pct", "padding_pct"))
                 lines.append(f"| {index} | {raw_rate or '-'} | {r['rest_passages_per_second']} | {ratio} | "
-                             f"{r.get('raw_cpu_ms_per_passage', '-')} | {r['rest_cpu_ms_per_passage']} | {model} |")
+                             f"{r.get('raw_cpu_ms_per_passage', '-')} | {r['rest_cpu_ms_per_passage']} | {model} | "
+                             f"{padding} |")
             by_thread: dict[str, list[float]] = {}
             for r in rounds:
                 for name, ms in r.get("rest_cpu_ms_by_thread", {}).items():

@@ -41,6 +41,9 @@ def test_the_benchmark_report_runs_end_to_end_at_a_tiny_size(tmp_path):
     assert mesh["ingest_rest_passages_per_second"] == statistics.median(r["rest_passages_per_second"] for r in rounds)
     # Each round says how much of the embedder's model threads' time went to the model (from its own metrics).
     assert all(0 < r["model_busy_pct"] <= 100 and 0 <= r["model_starved_pct"] <= 100 for r in rounds)
+    # ...and how much of the model's work was padding, beside the raw model's (the hash embedder pads nothing of its
+    # own; the service still counts its micro-batches' tokens).
+    assert all(r["padding_pct"] >= 0 and r["raw_padding_pct"] is None for r in rounds)
     # ...and where the mesh process's CPU went, by thread, under the names ragmesh's threads give themselves (at this
     # size some take less than the kernel's 10 ms tick).
     for r in rounds:
@@ -81,7 +84,8 @@ def test_the_benchmark_report_runs_end_to_end_at_a_tiny_size(tmp_path):
     assert "clients ingest (" in markdown  # search during a bulk ingest
     assert "REST ingest >= 0.85 x raw model (same runtime), median of rounds taken in turns" in markdown
     assert "REST ingest rounds (hash)" in markdown
-    assert "| REST: model busy / starved, % of its threads' time |" in markdown
+    assert "| REST: model busy / starved, % of its threads' time | padding, % of the real tokens: raw / REST |" \
+        in markdown
     assert "The mesh process's CPU ms per passage in those rounds, by thread" in markdown
     assert "one-client REST searches and the in-process ones were taken in turns" in markdown
     assert f"| before ({ROOT}) rest | dense | 1 |" in markdown
@@ -140,6 +144,26 @@ def test_the_raw_model_is_timed_on_as_many_threads_as_the_service_runs_it():
     threads.clear()
     assert forward_rate(backend, passages) > 0
     assert len(threads) == 2
+
+
+def test_padding_is_counted_over_the_micro_batches_as_the_model_receives_them():
+    # Part of what the model costs more in the mesh than raw: the raw model sorts all its passages by length at once,
+    # the embedder only what its queue holds, so its micro-batches carry more padding.
+    import numpy as np
+    from ragmesh_embedder.backends import MicroBatch
+
+    from bench.bench_embedder import batches_padding_pct, padding_pct
+
+    def padded(*lengths: int) -> MicroBatch:
+        width = max(lengths)
+        mask = np.array([[1] * n + [0] * (width - n) for n in lengths], dtype=np.int64)
+        return MicroBatch(len(lengths), input_ids=np.where(mask == 1, 7, 0), attention_mask=mask)
+
+    # 3 + 5 real tokens padded to 2 x 5, and one text alone (no padding): 2 padded tokens over 12 real.
+    assert batches_padding_pct([padded(3, 5), padded(4)]) == round(100 * 2 / 12, 1)
+    assert batches_padding_pct([padded(4, 4)]) == 0.0
+    assert batches_padding_pct([MicroBatch(2, texts=["a", "b"])]) is None  # a text backend pads nothing
+    assert padding_pct(0, 0) is None and padding_pct(100, 117) == 17.0
 
 
 def test_the_gpu_shapes_benchmark_runs_every_row_at_a_tiny_size(tmp_path):
