@@ -30,7 +30,6 @@ from pathlib import Path
 
 import httpx
 
-from bench.bench_embedder import padding_pct
 from bench.report import (
     CpuClock,
     MeshRun,
@@ -40,6 +39,7 @@ from bench.report import (
     load_data,
     mesh_env,
     model_share,
+    padding_share,
     rest_searches,
 )
 from tests.e2e.mesh_process import free_port
@@ -85,10 +85,9 @@ def one_round(env: dict[str, str], corpus: list[dict], queries: list[str], passe
                 _, seconds = in_threads(4, batches, post(f"pass-{p}"), client, lambda c: c.close())
                 rates = clock.rates(len(docs), "x")
                 after = embedder_totals(metrics_port)
-                real, padded = (after[key] - before[key] for key in ("tokens", "padded"))
                 out["ingest"].append(round(len(docs) / seconds, 1))
                 out["cpu_ms"].append(rates["x_cpu_ms_per_passage"])
-                out["padding_pct"].append(padding_pct(real, padded))
+                out["padding_pct"].append(padding_share(before, after))
                 out["model_busy_pct"].append(model_share(before, after, "busy", seconds))
                 out["model_starved_pct"].append(model_share(before, after, "starved", seconds))
             with client() as http:  # what the last pass's collection holds (one more with --existing)

@@ -504,6 +504,15 @@ def model_share(before: dict, after: dict, key: str, seconds: float) -> float | 
     return round(100 * (after[key] - before[key]) / (after["runners"] * seconds), 1)
 
 
+def padding_share(before: dict, after: dict) -> float | None:
+    """The padded tokens beyond the real ones over the pass, as a % of the real ones (None without the metric)."""
+    from bench.bench_embedder import padding_pct
+
+    if after["tokens"] is None:
+        return None
+    return padding_pct(after["tokens"] - before["tokens"], after["padded"] - before["padded"])
+
+
 def no_failed_document(answer: bytes) -> None:
     """An /ingest/batch answer in which every document went in (indexed or unchanged)."""
     failed = [r for r in json.loads(answer)["results"] if r["status"] == "failed"]
@@ -518,8 +527,6 @@ def rest_ingests(url: str, mesh_pid: int, batches: list[list[dict]], clients: in
     of the raw model before each: the rounds, and the medians (rates; CPU ms per passage of the mesh process). With
     the embedder's `metrics_port`, each round also gives the share of its model threads' time the model ran and was
     starved, and how much of its work was padding (beside the raw model's own)."""
-    from bench.bench_embedder import padding_pct
-
     passages = sum(map(len, batches))
     out: dict = {"ingest_rounds": []}
     for index in range(rounds):
@@ -545,8 +552,7 @@ def rest_ingests(url: str, mesh_pid: int, batches: list[list[dict]], clients: in
             after = embedder_totals(metrics_port)
             entry.update(model_busy_pct=model_share(before, after, "busy", seconds),
                          model_starved_pct=model_share(before, after, "starved", seconds),
-                         padding_pct=None if after["tokens"] is None else padding_pct(
-                             after["tokens"] - before["tokens"], after["padded"] - before["padded"]))
+                         padding_pct=padding_share(before, after))
         out["ingest_rounds"].append(entry)
     for key in ("rest_passages_per_second", "rest_cpu_ms_per_passage"):
         out[f"ingest_{key}"] = round(statistics.median(r[key] for r in out["ingest_rounds"]), 2)
