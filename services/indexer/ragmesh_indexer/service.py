@@ -213,7 +213,8 @@ class Indexer:
         # The embedded store's calls hold the GIL: its quick reads (a collection's versions, a document's stored
         # hash) run on the event loop's thread, where a pool thread would add only a hand-off (two thread
         # wake-ups, ~0.2 CPU ms on a small VM) and the wait for the GIL. Writes keep their thread: an upsert gives
-        # the GIL back while the engine works, so the loop serves meanwhile.
+        # the GIL up many times while qdrant-edge converts its points' payloads, and the loop serves meanwhile (on
+        # the loop's own thread a REST ingest measured the same: the vm-22 session's notes, README "Benchmarks").
         self._inline = bool(getattr(store, "holds_gil", False))
         telemetry = setup_telemetry("indexer")
         self.tracer = telemetry.tracer()
