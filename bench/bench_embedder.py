@@ -19,7 +19,9 @@ table shows medians):
   was: the "service >= 0.75 x the device" check of a GPU pod.
 - for each service run, the share of its model threads' time the model ran and was starved (waited for a
   micro-batch already accepted: the CPU side behind), from the batcher's counters (the pod's
-  ragmesh_embedder_model_busy_seconds_total and _starved_seconds_total).
+  ragmesh_embedder_model_busy_seconds_total and _starved_seconds_total), and the padding of the micro-batches
+  it ran (padded tokens beyond the real ones, as a % of them), beside the forward pass's: the forward pass sorts
+  every passage by length at once, the service only what is queued when a model thread is free.
 """
 
 from __future__ import annotations
@@ -110,9 +112,10 @@ def raw_rate(backend, passages: list[str]) -> float:
     return len(passages) / (time.perf_counter() - started)
 
 
-def forward_rate(backend, passages: list[str]) -> float:
-    """Passages/s of the model's forward pass alone (batches tokenised and padded beforehand; every runner)."""
-    batches = micro_batches(backend, passages)
+def forward_rate(backend, passages: list[str], batches: list[MicroBatch] | None = None) -> float:
+    """Passages/s of the model's forward pass alone (batches tokenised and padded beforehand, `micro_batches` of
+    the passages unless given; every runner)."""
+    batches = batches or micro_batches(backend, passages)
     backend.embed(batches[0])
     started = time.perf_counter()
     embed_all(backend, batches)
@@ -173,9 +176,12 @@ async def measure_forward(backend, batcher, port: int, passages: list[str], roun
     during each (the driver's utilisation, sampled every 0.1 s)."""
     big = (passages * (8192 // len(passages) + 1))[:8192] if backend.device == "cuda" else passages
     batches = [big[i : i + 128] for i in range(0, len(big), 128)]
+    # The forward pass runs every passage at once, length-sorted: its micro-batches pad less than the service's,
+    # which sort only what is queued when a model thread is free.
+    forward_batches = micro_batches(backend, big)
     forward, served, served_ids, busy, busy_ids, model, model_ids = [], [], [], [], [], [], []
     for _ in range(rounds):
-        forward.append(forward_rate(backend, big))
+        forward.append(forward_rate(backend, big, forward_batches))
         with GpuBusy(backend.device) as gpu, ModelTime(batcher) as used:
             result = await asyncio.to_thread(drive, port, batches, clients=16, seconds=seconds)
         served.append(result["texts_per_second"])
@@ -189,7 +195,8 @@ async def measure_forward(backend, batcher, port: int, passages: list[str], roun
         model_ids.append(used)
     rate, rate_ids, device = (statistics.median(x) for x in (served, served_ids, forward))
     return {"passages": len(big), "batch_size": backend.batch_size, "max_batch_tokens": backend.max_batch_tokens,
-            "forward_passages_per_second": device, "service_passages_per_second": rate,
+            "forward_passages_per_second": device, "forward_padding_percent": batches_padding_pct(forward_batches),
+            "service_passages_per_second": rate,
             "service_token_ids_passages_per_second": rate_ids, "ratio": rate / device,
             "ratio_token_ids": rate_ids / device,
             "gpu_busy_percent": _median_or_none(busy), "gpu_busy_percent_token_ids": _median_or_none(busy_ids),
@@ -199,25 +206,32 @@ async def measure_forward(backend, batcher, port: int, passages: list[str], roun
 
 class ModelTime:
     """The share of the model threads' time (runners x the block's wall time) the model ran and was starved
-    during a block, from the batcher's counters."""
+    during a block, and the padding of the micro-batches it ran (`padding_pct`; None for a backend that does not
+    tokenise), from the batcher's counters."""
 
     def __init__(self, batcher) -> None:
         self.batcher, self.busy_percent, self.starved_percent = batcher, 0.0, 0.0
+        self.padding_percent: float | None = None
 
     def __enter__(self) -> ModelTime:
-        self._start = (time.perf_counter(), self.batcher.model_seconds, self.batcher.starved_seconds)
+        b = self.batcher
+        self._start = (time.perf_counter(), b.model_seconds, b.starved_seconds, b.tokens_processed,
+                       b.padded_tokens_processed)
         return self
 
     def __exit__(self, *_) -> None:
-        wall, busy, starved = self._start
-        threads = self.batcher.runners * (time.perf_counter() - wall)
-        self.busy_percent = 100 * (self.batcher.model_seconds - busy) / threads
-        self.starved_percent = 100 * (self.batcher.starved_seconds - starved) / threads
+        wall, busy, starved, tokens, padded = self._start
+        b = self.batcher
+        threads = b.runners * (time.perf_counter() - wall)
+        self.busy_percent = 100 * (b.model_seconds - busy) / threads
+        self.starved_percent = 100 * (b.starved_seconds - starved) / threads
+        self.padding_percent = padding_pct(b.tokens_processed - tokens, b.padded_tokens_processed - padded)
 
     @staticmethod
-    def medians(blocks: list[ModelTime], prefix: str) -> dict[str, float]:
+    def medians(blocks: list[ModelTime], prefix: str) -> dict[str, float | None]:
         return {f"{prefix}_busy_percent": statistics.median(b.busy_percent for b in blocks),
-                f"{prefix}_starved_percent": statistics.median(b.starved_percent for b in blocks)}
+                f"{prefix}_starved_percent": statistics.median(b.starved_percent for b in blocks),
+                f"{prefix}_padding_percent": _median_or_none([b.padding_percent for b in blocks])}
 
 
 def _median_or_none(values: list[float | None]) -> float | None:
@@ -313,15 +327,18 @@ def _markdown(data: dict, args) -> str:
     if forwards:
         lines += ["", "| runtime | model forward passages/s (pre-tokenised) | service passages/s (16 x 128 texts) | "
                   "service / forward | service with token ids | service / forward | GPU busy % (texts / ids) | "
-                  "model busy / starved % (texts; ids) |", "|---|---|---|---|---|---|---|---|"]
+                  "model busy / starved % (texts; ids) | padding % (forward; texts; ids) |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for name, f in forwards.items():
             busy = " / ".join("-" if b is None else f"{b:.0f}"
                               for b in (f["gpu_busy_percent"], f["gpu_busy_percent_token_ids"]))
+            padding = "; ".join("-" if p is None else f"{p:.0f}" for p in (
+                f["forward_padding_percent"], f["model_padding_percent"], f["model_token_ids_padding_percent"]))
             lines.append(f"| {name} | {f['forward_passages_per_second']:.1f} | {f['service_passages_per_second']:.1f}"
                          f" | {f['ratio']:.2f} | {f['service_token_ids_passages_per_second']:.1f} | "
                          f"{f['ratio_token_ids']:.2f} | {busy} | {f['model_busy_percent']:.0f} / "
                          f"{f['model_starved_percent']:.0f}; {f['model_token_ids_busy_percent']:.0f} / "
-                         f"{f['model_token_ids_starved_percent']:.0f} |")
+                         f"{f['model_token_ids_starved_percent']:.0f} | {padding} |")
     return "\n".join(lines)
 
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The embedder's GPU checks on a lent GPU machine, in one call of the device tool (from the repository root, with
 # `.gpu/` from `python -m bench.gpu_carry` carried):  bash bench/gpu_run.sh
-# Each step has its own time limit so that the whole fits ~10 minutes of a 15-minute budget; what each writes comes
-# back under $OUT. QUICK=1: tiny sizes, for a dry run of this script on a CPU.
+# Each step has its own time limit so that the whole fits ~10 minutes of a 15-minute budget (~6 on an H200); what
+# each writes comes back under $OUT. QUICK=1: tiny sizes, for a dry run of this script on a CPU.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 OUT=${OUT:-/tmp/gpu-out}
@@ -32,10 +32,12 @@ export RAGMESH_EMBEDDER_MODEL_PATH="$MODEL"
 if [ "${QUICK:-0}" = 1 ]; then  # micro-batches of at most 4 keep the shapes' passes short on a CPU
   SHAPES="--batches 2 --passages 40 --seconds 0.3 --forward-passages 32 --clients 2 --request-size 8 --warm"
   EMBEDDER="--passages 256 --rounds 1 --skip-st --clients 2 --request-size 32"
+  BUDGETS="--passages 48 --rounds 1 --skip-st --forward-seconds 0.3"
   export RAGMESH_EMBEDDER_BATCH_SIZE=4
 else
   SHAPES="--warm"
   EMBEDDER="--rounds 2 --skip-st"
+  BUDGETS="--passages 256 --rounds 1 --skip-st --forward-seconds 6"
 fi
 timeout 120 "$PYTHON" -m pytest -q -p no:cacheprovider --noconftest -o addopts="" \
   services/embedder/tests/test_embedder_cuda.py 2>&1 | tee "$OUT/cuda-test.txt"
@@ -43,4 +45,12 @@ timeout 120 "$PYTHON" -m pytest -q -p no:cacheprovider --noconftest -o addopts="
 timeout 240 "$PYTHON" -m bench.bench_gpu_shapes $SHAPES --json "$OUT/shapes.json" 2>&1 | tail -40
 # shellcheck disable=SC2086
 timeout 180 "$PYTHON" -m bench.bench_embedder --runtimes torch $EMBEDDER --json "$OUT/embedder.json" 2>&1 | tail -30
+# Smaller micro-batch budgets than CUDA's default 131,072 padded tokens: the service's micro-batches are what is
+# queued when the model thread is free (~400 msmarco passages on the H200), padded to the longest of them, where
+# the forward rate's are length-sorted over every passage. Compare each run's service rates with embedder.json's.
+for tokens in 65536 32768 16384; do
+  # shellcheck disable=SC2086
+  RAGMESH_EMBEDDER_MAX_BATCH_TOKENS=$tokens timeout 90 "$PYTHON" -m bench.bench_embedder --runtimes torch --forward \
+    $BUDGETS --json "$OUT/budget$tokens.json" 2>&1 | grep -E "^\| torch|^\| runtime"
+done
 ls -la "$OUT"

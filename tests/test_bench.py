@@ -116,7 +116,12 @@ def test_the_embedder_benchmark_compares_the_forward_pass_with_the_service_fed_t
     assert forward["gpu_busy_percent"] is None  # no GPU here: no figure rather than a made-up one
     # How much of the model threads' time the model ran while 16 clients kept the service loaded.
     assert 0 < forward["model_busy_percent"] <= 100 and 0 <= forward["model_starved_percent"] <= 100
+    # The model's work spent on padding, the forward pass's and the service's: what sets the two rates apart
+    # beyond the service's own path.
+    assert forward["forward_padding_percent"] >= 0
+    assert forward["model_padding_percent"] >= 0 and forward["model_token_ids_padding_percent"] >= 0
     assert "| service with token ids |" in json.loads(out.read_text())["markdown"]
+    assert "| padding % (forward; texts; ids) |" in json.loads(out.read_text())["markdown"]
 
 
 def test_the_raw_model_is_timed_on_as_many_threads_as_the_service_runs_it():

@@ -150,8 +150,10 @@ class Batcher:
         self._ready: queue.Queue[_Ready | None] = queue.Queue(maxsize=PIPELINE_DEPTH * self.runners)
         # Texts accepted and not embedded yet (waiting or in the pipeline): what the HPA scales on.
         self.queue_depth = 0
-        # Model tokens of the texts embedded so far (0 for backends that do not tokenise).
+        # Model tokens of the texts embedded so far, and the padded tokens the model ran for them (longest x texts,
+        # each micro-batch as cut; 0 for backends that do not tokenise).
         self.tokens_processed = 0
+        self.padded_tokens_processed = 0
         self.texts_processed = 0
         self.batches_run = 0
         # Sizes (texts) and padded tokens of the most recent micro-batches, newest last.
@@ -423,6 +425,7 @@ class Batcher:
             self.batches_run += 1
             self.texts_processed += len(rows)
             self.tokens_processed += ready.tokens
+            self.padded_tokens_processed += ready.padded_tokens
             self.last_batch_sizes.append(len(rows))
             self.last_batch_padded_tokens.append(ready.padded_tokens)
             self.model_seconds += seconds

@@ -155,6 +155,18 @@ async def test_a_request_larger_than_the_window_is_split_and_reassembled_in_orde
     np.testing.assert_allclose(vectors(reply.embeddings), backend.embed_texts(texts), atol=1e-6)
 
 
+async def test_the_batcher_counts_the_padded_tokens_the_model_ran_beside_the_real_ones(serve):
+    # What the benchmarks read a service run's padding from: a short and a long text in one micro-batch cost the
+    # long one's length twice. Words are tokens here.
+    backend = HashBackend(16, batch_size=2, max_batch_tokens=10)
+    async with serve(SETTINGS, Embedder(backend, SETTINGS)) as running:
+        await running.stub.Embed(pb2.EmbedRequest(texts=["short", "one two three four five"]))
+        batcher = running.embedder.batcher
+        assert list(batcher.last_batch_sizes) == [2]
+        assert batcher.tokens_processed == 6
+        assert batcher.padded_tokens_processed == 10
+
+
 async def test_a_query_goes_ahead_of_bulk_documents_queued_before_it(serve, until, gated_backend):
     """A search must not wait behind a bulk ingestion: queries have their own lane, taken first."""
     backend = gated_backend(batch_size=4, max_batch_tokens=10_000)
