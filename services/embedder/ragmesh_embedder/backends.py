@@ -14,8 +14,9 @@ import json
 import logging
 import os
 import re
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -120,6 +121,19 @@ def gpu_shape(rows: int, width: int, limit: int) -> tuple[int, int]:
     21,100 passages/s with them against 18,900 without (README, "On a GPU")."""
     rows = 1 << max(0, rows - 1).bit_length() if rows <= 64 else -(-rows // 64) * 64
     return rows, min(-(-width // 16) * 16, max(limit, width))
+
+
+def graph_shapes(batch_size: int, max_batch_tokens: int, limit: int) -> list[tuple[int, int]]:
+    """Every `gpu_shape` that a micro-batch within these limits can be padded to: at most `batch_size` texts, texts
+    x longest text within `max_batch_tokens` (a lone text always runs), widths up to the model's window `limit`."""
+    widths = sorted({gpu_shape(1, width, limit)[1] for width in range(1, limit + 1)})
+    rows = sorted({gpu_shape(count, 1, 1)[0] for count in range(1, batch_size + 1)})
+    # The fewest texts and the narrowest width that pad to each bucket: a bucket is reachable when those fit.
+    fewest = {bucket: min(n for n in range(1, batch_size + 1) if gpu_shape(n, 1, 1)[0] == bucket) for bucket in rows}
+    narrowest = {bucket: min(w for w in range(1, limit + 1) if gpu_shape(1, w, limit)[1] == bucket)
+                 for bucket in widths}
+    return [(bucket, width) for width in widths for bucket in rows
+            if fewest[bucket] == 1 or fewest[bucket] * narrowest[width] <= max_batch_tokens]
 
 
 def unit_rows(matrix: np.ndarray) -> np.ndarray:
@@ -340,21 +354,34 @@ class TorchBackend(_Tokenized):
         self.dimension = int(self._model.get_embedding_dimension())
         self.max_sequence_length = int(self._model.max_seq_length)
         self._with_type_ids = "token_type_ids" in self._model.tokenizer.model_input_names
-        self.bucketed = settings.gpu_shapes  # on CUDA: micro-batches padded to a few shapes (gpu_shape)
+        # On CUDA: micro-batches padded to a few shapes (gpu_shape), and with cuda_graphs each shape's forward pass
+        # captured once and replayed.
+        self.graphs = None
+        if plan.device == "cuda" and settings.cuda_graphs:
+            # Every shape the batcher's micro-batches can take, captured now rather than under traffic.
+            self.graphs = ShapeGraphs(self.forward, torch, plan.device)
+            self.graphs.capture_all(graph_shapes(self.batch_size, self.max_batch_tokens, self.max_sequence_length))
+            log.info("captured the model as %d CUDA graphs, one per micro-batch shape, in %.1f s", len(self.graphs),
+                     self.graphs.capture_seconds)
+        self.bucketed = plan.device == "cuda" and (settings.gpu_shapes or self.graphs is not None)
+
+    def forward(self, input_ids, attention_mask):
+        """The model on token ids and mask already on the device (torch tensors): the rows' sentence embeddings."""
+        features = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if self._with_type_ids:
+            features["token_type_ids"] = self._torch.zeros_like(input_ids)
+        return self._model(features)["sentence_embedding"]
 
     def embed(self, batch: MicroBatch) -> np.ndarray:
         torch, device = self._torch, self.device
         input_ids, attention_mask = batch.input_ids, batch.attention_mask
-        if device == "cuda" and self.bucketed:
+        if self.bucketed:
             input_ids, attention_mask = _padded(input_ids, attention_mask, self.pad_id, self.max_sequence_length)
-        features = {
-            "input_ids": torch.from_numpy(input_ids).to(device, non_blocking=True),
-            "attention_mask": torch.from_numpy(attention_mask).to(device, non_blocking=True),
-        }
-        if self._with_type_ids:
-            features["token_type_ids"] = torch.zeros_like(features["input_ids"])
+        if self.graphs is not None:
+            return unit_rows(self.graphs(input_ids, attention_mask)[: batch.size])
         with torch.inference_mode():
-            vectors = self._model(features)["sentence_embedding"][: batch.size]
+            vectors = self.forward(torch.from_numpy(input_ids).to(device, non_blocking=True),
+                                   torch.from_numpy(attention_mask).to(device, non_blocking=True))[: batch.size]
         return unit_rows(vectors.float().cpu().numpy())
 
     def close(self) -> None:
@@ -374,6 +401,79 @@ def _padded(input_ids: np.ndarray, attention_mask: np.ndarray, pad_id: int,
     ids[:rows, :width], mask[:rows, :width] = input_ids, attention_mask
     ids[rows:, :width], mask[rows:, :width] = input_ids[0], attention_mask[0]
     return ids, mask
+
+
+class ShapeGraphs:
+    """The model's forward pass as one CUDA graph per input shape (RAGMESH_EMBEDDER_CUDA_GRAPHS; the shapes are
+    the gpu_shape buckets). Eager torch launches the forward pass's kernels one by one from Python, and a
+    micro-batch costs the GPU's time plus the CPU's around it: fitted to an H200's runs (README, "On a GPU"), ~2.7
+    ms a call besides ~117 ns a padded token, so that a smaller token budget, which pads less, adds as much in calls
+    as it saves. A graph replays the whole forward pass with one launch.
+
+    The backend captures every shape its micro-batches can take at start (`graph_shapes`); a shape missed there is
+    captured by its first micro-batch. A capture is two eager runs on a side stream (what torch's CUDA graph notes
+    ask for, so that lazily created handles and workspaces exist before capture), then the capture into a memory
+    pool that every shape shares (graphs that never run at once may share one, in any order). Each shape keeps
+    its input and output tensors; a call copies the micro-batch into the inputs, replays, and copies the output
+    back, under a lock (one graph at a time, as one CUDA runner calls anyway). `capture` stands in for the CUDA
+    capture where there is no GPU (tests, with the model run eagerly on the same tensors)."""
+
+    def __init__(self, forward: Callable, torch, device: str,
+                 capture: Callable[[Callable], tuple[Callable[[], object], object]] | None = None) -> None:
+        self._forward, self._torch, self._device = forward, torch, device
+        self._capture = capture or self._cuda_capture
+        self._shapes: dict[tuple[int, ...], tuple[object, object, Callable[[], object], object]] = {}
+        self._lock = threading.Lock()
+        self._pool = self._stream = None
+        self.capture_seconds = 0.0  # spent capturing, over all shapes
+
+    def __len__(self) -> int:
+        return len(self._shapes)
+
+    def capture_all(self, shapes: Sequence[tuple[int, int]]) -> None:
+        """Capture each of `shapes` not captured yet."""
+        with self._lock, self._torch.inference_mode():
+            for shape in shapes:
+                if shape not in self._shapes:
+                    self._add(shape)
+
+    def __call__(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+        """The rows' embeddings (float32, on the host) of one micro-batch, padded to a bucket shape."""
+        torch = self._torch
+        with self._lock, torch.inference_mode():
+            shape = self._shapes.get(input_ids.shape) or self._add(input_ids.shape)
+            ids, mask, replay, output = shape
+            ids.copy_(torch.from_numpy(input_ids))
+            mask.copy_(torch.from_numpy(attention_mask))
+            replay()
+            # A copy: the next replay of this shape overwrites `output`.
+            return output.to("cpu", dtype=torch.float32, copy=True).numpy()
+
+    def _add(self, shape: tuple[int, ...]) -> tuple[object, object, Callable[[], object], object]:
+        torch = self._torch
+        ids = torch.zeros(shape, dtype=torch.int64, device=self._device)
+        mask = torch.ones(shape, dtype=torch.int64, device=self._device)
+        mask[:, -1] = 0  # padding, as micro-batches have: the runs before capture take the kernels it records
+        started = time.perf_counter()
+        replay, output = self._capture(lambda: self._forward(ids, mask))
+        self.capture_seconds += time.perf_counter() - started
+        self._shapes[shape] = (ids, mask, replay, output)
+        log.debug("captured a CUDA graph for micro-batches of shape %s (%d shapes)", shape, len(self._shapes))
+        return self._shapes[shape]
+
+    def _cuda_capture(self, run: Callable[[], object]) -> tuple[Callable[[], object], object]:
+        torch = self._torch
+        if self._stream is None:
+            self._stream, self._pool = torch.cuda.Stream(), torch.cuda.graph_pool_handle()
+        self._stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self._stream):
+            for _ in range(2):
+                run()
+        torch.cuda.current_stream().wait_stream(self._stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self._pool, stream=self._stream, capture_error_mode="thread_local"):
+            output = run()
+        return graph.replay, output
 
 
 # --- the other backends ------------------------------------------------------------------------------

@@ -140,6 +140,14 @@ class EmbedderSettings(ServiceSettings):
         "to 64, then a multiple of 64; width to a multiple of 16): a shape the GPU has not run before costs far "
         "more than a known one. false: run each micro-batch as the batcher cut it.",
     )
+    cuda_graphs: bool = Field(
+        False,
+        description="On CUDA with torch, run the model as one CUDA graph per micro-batch shape (the gpu_shapes "
+        "buckets, which this implies), every shape a micro-batch within the limits can take captured at start: a "
+        "replay launches the whole forward pass at once, where eager torch launches its kernels one by one from "
+        "Python. Off by default until measured on a GPU (README, 'On a GPU'). Costs start-up time and GPU memory "
+        "for each shape's inputs and output.",
+    )
     data_dir: Path = Field(Path(".ragmesh"), validation_alias="RAGMESH_DATA_DIR",
                            description="ragmesh's data directory (the default home of model_cache_dir).")
     model_cache_dir: Path | None = Field(

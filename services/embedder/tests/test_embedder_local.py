@@ -183,3 +183,69 @@ def test_padding_a_micro_batch_to_its_gpu_shape_leaves_every_vector_as_it_was():
     plain = backend.embed(MicroBatch(3, input_ids=ids, attention_mask=mask))
     padded = backend.embed(MicroBatch(4, input_ids=padded_ids, attention_mask=padded_mask))
     np.testing.assert_allclose(padded[:3], plain, atol=1e-5)
+
+
+def test_shape_graphs_give_each_micro_batch_its_own_vectors_however_shapes_recur():
+    # What RAGMESH_EMBEDDER_CUDA_GRAPHS does on CUDA, checked on the CPU with the real model: the capture is stood in
+    # for by running the model eagerly on each shape's own input and output tensors, which is what a replay reads
+    # and writes. Micro-batches of one bucket share those tensors; every call must still get its own vectors.
+    import torch
+    from ragmesh_embedder.backends import MicroBatch, ShapeGraphs, _padded, create_backend, gpu_shape
+
+    def eager(run):
+        output = run()
+        return (lambda: output.copy_(run())), output
+
+    backend = create_backend(EmbedderSettings(port=0, runtime="torch", device="cpu", precision="fp32"))
+    graphs = ShapeGraphs(backend.forward, torch, "cpu", capture=eager)
+
+    def batch(texts: list[str]) -> MicroBatch:
+        prepared = backend.prepare(texts)
+        ids = np.full((len(texts), int(prepared.lengths.max())), backend.pad_id, dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for row, (start, length) in enumerate(zip(prepared.starts, prepared.lengths, strict=True)):
+            ids[row, :length], mask[row, :length] = prepared.ids[start : start + length], 1
+        return MicroBatch(len(texts), input_ids=ids, attention_mask=mask)
+
+    def through_graphs(micro: MicroBatch) -> np.ndarray:
+        ids, mask = _padded(micro.input_ids, micro.attention_mask, backend.pad_id, backend.max_sequence_length)
+        return graphs(ids, mask)[: micro.size]
+
+    four = batch(["the mercury thermometer was invented by Daniel Gabriel Fahrenheit in 1714 in Amsterdam"] * 2
+                 + ["how many grams of protein are in an egg", "what is the capital city of Australia today"])
+    three = batch(["who invented the mercury thermometer and the temperature scale named after him, and when did "
+                   "he live", "egg protein", "capital of Australia"])
+    lone = batch(["a query"])
+    limit = backend.max_sequence_length
+    # Different micro-batches of one shape: (4, 32), from 4 x 20 and 3 x 22 tokens.
+    assert gpu_shape(*four.input_ids.shape, limit) == gpu_shape(*three.input_ids.shape, limit) == (4, 32)
+    assert four.input_ids.shape != three.input_ids.shape
+    first = through_graphs(four)
+    kept = first.copy()
+    second = through_graphs(three)
+    through_graphs(lone)
+    again = through_graphs(four)
+    assert len(graphs) == 2  # (4, 32) and (1, 16): a shape that recurs is not captured again
+    np.testing.assert_array_equal(first, kept)  # what a call returned is its own, not the shape's output tensor
+    np.testing.assert_allclose(first, backend.embed(four), atol=1e-5)
+    np.testing.assert_allclose(second, backend.embed(three), atol=1e-5)
+    np.testing.assert_allclose(again, first, atol=1e-6)
+    assert graphs.capture_seconds > 0
+    graphs.capture_all([(4, 32), (2, 16)])  # what the backend does at start on CUDA: only the new one is captured
+    assert len(graphs) == 3
+    np.testing.assert_allclose(through_graphs(batch(["egg protein", "capital of Australia"])),
+                               backend.embed(batch(["egg protein", "capital of Australia"])), atol=1e-5)
+    assert len(graphs) == 3
+
+
+def test_graph_shapes_are_every_shape_a_micro_batch_within_the_budget_pads_to():
+    # The shapes CUDA graphs are captured for at start: all the batcher can cut (at most batch_size texts, texts x
+    # longest text within the budget, or one text alone), and no other.
+    from ragmesh_embedder.backends import gpu_shape, graph_shapes
+
+    for batch_size, budget, limit in ((1024, 131072, 256), (300, 4096, 128)):
+        shapes = graph_shapes(batch_size, budget, limit)
+        reachable = {gpu_shape(n, width, limit) for n in range(1, batch_size + 1) for width in range(1, limit + 1)
+                     if n == 1 or n * width <= budget}
+        assert set(shapes) == reachable and len(shapes) == len(reachable)
+    assert len(graph_shapes(1024, 131072, 256)) == 320
