@@ -34,7 +34,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from ragmesh_embedder.backends import MicroBatch, create_backend, resolve_plan
+from ragmesh_embedder.backends import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_BATCH_TOKENS,
+    MicroBatch,
+    create_backend,
+    resolve_plan,
+)
 from ragmesh_embedder.config import EmbedderSettings
 from ragmesh_embedder.service import Embedder, warm_up
 
@@ -47,17 +53,18 @@ RUNTIMES = {
 }
 
 
-def micro_batches(backend, passages: list[str]) -> list[MicroBatch]:
+def micro_batches(backend, passages: list[str], limits: tuple[int, int | None] | None = None) -> list[MicroBatch]:
     """The passages tokenised, sorted by length and cut within the backend's token budget, padded (as the
-    batcher cuts them)."""
+    batcher cuts them); `limits`: (texts, padded tokens) instead of the backend's."""
+    batch_size, budget = limits or (backend.batch_size, backend.max_batch_tokens)
     prepared = backend.prepare(passages)
     order = np.argsort(prepared.lengths, kind="stable")
     batches, begin = [], 0
     while begin < len(order):
-        rows = order[begin : begin + backend.batch_size]
-        if backend.max_batch_tokens:
+        rows = order[begin : begin + batch_size]
+        if budget:
             cost = np.arange(1, len(rows) + 1) * prepared.lengths[rows]
-            rows = rows[: max(1, int(np.searchsorted(cost, backend.max_batch_tokens, side="right")))]
+            rows = rows[: max(1, int(np.searchsorted(cost, budget, side="right")))]
         begin += len(rows)
         if not backend.tokenized:  # text backends (hash, openai) take the texts themselves
             batches.append(MicroBatch(len(rows), texts=[prepared.texts[row] for row in rows]))
@@ -117,6 +124,9 @@ def forward_rate(backend, passages: list[str], batches: list[MicroBatch] | None 
     the passages unless given; every runner)."""
     batches = batches or micro_batches(backend, passages)
     backend.embed(batches[0])
+    if getattr(backend, "graphs", None) is not None:  # CUDA graphs: each shape's capture before the clock starts
+        for batch in {b.input_ids.shape: b for b in batches}.values():
+            backend.embed(batch)
     started = time.perf_counter()
     embed_all(backend, batches)
     return len(passages) / (time.perf_counter() - started)
@@ -177,8 +187,11 @@ async def measure_forward(backend, batcher, port: int, passages: list[str], roun
     big = (passages * (8192 // len(passages) + 1))[:8192] if backend.device == "cuda" else passages
     batches = [big[i : i + 128] for i in range(0, len(big), 128)]
     # The forward pass runs every passage at once, length-sorted: its micro-batches pad less than the service's,
-    # which sort only what is queued when a model thread is free.
-    forward_batches = micro_batches(backend, big)
+    # which sort only what is queued when a model thread is free. On CUDA they are CUDA's default micro-batches
+    # (1,024 texts within 131,072 padded tokens) whatever this run's limits: the device's own rate, which a smaller
+    # budget or batch size would lower, and the ratio with it.
+    limits = (DEFAULT_BATCH_SIZE["cuda"], DEFAULT_MAX_BATCH_TOKENS["cuda"]) if backend.device == "cuda" else None
+    forward_batches = micro_batches(backend, big, limits)
     forward, served, served_ids, busy, busy_ids, model, model_ids = [], [], [], [], [], [], []
     for _ in range(rounds):
         forward.append(forward_rate(backend, big, forward_batches))
@@ -194,7 +207,10 @@ async def measure_forward(backend, batcher, port: int, passages: list[str], roun
         busy_ids.append(gpu.percent)
         model_ids.append(used)
     rate, rate_ids, device = (statistics.median(x) for x in (served, served_ids, forward))
+    graphs = getattr(backend, "graphs", None)  # RAGMESH_EMBEDDER_CUDA_GRAPHS: shapes captured, and the seconds it took
     return {"passages": len(big), "batch_size": backend.batch_size, "max_batch_tokens": backend.max_batch_tokens,
+            "cuda_graphs": len(graphs) if graphs is not None else None,
+            "cuda_graphs_capture_seconds": round(graphs.capture_seconds, 1) if graphs is not None else None,
             "forward_passages_per_second": device, "forward_padding_percent": batches_padding_pct(forward_batches),
             "service_passages_per_second": rate,
             "service_token_ids_passages_per_second": rate_ids, "ratio": rate / device,

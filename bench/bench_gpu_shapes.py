@@ -1,7 +1,7 @@
 """How the local model runs the micro-batch shapes the batcher cuts, and what the embedder service makes of it.
 
     python -m bench.bench_gpu_shapes [--batches 40] [--seconds 8] [--clients 16] [--request-size 128] [--warm]
-                                     [--json PATH]
+                                     [--cudnn-attention] [--json PATH]
 
 Made for a GPU (torch, fp16; README, "On a GPU"): there a micro-batch of a shape the device has not run before
 was ~15x slower than one it had. On the CPU it runs too (torch, fp32), which only shows that it works.
@@ -11,8 +11,8 @@ from msmarco, padded to the longest, as the batcher cuts them), passages/s over 
 - shapes as cut (RAGMESH_EMBEDDER_GPU_SHAPES=false): a first pass, the same micro-batches again, new ones;
 - the same padded to `gpu_shape` buckets (the default on CUDA);
 - `--warm`: the buckets after one call of every bucket shape (and how long that took);
-- on CUDA, both again with cuDNN's attention on (RAGMESH_EMBEDDER_CUDNN_ATTENTION=true, torch's own default on
-  sm90/sm100, and ours before 2026-11-27).
+- on CUDA with `--cudnn-attention`, both again with cuDNN's attention on (RAGMESH_EMBEDDER_CUDNN_ATTENTION=true,
+  torch's own default on sm90/sm100, and ours before 2026-11-27).
 Then, for each of those, the service (this process; `--clients` 16 x `--request-size` 128 texts with their token
 ids in another, `--seconds` each), after the model's forward rate (`--forward-passages`, 8,192) for the ratio. The
 requests in flight when the time is up are waited for: on a CPU, where the model does tens of passages a second,
@@ -88,6 +88,8 @@ async def main() -> None:
     parser.add_argument("--clients", type=int, default=16, help="the service's concurrent callers")
     parser.add_argument("--request-size", type=int, default=128, help="texts per Embed request")
     parser.add_argument("--warm", action="store_true", help="also time the buckets after warming every shape")
+    parser.add_argument("--cudnn-attention", action="store_true",
+                        help="on CUDA, also every variant with cuDNN's attention on (measured on 2026-11-27)")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args()
     passages = load_passages(args.passages)
@@ -98,7 +100,7 @@ async def main() -> None:
     size = args.request_size
     requests = [passages[i : i + size] for i in range(0, max(1, len(passages) - size + 1), size)]
     variants = [("shapes as cut", False, False), ("gpu_shape buckets", True, False)]
-    if resolve_plan(settings()).device == "cuda":  # cuDNN's attention is a CUDA matter (on: the old default)
+    if args.cudnn_attention and resolve_plan(settings()).device == "cuda":  # a CUDA matter (on: the old default)
         variants += [("shapes as cut, cuDNN attention on", False, True),
                      ("gpu_shape buckets, cuDNN attention on", True, True)]
     # Each variant's passes draw micro-batches of their own (a seed each), so that its first pass meets shapes the

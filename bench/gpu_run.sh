@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The embedder's GPU checks on a lent GPU machine, in one call of the device tool (from the repository root, with
 # `.gpu/` from `python -m bench.gpu_carry` carried):  bash bench/gpu_run.sh
-# Each step has its own time limit so that the whole fits ~10 minutes of a 15-minute budget (~6 on an H200); what
-# each writes comes back under $OUT. QUICK=1: tiny sizes, for a dry run of this script on a CPU.
+# Each step has its own time limit so that the whole fits ~10 minutes of a 15-minute budget (~7 expected on an
+# H200); what each writes comes back under $OUT (8 files, the most a device call returns). QUICK=1: tiny sizes, for
+# a dry run of this script on a CPU.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 OUT=${OUT:-/tmp/gpu-out}
@@ -39,18 +40,27 @@ else
   EMBEDDER="--rounds 2 --skip-st"
   BUDGETS="--passages 256 --rounds 1 --skip-st --forward-seconds 6"
 fi
-timeout 120 "$PYTHON" -m pytest -q -p no:cacheprovider --noconftest -o addopts="" \
-  services/embedder/tests/test_embedder_cuda.py 2>&1 | tee "$OUT/cuda-test.txt"
+timeout 150 "$PYTHON" -m pytest -q -p no:cacheprovider --noconftest -o addopts="" \
+  services/embedder/tests/test_embedder_cuda.py 2>&1 | tee -a "$OUT/machine.txt"
 # shellcheck disable=SC2086 # word splitting of the size flags is meant
 timeout 240 "$PYTHON" -m bench.bench_gpu_shapes $SHAPES --json "$OUT/shapes.json" 2>&1 | tail -40
 # shellcheck disable=SC2086
 timeout 180 "$PYTHON" -m bench.bench_embedder --runtimes torch $EMBEDDER --json "$OUT/embedder.json" 2>&1 | tail -30
-# Smaller micro-batch budgets than CUDA's default 131,072 padded tokens: the service's micro-batches are what is
-# queued when the model thread is free (~400 msmarco passages on the H200), padded to the longest of them, where
-# the forward rate's are length-sorted over every passage. Compare each run's service rates with embedder.json's.
-for tokens in 65536 32768 16384; do
+# The service's micro-batches are what is queued when the model thread is free (~400 msmarco passages on the
+# H200), padded to the longest of them (~146 % at CUDA's default budget of 131,072 padded tokens), where the forward
+# rate's are length-sorted over every passage (~10 %; CUDA's default micro-batches in every run). Fitted to the 2026-11-27 H200's runs, a micro-batch costs
+# ~2.7 ms of launches plus ~117 ns a padded token: smaller budgets pad less but launch more, and should pay only
+# with CUDA graphs, which launch a whole forward pass at once (README, "On a GPU"). Eager at two smaller budgets,
+# then CUDA graphs (captured at start: 320 shapes at the default budget) at three. Compare each run's service rates
+# with its own forward rate.
+for tokens in 32768 16384; do
   # shellcheck disable=SC2086
   RAGMESH_EMBEDDER_MAX_BATCH_TOKENS=$tokens timeout 90 "$PYTHON" -m bench.bench_embedder --runtimes torch --forward \
-    $BUDGETS --json "$OUT/budget$tokens.json" 2>&1 | grep -E "^\| torch|^\| runtime"
+    $BUDGETS --json "$OUT/budget$tokens.json" 2>&1 | grep -E "^\| torch|^\| runtime|Error"
+done
+for tokens in 131072 32768 16384; do
+  # shellcheck disable=SC2086
+  RAGMESH_EMBEDDER_CUDA_GRAPHS=true RAGMESH_EMBEDDER_MAX_BATCH_TOKENS=$tokens timeout 120 "$PYTHON" -m bench.bench_embedder \
+    --runtimes torch --forward $BUDGETS --json "$OUT/graphs$tokens.json" 2>&1 | grep -E "^\| torch|^\| runtime|Error"
 done
 ls -la "$OUT"

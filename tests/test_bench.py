@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -120,6 +121,7 @@ def test_the_embedder_benchmark_compares_the_forward_pass_with_the_service_fed_t
     # beyond the service's own path.
     assert forward["forward_padding_percent"] >= 0
     assert forward["model_padding_percent"] >= 0 and forward["model_token_ids_padding_percent"] >= 0
+    assert forward["cuda_graphs"] is None  # no CUDA graphs off a GPU
     assert "| service with token ids |" in json.loads(out.read_text())["markdown"]
     assert "| padding % (forward; texts; ids) |" in json.loads(out.read_text())["markdown"]
 
@@ -149,6 +151,52 @@ def test_the_raw_model_is_timed_on_as_many_threads_as_the_service_runs_it():
     threads.clear()
     assert forward_rate(backend, passages) > 0
     assert len(threads) == 2
+
+
+def test_the_forward_rate_captures_every_cuda_graph_before_its_clock_starts(monkeypatch):
+    # With RAGMESH_EMBEDDER_CUDA_GRAPHS a new shape's first micro-batch is captured (tens of ms on a GPU): timed, it
+    # would lower the forward rate the service is judged against. Checked on the CPU with the real model and the
+    # captures stood in for by eager runs (as test_embedder_local does).
+    import numpy as np
+    import torch
+    from ragmesh_embedder.backends import ShapeGraphs, create_backend
+    from ragmesh_embedder.config import EmbedderSettings
+
+    import bench.bench_embedder as bench_embedder
+
+    events: list[str] = []
+
+    def eager(run):
+        events.append("capture")
+        output = run()
+        return (lambda: output.copy_(run())), output
+
+    backend = create_backend(EmbedderSettings(port=0, runtime="torch", device="cpu", precision="fp32"))
+    backend.graphs = ShapeGraphs(backend.forward, torch, "cpu", capture=eager)
+    backend.bucketed = True
+    clock = bench_embedder.time.perf_counter
+    monkeypatch.setattr(bench_embedder, "time", SimpleNamespace(perf_counter=lambda: events.append("clock") or clock()))
+    passages = ["a short one", "a passage of a few more words than that one has",
+                "and the longest passage of the three, which runs on for quite a few more words than the others"]
+    batches = [bench_embedder.padded_batch(backend, backend.prepare(passages), np.array([i])) for i in range(3)]
+    assert len({b.input_ids.shape for b in batches}) == 3
+    assert bench_embedder.forward_rate(backend, passages, batches) > 0
+    assert events.count("capture") == len(backend.graphs) >= 2  # widths 16 and 32 at least, each captured once
+    assert "capture" not in events[events.index("clock"):]
+
+
+def test_the_forward_passes_micro_batches_can_be_cut_by_other_limits_than_the_backends():
+    # On CUDA the forward rate is timed on CUDA's default micro-batches whatever the run's own limits, so that a run
+    # at a smaller budget is not judged against a forward pass slowed by that budget.
+    from ragmesh_embedder.backends import HashBackend
+
+    from bench.bench_embedder import micro_batches
+
+    backend = HashBackend(16, batch_size=4, max_batch_tokens=4096)
+    passages = [f"passage number {i}" for i in range(10)]  # 3 words each
+    assert [b.size for b in micro_batches(backend, passages)] == [4, 4, 2]
+    assert [b.size for b in micro_batches(backend, passages, (3, None))] == [3, 3, 3, 1]
+    assert [b.size for b in micro_batches(backend, passages, (8, 6))] == [2, 2, 2, 2, 2]  # 2 x 3 words
 
 
 def test_padding_is_counted_over_the_micro_batches_as_the_model_receives_them():
