@@ -431,11 +431,18 @@ class ShapeGraphs:
         return len(self._shapes)
 
     def capture_all(self, shapes: Sequence[tuple[int, int]]) -> None:
-        """Capture each of `shapes` not captured yet."""
+        """Capture each of `shapes` not captured yet; a start-up error that names the setting if one cannot be."""
         with self._lock, self._torch.inference_mode():
             for shape in shapes:
-                if shape not in self._shapes:
+                if shape in self._shapes:
+                    continue
+                try:
                     self._add(shape)
+                except Exception as exc:  # torch: RuntimeError, e.g. an operation not permitted while capturing
+                    raise ConfigError(
+                        f"RAGMESH_EMBEDDER_CUDA_GRAPHS=true: the model could not be captured as a CUDA graph for "
+                        f"micro-batches of shape {shape} ({type(exc).__name__}: {exc}); set "
+                        "RAGMESH_EMBEDDER_CUDA_GRAPHS=false to run it eagerly") from exc
 
     def __call__(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
         """The rows' embeddings (float32, on the host) of one micro-batch, padded to a bucket shape."""

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 import numpy as np
+import pytest
 from ragmesh.embedder.v1 import embedder_service_pb2 as pb2
 from ragmesh_common.telemetry import setup_telemetry
 from ragmesh_common.tokens import packed_ids, tokenizer_fingerprint
@@ -249,3 +250,23 @@ def test_graph_shapes_are_every_shape_a_micro_batch_within_the_budget_pads_to():
                      if n == 1 or n * width <= budget}
         assert set(shapes) == reachable and len(shapes) == len(reachable)
     assert len(graph_shapes(1024, 131072, 256)) == 320
+
+
+def test_a_model_that_cannot_be_captured_as_a_cuda_graph_stops_the_start_with_the_setting_to_change():
+    # On CUDA the backend captures every shape at start; an operation not permitted while capturing (a model whose
+    # code reads a tensor's value on the host) must stop the start-up with what to do, not fail requests later.
+    import torch
+    from ragmesh_common.config import ConfigError
+    from ragmesh_embedder.backends import ShapeGraphs, create_backend
+
+    def refused(run):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    backend = create_backend(EmbedderSettings(port=0, runtime="torch", device="cpu", precision="fp32"))
+    graphs = ShapeGraphs(backend.forward, torch, "cpu", capture=refused)
+    with pytest.raises(ConfigError) as raised:
+        graphs.capture_all([(1, 16), (2, 16)])
+    message = str(raised.value)
+    assert "RAGMESH_EMBEDDER_CUDA_GRAPHS=false" in message and "(1, 16)" in message
+    assert "operation not permitted when stream is capturing" in message
+    assert len(graphs) == 0
