@@ -46,13 +46,13 @@ timeout 150 "$PYTHON" -m pytest -q -p no:cacheprovider --noconftest -o addopts="
 timeout 240 "$PYTHON" -m bench.bench_gpu_shapes $SHAPES --json "$OUT/shapes.json" 2>&1 | tail -40
 # shellcheck disable=SC2086
 timeout 180 "$PYTHON" -m bench.bench_embedder --runtimes torch $EMBEDDER --json "$OUT/embedder.json" 2>&1 | tail -30
-# The service's micro-batches are what is queued when the model thread is free (~400 msmarco passages on the
-# H200), padded to the longest of them (~146 % at CUDA's default budget of 131,072 padded tokens), where the forward
-# rate's are length-sorted over every passage (~10 %; CUDA's default micro-batches in every run). Fitted to the 2026-11-27 H200's runs, a micro-batch costs
-# ~2.7 ms of launches plus ~117 ns a padded token: smaller budgets pad less but launch more, and should pay only
-# with CUDA graphs, which launch a whole forward pass at once (README, "On a GPU"). Eager at two smaller budgets,
-# then CUDA graphs (captured at start: 320 shapes at the default budget) at three. Compare each run's service rates
-# with its own forward rate.
+# The service's micro-batches are what is queued when the model thread is free (~400 msmarco passages on the H200),
+# padded to the longest of them (~146 % at CUDA's default budget of 131,072 padded tokens), where the forward rate's
+# are length-sorted over every passage (~10 %; CUDA's default micro-batches in every run). Fitted to the 2026-11-27
+# H200's runs, a micro-batch costs ~2.7 ms of launches plus ~117 ns a padded token (bench.gpu_cost): smaller budgets
+# pad less but launch more, and should pay only with CUDA graphs, which launch a whole forward pass at once (README,
+# "On a GPU"). Eager at two smaller budgets, then CUDA graphs (captured at start: 320 shapes at the default budget)
+# at three. Compare each run's service rates with its own forward rate.
 for tokens in 32768 16384; do
   # shellcheck disable=SC2086
   RAGMESH_EMBEDDER_MAX_BATCH_TOKENS=$tokens timeout 90 "$PYTHON" -m bench.bench_embedder --runtimes torch --forward \

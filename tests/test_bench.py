@@ -199,6 +199,24 @@ def test_the_forward_passes_micro_batches_can_be_cut_by_other_limits_than_the_ba
     assert [b.size for b in micro_batches(backend, passages, (8, 6))] == [2, 2, 2, 2, 2]  # 2 x 3 words
 
 
+def test_the_gpu_cost_model_fits_the_recorded_h200_run_as_the_readme_quotes_it(tmp_path):
+    # README, "On a GPU": ~2.7 ms a call besides ~117 ns a padded token, fitted to the 2026-11-27 H200 run, and
+    # what that predicts for smaller budgets; rebuilt here from the recorded JSON and the tokenizer alone.
+    out = tmp_path / "cost.json"
+    done = subprocess.run([sys.executable, "-m", "bench.gpu_cost", "--json", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())["data"]
+    assert round(result["call_ms"], 1) == 2.7 and round(result["padded_token_ns"]) == 117
+    assert result["window"] == 404
+    rows = {row["budget"]: row for row in result["budgets"]}
+    assert rows[131072]["calls"] == 1 and round(rows[131072]["padding_percent"]) == 146
+    # Smaller budgets alone do not pay; with CUDA graphs they do.
+    assert max(rows[b]["eager"] for b in (65536, 32768, 16384)) < 0.5
+    assert rows[16384]["cuda graphs"] > rows[32768]["cuda graphs"] > rows[131072]["cuda graphs"]
+    assert round(rows[16384]["cuda graphs"], 2) == 0.74
+
+
 def test_padding_is_counted_over_the_micro_batches_as_the_model_receives_them():
     # Part of what the model costs more in the mesh than raw: the raw model sorts all its passages by length at once,
     # the embedder only what its queue holds, so its micro-batches carry more padding.
