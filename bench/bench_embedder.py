@@ -60,17 +60,28 @@ def micro_batches(backend, passages: list[str], limits: tuple[int, int | None] |
     prepared = backend.prepare(passages)
     order = np.argsort(prepared.lengths, kind="stable")
     batches, begin = [], 0
-    while begin < len(order):
-        rows = order[begin : begin + batch_size]
-        if budget:
-            cost = np.arange(1, len(rows) + 1) * prepared.lengths[rows]
-            rows = rows[: max(1, int(np.searchsorted(cost, budget, side="right")))]
-        begin += len(rows)
+    for size in cut_sizes(prepared.lengths[order], batch_size, budget):
+        rows = order[begin : begin + size]
+        begin += size
         if not backend.tokenized:  # text backends (hash, openai) take the texts themselves
             batches.append(MicroBatch(len(rows), texts=[prepared.texts[row] for row in rows]))
             continue
         batches.append(padded_batch(backend, prepared, rows))
     return batches
+
+
+def cut_sizes(lengths: np.ndarray, batch_size: int, budget: int | None) -> list[int]:
+    """How many texts each micro-batch takes from texts of these lengths, sorted ascending, as the batcher cuts
+    them: at most `batch_size`, and texts x the longest of them within `budget` padded tokens (a lone text always)."""
+    sizes, begin = [], 0
+    while begin < len(lengths):
+        count = min(batch_size, len(lengths) - begin)
+        if budget:
+            cost = np.arange(1, count + 1) * lengths[begin : begin + count]
+            count = max(1, int(np.searchsorted(cost, budget, side="right")))
+        sizes.append(count)
+        begin += count
+    return sizes
 
 
 def padding_pct(real: float, padded: float) -> float | None:

@@ -25,7 +25,7 @@ import numpy as np
 from ragmesh_embedder.backends import DEFAULT_BATCH_SIZE, DEFAULT_MAX_BATCH_TOKENS, create_backend
 from ragmesh_embedder.config import EmbedderSettings
 
-from bench.bench_embedder import micro_batches
+from bench.bench_embedder import cut_sizes, micro_batches
 from bench.bench_gpu_shapes import random_batches
 from bench.embedder_load import load_passages, write_report
 
@@ -37,15 +37,9 @@ VARIANT = "shapes as cut"
 def cut(lengths: np.ndarray, budget: int, batch_size: int) -> tuple[int, int]:
     """(calls, padded tokens) of one window of texts of these lengths, sorted and cut as the batcher cuts it."""
     ordered = np.sort(lengths)
-    begin = calls = padded = 0
-    while begin < len(ordered):
-        count = min(batch_size, len(ordered) - begin)
-        cost = np.arange(1, count + 1) * np.maximum(ordered[begin : begin + count], 1)
-        count = max(1, int(np.searchsorted(cost, budget, side="right")))
-        padded += count * int(ordered[begin + count - 1])
-        calls += 1
-        begin += count
-    return calls, padded
+    sizes = cut_sizes(ordered, batch_size, budget)
+    ends = np.cumsum(sizes)  # each micro-batch is padded to its last (longest) text
+    return len(sizes), int(np.dot(sizes, ordered[ends - 1]))
 
 
 def fit(recorded: dict, passages: list[str], forward_passages: int, graph_call_ms: float, windows: int = 200) -> dict:

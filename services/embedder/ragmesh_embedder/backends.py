@@ -128,10 +128,10 @@ def graph_shapes(batch_size: int, max_batch_tokens: int, limit: int) -> list[tup
     x longest text within `max_batch_tokens` (a lone text always runs), widths up to the model's window `limit`."""
     widths = sorted({gpu_shape(1, width, limit)[1] for width in range(1, limit + 1)})
     rows = sorted({gpu_shape(count, 1, 1)[0] for count in range(1, batch_size + 1)})
-    # The fewest texts and the narrowest width that pad to each bucket: a bucket is reachable when those fit.
-    fewest = {bucket: min(n for n in range(1, batch_size + 1) if gpu_shape(n, 1, 1)[0] == bucket) for bucket in rows}
-    narrowest = {bucket: min(w for w in range(1, limit + 1) if gpu_shape(1, w, limit)[1] == bucket)
-                 for bucket in widths}
+    # gpu_shape only rounds up, so the fewest texts and the narrowest width that pad to a bucket are one more than
+    # the bucket below it: a bucket is reachable when those fit.
+    fewest = dict(zip(rows, [1, *(bucket + 1 for bucket in rows[:-1])], strict=True))
+    narrowest = dict(zip(widths, [1, *(bucket + 1 for bucket in widths[:-1])], strict=True))
     return [(bucket, width) for width in widths for bucket in rows
             if fewest[bucket] == 1 or fewest[bucket] * narrowest[width] <= max_batch_tokens]
 
