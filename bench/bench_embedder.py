@@ -143,6 +143,20 @@ def forward_rate(backend, passages: list[str], batches: list[MicroBatch] | None 
     return len(passages) / (time.perf_counter() - started)
 
 
+def padded_forward_rate(backend, passages: list[str], batches: list[MicroBatch]) -> float | None:
+    """With RAGMESH_EMBEDDER_UNPADDED, the forward rate of the model as it runs without that setting (padded
+    micro-batches, transformers' own attention): the model's own forward pass that the GPU target compares the
+    service with. None when the backend runs padded anyway."""
+    unpadded = getattr(backend, "unpadded", None)
+    if unpadded is None:
+        return None
+    backend.unpadded = None
+    try:
+        return forward_rate(backend, passages, batches)
+    finally:
+        backend.unpadded = unpadded
+
+
 def raw_query_ms(backend, queries: list[str]) -> float:
     times = []
     for query in queries:
@@ -203,9 +217,10 @@ async def measure_forward(backend, batcher, port: int, passages: list[str], roun
     # budget or batch size would lower, and the ratio with it.
     limits = (DEFAULT_BATCH_SIZE["cuda"], DEFAULT_MAX_BATCH_TOKENS["cuda"]) if backend.device == "cuda" else None
     forward_batches = micro_batches(backend, big, limits)
-    forward, served, served_ids, busy, busy_ids, model, model_ids = [], [], [], [], [], [], []
+    forward, served, served_ids, busy, busy_ids, model, model_ids, padded = [], [], [], [], [], [], [], []
     for _ in range(rounds):
         forward.append(forward_rate(backend, big, forward_batches))
+        padded.append(padded_forward_rate(backend, big, forward_batches))
         with GpuBusy(backend.device) as gpu, ModelTime(batcher) as used:
             result = await asyncio.to_thread(drive, port, batches, clients=16, seconds=seconds)
         served.append(result["texts_per_second"])
@@ -219,13 +234,20 @@ async def measure_forward(backend, batcher, port: int, passages: list[str], roun
         model_ids.append(used)
     rate, rate_ids, device = (statistics.median(x) for x in (served, served_ids, forward))
     graphs = getattr(backend, "graphs", None)  # RAGMESH_EMBEDDER_CUDA_GRAPHS: shapes captured, and the seconds it took
+    # RAGMESH_EMBEDDER_UNPADDED: the forward rate above is the unpadded model's, and the model as it runs padded
+    # is timed too; the ratios to it are the GPU target's.
+    padded_rate = statistics.median(padded) if padded[0] is not None else None
     return {"passages": len(big), "batch_size": backend.batch_size, "max_batch_tokens": backend.max_batch_tokens,
             "cuda_graphs": len(graphs) if graphs is not None else None,
             "cuda_graphs_capture_seconds": round(graphs.capture_seconds, 1) if graphs is not None else None,
+            "unpadded": getattr(backend, "unpadded", None) is not None,
             "forward_passages_per_second": device, "forward_padding_percent": batches_padding_pct(forward_batches),
+            "forward_padded_passages_per_second": padded_rate,
             "service_passages_per_second": rate,
             "service_token_ids_passages_per_second": rate_ids, "ratio": rate / device,
             "ratio_token_ids": rate_ids / device,
+            "ratio_to_padded_forward": rate / padded_rate if padded_rate else None,
+            "ratio_token_ids_to_padded_forward": rate_ids / padded_rate if padded_rate else None,
             "gpu_busy_percent": _median_or_none(busy), "gpu_busy_percent_token_ids": _median_or_none(busy_ids),
             **ModelTime.medians(model, "model"), **ModelTime.medians(model_ids, "model_token_ids"),
             "rounds": {"forward": forward, "service": served, "service_token_ids": served_ids}}
@@ -366,6 +388,12 @@ def _markdown(data: dict, args) -> str:
                          f"{f['ratio_token_ids']:.2f} | {busy} | {f['model_busy_percent']:.0f} / "
                          f"{f['model_starved_percent']:.0f}; {f['model_token_ids_busy_percent']:.0f} / "
                          f"{f['model_token_ids_starved_percent']:.0f} | {padding} |")
+            if f.get("forward_padded_passages_per_second"):  # unpadded: the same service against the padded model
+                lines.append(f"| {name}, unpadded, against the padded forward pass | "
+                             f"{f['forward_padded_passages_per_second']:.1f} | {f['service_passages_per_second']:.1f}"
+                             f" | {f['ratio_to_padded_forward']:.2f} | "
+                             f"{f['service_token_ids_passages_per_second']:.1f} | "
+                             f"{f['ratio_token_ids_to_padded_forward']:.2f} | | | |")
     return "\n".join(lines)
 
 

@@ -12,7 +12,8 @@ default micro-batches: few calls, little padding) and the second pass over the 4
 eager torch: launching each kernel from Python, the copies, the code between); `b` the GPU's time per padded
 token. Then, for windows of the size the recorded service cut (its mean micro-batch), drawn from the same passages
 and cut by the batcher's rule at each budget: calls, padding, and passages/s as a share of the forward rate with the
-model thread always busy, eager (`a`) and with CUDA graphs (`--graph-call-ms`, an assumption until measured).
+model thread always busy, eager (`a`), with CUDA graphs (`--graph-call-ms`, an assumption until measured) and
+unpadded (RAGMESH_EMBEDDER_UNPADDED: eager calls on the real tokens alone, each taken to cost `b` as a padded one).
 """
 
 from __future__ import annotations
@@ -70,9 +71,13 @@ def fit(recorded: dict, passages: list[str], forward_passages: int, graph_call_m
     for tokens in BUDGETS:
         cuts = [cut(w, tokens, batch_size) for w in drawn]
         calls, padded = float(np.mean([c for c, _ in cuts])), float(np.mean([p for _, p in cuts]))
+        real = float(np.mean([w.sum() for w in drawn]))
         row = {"budget": tokens, "calls": calls, "padding_percent": 100 * (padded / (window * lengths.mean()) - 1)}
         for label, (call, forward_rate) in rates.items():
             row[label] = window / (calls * call + padded * b) / forward_rate
+        # RAGMESH_EMBEDDER_UNPADDED: the same calls, eager, on the real tokens only (b taken as a real token's
+        # cost too), against the padded model's forward rate.
+        row["unpadded"] = window / (calls * a + real * b) / rates["eager"][1]
         rows.append(row)
     one_call = a + b * float(np.mean([cut(w, DEFAULT_MAX_BATCH_TOKENS["cuda"], batch_size)[1] for w in drawn]))
     return {"call_ms": 1000 * a, "padded_token_ns": 1e9 * b, "window": window, "graph_call_ms": graph_call_ms,
@@ -90,10 +95,11 @@ def markdown(result: dict, source: str) -> str:
              f"{result['service_predicted_busy']:,.0f} passages/s with the model always busy "
              f"(measured {result['service_measured']:,.0f}).", "",
              f"| budget (padded tokens) | calls a window | padding % | eager / forward | CUDA graphs "
-             f"({result['graph_call_ms']} ms a call) / forward |", "|---|---|---|---|---|"]
+             f"({result['graph_call_ms']} ms a call) / forward | unpadded, eager / forward |",
+             "|---|---|---|---|---|---|"]
     for row in result["budgets"]:
         lines.append(f"| {row['budget']:,} | {row['calls']:.1f} | {row['padding_percent']:.0f} | {row['eager']:.2f} | "
-                     f"{row['cuda graphs']:.2f} |")
+                     f"{row['cuda graphs']:.2f} | {row['unpadded']:.2f} |")
     return "\n".join(lines)
 
 

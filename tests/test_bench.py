@@ -185,6 +185,29 @@ def test_the_forward_rate_captures_every_cuda_graph_before_its_clock_starts(monk
     assert "capture" not in events[events.index("clock"):]
 
 
+def test_with_unpadded_on_the_padded_model_is_timed_too_and_unpadded_comes_back_on():
+    # RAGMESH_EMBEDDER_UNPADDED: the GPU target compares the service with the model's own (padded) forward pass, so
+    # bench_embedder times that too, with the backend's unpadded path off for the while, and on again after.
+    from ragmesh_embedder.backends import HashBackend
+
+    from bench.bench_embedder import micro_batches, padded_forward_rate
+
+    backend = HashBackend(16, batch_size=4, max_batch_tokens=4096)
+    passages = [f"passage number {i}" for i in range(10)]
+    batches = micro_batches(backend, passages)
+    assert padded_forward_rate(backend, passages, batches) is None  # no unpadded path: nothing more to time
+    embed, seen, unpadded = backend.embed, [], object()
+
+    def embed_seeing(batch):
+        seen.append(backend.unpadded)
+        return embed(batch)
+
+    backend.embed, backend.unpadded = embed_seeing, unpadded
+    assert padded_forward_rate(backend, passages, batches) > 0
+    assert len(seen) > len(batches) - 1 and set(seen) == {None}  # every timed micro-batch ran padded
+    assert backend.unpadded is unpadded
+
+
 def test_the_forward_passes_micro_batches_can_be_cut_by_other_limits_than_the_backends():
     # On CUDA the forward rate is timed on CUDA's default micro-batches whatever the run's own limits, so that a run
     # at a smaller budget is not judged against a forward pass slowed by that budget.
@@ -215,6 +238,9 @@ def test_the_gpu_cost_model_fits_the_recorded_h200_run_as_the_readme_quotes_it(t
     assert max(rows[b]["eager"] for b in (65536, 32768, 16384)) < 0.5
     assert rows[16384]["cuda graphs"] > rows[32768]["cuda graphs"] > rows[131072]["cuda graphs"]
     assert round(rows[16384]["cuda graphs"], 2) == 0.74
+    # Unpadded (RAGMESH_EMBEDDER_UNPADDED), a window's real tokens in one call: more than either, at the default budget.
+    assert round(rows[131072]["unpadded"], 2) == 0.83
+    assert rows[131072]["unpadded"] > max(rows[b][way] for b in rows for way in ("eager", "cuda graphs"))
 
 
 def test_padding_is_counted_over_the_micro_batches_as_the_model_receives_them():

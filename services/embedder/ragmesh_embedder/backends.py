@@ -364,6 +364,10 @@ class TorchBackend(_Tokenized):
             log.info("captured the model as %d CUDA graphs, one per micro-batch shape, in %.1f s", len(self.graphs),
                      self.graphs.capture_seconds)
         self.bucketed = plan.device == "cuda" and (settings.gpu_shapes or self.graphs is not None)
+        # On CUDA with `unpadded`: each micro-batch's real tokens only, back to back (variable-length attention).
+        self.unpadded = None
+        if plan.device == "cuda" and settings.unpadded:  # not with cuda_graphs (the settings refuse both)
+            self.unpadded = Unpadded(self._model, settings.model_path, torch, plan.device, flash_varlen(torch))
 
     def forward(self, input_ids, attention_mask):
         """The model on token ids and mask already on the device (torch tensors): the rows' sentence embeddings."""
@@ -375,6 +379,9 @@ class TorchBackend(_Tokenized):
     def embed(self, batch: MicroBatch) -> np.ndarray:
         torch, device = self._torch, self.device
         input_ids, attention_mask = batch.input_ids, batch.attention_mask
+        if self.unpadded is not None:
+            with torch.inference_mode():
+                return unit_rows(self.unpadded(input_ids, attention_mask).cpu().numpy())
         if self.bucketed:
             input_ids, attention_mask = _padded(input_ids, attention_mask, self.pad_id, self.max_sequence_length)
         if self.graphs is not None:
@@ -481,6 +488,89 @@ class ShapeGraphs:
         with torch.cuda.graph(graph, pool=self._pool, stream=self._stream, capture_error_mode="thread_local"):
             output = run()
         return graph.replay, output
+
+
+# How transformers' attention registry knows `_unpadded_attention` (models loaded by `Unpadded` only).
+UNPADDED_ATTENTION = "ragmesh_unpadded"
+
+
+def _unpadded_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """transformers' attention interface on one packed row (a batch of 1: every text's tokens back to back): the
+    kernel the call passes (`ragmesh_attend`) attends each text's tokens to its own, as `cu_seq_lens_q` bounds them.
+    Returns (batch, tokens, heads, head size), as the interface's other functions do."""
+    if query.shape[0] != 1 or attention_mask is not None:
+        raise ValueError("the unpadded attention takes one packed row and no mask")
+    head = query.shape[-1]
+    if scaling is not None and abs(scaling - head ** -0.5) > 1e-6:
+        raise ValueError(f"the unpadded attention scales by 1/sqrt({head}), the model by {scaling}")
+    # (1, heads, tokens, head size), a view of (tokens, heads, head size): that layout again, no copy.
+    q, k, v = (t[0].transpose(0, 1) for t in (query, key, value))
+    return kwargs["ragmesh_attend"](q, k, v, kwargs["cu_seq_lens_q"], kwargs["max_length_q"])[None], None
+
+
+def flash_varlen(torch) -> Callable:
+    """torch's variable-length attention (flash attention's kernel; torch >= 2.10, CUDA, fp16 or bf16) as an
+    `Unpadded` kernel: (q, k, v of (tokens, heads, head size), cumulative text starts, longest text) -> output."""
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+    except ImportError:
+        raise ConfigError(f"RAGMESH_EMBEDDER_UNPADDED=true needs torch's variable-length attention "
+                          f"(torch.nn.attention.varlen, torch >= 2.10); this is torch {torch.__version__}: upgrade "
+                          "torch or set RAGMESH_EMBEDDER_UNPADDED=false") from None
+
+    def attend(q, k, v, starts, longest: int):
+        return varlen_attn(q, k, v, starts, starts, longest, longest)
+
+    return attend
+
+
+class Unpadded:
+    """The model on a micro-batch's real tokens only (RAGMESH_EMBEDDER_UNPADDED), as TEI runs models on a GPU: the
+    texts' tokens back to back in one row, each token at its position in its own text, attention bounded per text
+    by a variable-length kernel (`attend`: flash attention's on CUDA), mean pooling per text. A padded micro-batch
+    makes the GPU run every text to the longest one's length: the service's, cut from what is queued when the
+    model thread is free, pad ~146 % on msmarco (README, "On a GPU"), and so run ~2.5x the tokens.
+
+    The transformer is a copy of the sentence-transformers model's, with its attention switched to
+    `_unpadded_attention` (the padded path keeps the original); the model must pool by mean, as the ONNX export
+    does. Micro-batches come padded from the batcher, right-padded: the mask picks the real tokens out."""
+
+    def __init__(self, model, model_path: str, torch, device: str, attend: Callable) -> None:
+        import copy
+
+        from transformers import AttentionInterface
+
+        from .export import pooling_modes
+
+        if (modes := pooling_modes(Path(model_path))) != ["pooling_mode_mean_tokens"]:
+            raise ConfigError(f"RAGMESH_EMBEDDER_UNPADDED=true pools by mean, and this model pools by {modes}: set "
+                              "RAGMESH_EMBEDDER_UNPADDED=false")
+        AttentionInterface.register(UNPADDED_ATTENTION, _unpadded_attention)
+        self._model = copy.deepcopy(model[0].auto_model)
+        try:
+            self._model.set_attn_implementation(UNPADDED_ATTENTION)
+        except (ValueError, AttributeError) as exc:
+            raise ConfigError(f"RAGMESH_EMBEDDER_UNPADDED=true: this model's attention cannot be replaced ({exc}); "
+                              "set RAGMESH_EMBEDDER_UNPADDED=false") from None
+        self._torch, self._device, self._attend = torch, device, attend
+
+    def __call__(self, input_ids: np.ndarray, attention_mask: np.ndarray):
+        """The micro-batch's sentence embeddings (float32, on the device, not normalised)."""
+        torch, device = self._torch, self._device
+        real = attention_mask.astype(bool)
+        lengths = real.sum(axis=1)
+        starts = np.zeros(len(lengths) + 1, dtype=np.int32)
+        np.cumsum(lengths, out=starts[1:])
+        # One host-to-device copy: ids, positions within each text, and which text each token is of.
+        packed = np.stack([input_ids[real], (np.cumsum(real, axis=1) - 1)[real],
+                           np.repeat(np.arange(len(lengths)), lengths)]).astype(np.int64)
+        ids, positions, text = torch.from_numpy(packed).to(device, non_blocking=True)
+        hidden = self._model(input_ids=ids[None], position_ids=positions[None],
+                             cu_seq_lens_q=torch.from_numpy(starts).to(device, non_blocking=True),
+                             max_length_q=int(lengths.max()), ragmesh_attend=self._attend).last_hidden_state[0]
+        sums = torch.zeros((len(lengths), hidden.shape[-1]), dtype=torch.float32, device=device)
+        sums.index_add_(0, text, hidden.float())
+        return sums / torch.from_numpy(lengths.astype(np.float32)).to(device)[:, None]
 
 
 # --- the other backends ------------------------------------------------------------------------------

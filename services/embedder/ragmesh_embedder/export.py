@@ -181,11 +181,16 @@ def export_fp32(model_path: Path, target: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _check_supported(model_path: Path) -> None:
-    """The ONNX graph pools by mean: refuse models configured otherwise (the torch runtime handles them)."""
+def pooling_modes(model_path: Path) -> list[str]:
+    """How the sentence-transformers model folder says it pools (["pooling_mode_mean_tokens"]: by mean)."""
     pooling = model_path / "1_Pooling" / "config.json"
     config = json.loads(pooling.read_text()) if pooling.is_file() else {}
-    modes = [key for key, on in config.items() if key.startswith("pooling_mode_") and on]
+    return [key for key, on in config.items() if key.startswith("pooling_mode_") and on]
+
+
+def _check_supported(model_path: Path) -> None:
+    """The ONNX graph pools by mean: refuse models configured otherwise (the torch runtime handles them)."""
+    modes = pooling_modes(model_path)
     if modes != ["pooling_mode_mean_tokens"]:
         raise ExportError(f"the ONNX runtime supports mean-pooled models only; {model_path} pools by {modes}: "
                           "use RAGMESH_EMBEDDER_RUNTIME=torch")

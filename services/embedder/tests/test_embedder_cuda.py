@@ -124,3 +124,20 @@ def test_cuda_graphs_give_the_eager_models_vectors_and_capture_each_shape_once()
     cosines = np.sum(first * plain, axis=1)
     assert cosines.min() > 0.9999, f"lowest cosine to the eager vectors: {cosines.min():.6f}"
     np.testing.assert_allclose(again, first, atol=2e-3)
+
+
+def test_unpadded_micro_batches_give_the_padded_models_vectors():
+    # RAGMESH_EMBEDDER_UNPADDED: the texts' real tokens back to back, flash attention's variable-length kernel.
+    texts = _texts()
+    padded = build_embedder(EmbedderSettings(port=0, device="cuda"))
+    unpadded = build_embedder(EmbedderSettings(port=0, device="cuda", unpadded=True))
+    try:
+        assert padded.backend.unpadded is None and unpadded.backend.unpadded is not None
+        plain = asyncio.run(_dense(padded, texts))
+        packed = asyncio.run(_dense(unpadded, texts))
+    finally:
+        padded.close()
+        unpadded.close()
+    # The same fp16 model, its attention run by another kernel on the same tokens: the same vectors but for rounding.
+    cosines = np.sum(packed * plain, axis=1)
+    assert cosines.min() > 0.9999, f"lowest cosine to the padded model's vectors: {cosines.min():.6f}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -164,6 +165,87 @@ async def test_texts_sent_with_their_token_ids_embed_as_the_texts_alone(local, v
     assert pretokenized() - before == 3
 
 
+def _micro_batch(backend, texts: list[str]):
+    """The texts as the batcher hands them to a model thread: token ids right-padded to the longest, and the mask."""
+    from ragmesh_embedder.backends import MicroBatch
+
+    prepared = backend.prepare(texts)
+    ids = np.full((len(texts), int(prepared.lengths.max())), backend.pad_id, dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for row, (start, length) in enumerate(zip(prepared.starts, prepared.lengths, strict=True)):
+        ids[row, :length], mask[row, :length] = prepared.ids[start : start + length], 1
+    return MicroBatch(len(texts), input_ids=ids, attention_mask=mask)
+
+
+def _per_text_attention(q, k, v, starts, longest: int):
+    """What flash attention's variable-length kernel computes (CUDA only), text by text with torch's SDPA: each
+    text's tokens attend to that text's tokens only."""
+    import torch
+
+    out = torch.empty_like(q)
+    texts = list(itertools.pairwise(starts.tolist()))
+    assert longest == max(end - start for start, end in texts)
+    for start, end in texts:
+        out[start:end] = torch.nn.functional.scaled_dot_product_attention(
+            *(t[start:end].transpose(0, 1) for t in (q, k, v))).transpose(0, 1)
+    return out
+
+
+def test_unpadded_micro_batches_give_the_padded_models_vectors():
+    # What RAGMESH_EMBEDDER_UNPADDED does on CUDA, checked on the CPU with the real model: the texts' real tokens
+    # back to back in one row, the attention bounded per text (CUDA's kernel stood in for by SDPA text by text).
+    # Had a text's tokens attended to its neighbours', or been placed at the wrong positions, its vector would move.
+    import torch
+    from ragmesh_embedder.backends import Unpadded, create_backend
+
+    settings = EmbedderSettings(port=0, runtime="torch", device="cpu", precision="fp32")
+    backend = create_backend(settings)
+    unpadded = Unpadded(backend._model, settings.model_path, torch, "cpu", _per_text_attention)
+    texts = ["egg protein", "the mercury thermometer was invented by Daniel Gabriel Fahrenheit in 1714 in Amsterdam",
+             "a", "what is the capital of Australia? " * 40,  # cut to the model's window
+             "how many grams of protein are in an egg, and in its white alone? " * 15]
+    micro = _micro_batch(backend, texts)
+    # More tokens in the one row than the model has positions (512): each token takes its position in its own text.
+    assert micro.input_ids.shape == (5, backend.max_sequence_length) and micro.attention_mask.sum() > 512
+    padded = backend.embed(micro)
+    with torch.inference_mode():
+        vectors = unpadded(micro.input_ids, micro.attention_mask).numpy()
+    np.testing.assert_allclose(vectors / np.linalg.norm(vectors, axis=1, keepdims=True), padded, atol=1e-5)
+    lone = _micro_batch(backend, ["a query"])
+    with torch.inference_mode():
+        alone = unpadded(lone.input_ids, lone.attention_mask).numpy()
+    np.testing.assert_allclose(alone / np.linalg.norm(alone), backend.embed(lone), atol=1e-5)
+    # The padded model is left as it was: its attention is not the unpadded one.
+    np.testing.assert_allclose(backend.embed(micro), padded, atol=1e-6)
+
+
+def test_unpadded_refuses_a_model_that_does_not_pool_by_mean(tmp_path):
+    import json
+
+    import torch
+    from ragmesh_common.config import ConfigError
+    from ragmesh_embedder.backends import Unpadded
+
+    (tmp_path / "1_Pooling").mkdir()
+    (tmp_path / "1_Pooling" / "config.json").write_text(json.dumps(
+        {"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False}))
+    with pytest.raises(ConfigError, match=r"RAGMESH_EMBEDDER_UNPADDED=false") as raised:
+        Unpadded(None, str(tmp_path), torch, "cpu", _per_text_attention)
+    assert "pooling_mode_cls_token" in str(raised.value)
+
+
+def test_unpadded_without_torchs_variable_length_attention_names_the_setting(monkeypatch):
+    import sys
+
+    import torch
+    from ragmesh_common.config import ConfigError
+    from ragmesh_embedder.backends import flash_varlen
+
+    monkeypatch.setitem(sys.modules, "torch.nn.attention.varlen", None)  # as on torch < 2.10
+    with pytest.raises(ConfigError, match=r"torch >= 2\.10.*RAGMESH_EMBEDDER_UNPADDED=false"):
+        flash_varlen(torch)
+
+
 def test_padding_a_micro_batch_to_its_gpu_shape_leaves_every_vector_as_it_was():
     # What the torch backend does on CUDA (gpu_shape), checked here on the CPU with the real model: extra rows and
     # columns change nothing in the texts' own vectors.
@@ -173,12 +255,8 @@ def test_padding_a_micro_batch_to_its_gpu_shape_leaves_every_vector_as_it_was():
         (1, 16), (4, 16), (64, 16), (128, 16), (448, 16), (1024, 16)]
     assert [gpu_shape(5, width, 256)[1] for width in (16, 17, 250, 256)] == [16, 32, 256, 256]
     backend = create_backend(EmbedderSettings(port=0, runtime="torch", device="cpu", precision="fp32"))
-    prepared = backend.prepare(["short", "a somewhat longer sentence about the mercury thermometer", "x y z"])
-    width = int(prepared.lengths.max())
-    ids = np.full((3, width), backend.pad_id, dtype=np.int64)
-    mask = np.zeros_like(ids)
-    for row, (start, length) in enumerate(zip(prepared.starts, prepared.lengths, strict=True)):
-        ids[row, :length], mask[row, :length] = prepared.ids[start : start + length], 1
+    micro = _micro_batch(backend, ["short", "a somewhat longer sentence about the mercury thermometer", "x y z"])
+    ids, mask, width = micro.input_ids, micro.attention_mask, micro.input_ids.shape[1]
     padded_ids, padded_mask = _padded(ids, mask, backend.pad_id, backend.max_sequence_length)
     assert padded_ids.shape == gpu_shape(3, width, 256) == (4, 16)
     plain = backend.embed(MicroBatch(3, input_ids=ids, attention_mask=mask))
@@ -201,12 +279,7 @@ def test_shape_graphs_give_each_micro_batch_its_own_vectors_however_shapes_recur
     graphs = ShapeGraphs(backend.forward, torch, "cpu", capture=eager)
 
     def batch(texts: list[str]) -> MicroBatch:
-        prepared = backend.prepare(texts)
-        ids = np.full((len(texts), int(prepared.lengths.max())), backend.pad_id, dtype=np.int64)
-        mask = np.zeros_like(ids)
-        for row, (start, length) in enumerate(zip(prepared.starts, prepared.lengths, strict=True)):
-            ids[row, :length], mask[row, :length] = prepared.ids[start : start + length], 1
-        return MicroBatch(len(texts), input_ids=ids, attention_mask=mask)
+        return _micro_batch(backend, texts)
 
     def through_graphs(micro: MicroBatch) -> np.ndarray:
         ids, mask = _padded(micro.input_ids, micro.attention_mask, backend.pad_id, backend.max_sequence_length)
