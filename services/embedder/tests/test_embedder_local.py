@@ -219,6 +219,30 @@ def test_unpadded_micro_batches_give_the_padded_models_vectors():
     np.testing.assert_allclose(backend.embed(micro), padded, atol=1e-6)
 
 
+async def test_the_service_unpadded_serves_the_padded_services_vectors():
+    # The embedder's own path with RAGMESH_EMBEDDER_UNPADDED (on CUDA; here the torch backend on the CPU with the
+    # CUDA kernel stood in for): the batcher's micro-batches of many texts, each run unpadded, the vectors returned
+    # in the texts' order.
+    import torch
+    from ragmesh_embedder.backends import Unpadded
+    from ragmesh_embedder.service import InputType, build_embedder
+
+    settings = EmbedderSettings(port=0, runtime="torch", device="cpu", precision="fp32")
+    padded, unpadded = build_embedder(settings), build_embedder(settings)
+    unpadded.backend.unpadded = Unpadded(unpadded.backend._model, settings.model_path, torch, "cpu",
+                                         _per_text_attention)
+    words = "the mercury thermometer was invented by Daniel Gabriel Fahrenheit in Amsterdam in 1714".split()
+    texts = [" ".join(words[: 1 + i % len(words)] * (1 + i // 7)) for i in range(60)]  # 1 to 117 words
+    try:
+        plain = (await padded.embed(texts, InputType.DOCUMENT, dense=True, sparse=False)).dense
+        served = (await unpadded.embed(texts, InputType.DOCUMENT, dense=True, sparse=False)).dense
+    finally:
+        padded.close()
+        unpadded.close()
+    assert served.shape == (60, 384)
+    np.testing.assert_allclose(served, plain, atol=1e-5)
+
+
 def test_unpadded_refuses_a_model_that_does_not_pool_by_mean(tmp_path):
     import json
 
