@@ -341,6 +341,10 @@ class TorchBackend(_Tokenized):
         import torch
         from sentence_transformers import SentenceTransformer
 
+        if plan.device == "cuda" and settings.unpadded and plan.precision != "fp16":
+            raise ConfigError(f"RAGMESH_EMBEDDER_UNPADDED=true runs flash attention, which takes fp16, and the model "
+                              f"would run in {plan.precision}: set RAGMESH_EMBEDDER_PRECISION=fp16 (or auto), or "
+                              "RAGMESH_EMBEDDER_UNPADDED=false")
         super().__init__(settings.model_path, settings.model_id, plan)
         torch.set_num_threads(plan.threads)
         if plan.device == "cuda":

@@ -258,6 +258,18 @@ def test_unpadded_refuses_a_model_that_does_not_pool_by_mean(tmp_path):
     assert "pooling_mode_cls_token" in str(raised.value)
 
 
+def test_unpadded_in_fp32_on_a_gpu_stops_the_start_with_the_settings_to_change():
+    # Flash attention takes fp16 (or bf16): a GPU pod told to run fp32 and unpadded fails at start, not per request.
+    from ragmesh_common.config import ConfigError
+    from ragmesh_embedder.backends import Plan, TorchBackend
+
+    settings = EmbedderSettings(port=0, runtime="torch", precision="fp32", unpadded=True)
+    plan = Plan(runtime="torch", device="cuda", precision="fp32", threads=1, runners=1, batch_size=1024,
+                max_batch_tokens=131072)
+    with pytest.raises(ConfigError, match=r"RAGMESH_EMBEDDER_PRECISION=fp16 \(or auto\)"):
+        TorchBackend(settings, plan)
+
+
 def test_unpadded_without_torchs_variable_length_attention_names_the_setting(monkeypatch):
     import sys
 
