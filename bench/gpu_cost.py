@@ -68,10 +68,10 @@ def fit(recorded: dict, passages: list[str], forward_passages: int, graph_call_m
     rates = {"eager": (a, f_texts / f_seconds),
              "cuda graphs": (graph_call, f_texts / (f_calls * graph_call + f_padded * b))}
     rows = []
+    real = float(np.mean([w.sum() for w in drawn]))  # a window's real tokens
     for tokens in BUDGETS:
         cuts = [cut(w, tokens, batch_size) for w in drawn]
         calls, padded = float(np.mean([c for c, _ in cuts])), float(np.mean([p for _, p in cuts]))
-        real = float(np.mean([w.sum() for w in drawn]))
         row = {"budget": tokens, "calls": calls, "padding_percent": 100 * (padded / (window * lengths.mean()) - 1)}
         for label, (call, forward_rate) in rates.items():
             row[label] = window / (calls * call + padded * b) / forward_rate

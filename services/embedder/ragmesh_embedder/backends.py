@@ -565,16 +565,18 @@ class Unpadded:
         lengths = real.sum(axis=1)
         starts = np.zeros(len(lengths) + 1, dtype=np.int32)
         np.cumsum(lengths, out=starts[1:])
-        # One host-to-device copy: ids, positions within each text, and which text each token is of.
+        # Everything the device needs goes before the model's kernels are queued (a copy queued after them would
+        # wait for them): ids, positions within each text and which text each token is of in one copy; the texts'
+        # starts; their lengths, to divide by.
         packed = np.stack([input_ids[real], (np.cumsum(real, axis=1) - 1)[real],
                            np.repeat(np.arange(len(lengths)), lengths)]).astype(np.int64)
         ids, positions, text = torch.from_numpy(packed).to(device, non_blocking=True)
-        hidden = self._model(input_ids=ids[None], position_ids=positions[None],
-                             cu_seq_lens_q=torch.from_numpy(starts).to(device, non_blocking=True),
+        bounds = torch.from_numpy(starts).to(device, non_blocking=True)
+        counts = torch.from_numpy(lengths.astype(np.float32)[:, None]).to(device, non_blocking=True)
+        hidden = self._model(input_ids=ids[None], position_ids=positions[None], cu_seq_lens_q=bounds,
                              max_length_q=int(lengths.max()), ragmesh_attend=self._attend).last_hidden_state[0]
         sums = torch.zeros((len(lengths), hidden.shape[-1]), dtype=torch.float32, device=device)
-        sums.index_add_(0, text, hidden.float())
-        return sums / torch.from_numpy(lengths.astype(np.float32)).to(device)[:, None]
+        return sums.index_add_(0, text, hidden.float()) / counts
 
 
 # --- the other backends ------------------------------------------------------------------------------
