@@ -232,7 +232,7 @@ async def test_the_service_unpadded_serves_the_padded_services_vectors():
     unpadded.backend.unpadded = Unpadded(unpadded.backend._model, settings.model_path, torch, "cpu",
                                          _per_text_attention)
     words = "the mercury thermometer was invented by Daniel Gabriel Fahrenheit in Amsterdam in 1714".split()
-    texts = [" ".join(words[: 1 + i % len(words)] * (1 + i // 7)) for i in range(60)]  # 1 to 117 words
+    texts = [" ".join(words[: 1 + i % len(words)] * (1 + i // 7)) for i in range(60)]  # 1 to 104 words
     try:
         plain = (await padded.embed(texts, InputType.DOCUMENT, dense=True, sparse=False)).dense
         served = (await unpadded.embed(texts, InputType.DOCUMENT, dense=True, sparse=False)).dense
