@@ -233,7 +233,8 @@ async def measure_forward(backend, batcher, port: int, passages: list[str], roun
         busy_ids.append(gpu.percent)
         model_ids.append(used)
     rate, rate_ids, device = (statistics.median(x) for x in (served, served_ids, forward))
-    graphs = getattr(backend, "graphs", None)  # RAGMESH_EMBEDDER_CUDA_GRAPHS: shapes captured, and the seconds it took
+    # RAGMESH_EMBEDDER_CUDA_GRAPHS: shapes captured (token buckets, with UNPADDED), and the seconds it took
+    graphs = getattr(backend, "graphs", None) or getattr(getattr(backend, "unpadded", None), "graphs", None)
     # RAGMESH_EMBEDDER_UNPADDED: the forward rate above is the unpadded model's, and the model as it runs padded
     # is timed too; the ratios to it are the GPU target's.
     padded_rate = statistics.median(padded) if padded[0] is not None else None

@@ -13,7 +13,8 @@ eager torch: launching each kernel from Python, the copies, the code between); `
 token. Then, for windows of the size the recorded service cut (its mean micro-batch), drawn from the same passages
 and cut by the batcher's rule at each budget: calls, padding, and passages/s as a share of the forward rate with the
 model thread always busy, eager (`a`), with CUDA graphs (`--graph-call-ms`, an assumption until measured) and
-unpadded (RAGMESH_EMBEDDER_UNPADDED: eager calls on the real tokens alone, each taken to cost `b` as a padded one).
+unpadded (RAGMESH_EMBEDDER_UNPADDED: eager calls on the real tokens alone, each taken to cost `b` as a padded one),
+and unpadded as CUDA graphs (each call's tokens padded to its token bucket).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import json
 from pathlib import Path
 
 import numpy as np
-from ragmesh_embedder.backends import DEFAULT_BATCH_SIZE, DEFAULT_MAX_BATCH_TOKENS, create_backend
+from ragmesh_embedder.backends import DEFAULT_BATCH_SIZE, DEFAULT_MAX_BATCH_TOKENS, create_backend, token_buckets
 from ragmesh_embedder.config import EmbedderSettings
 
 from bench.bench_embedder import cut_sizes, micro_batches
@@ -69,6 +70,7 @@ def fit(recorded: dict, passages: list[str], forward_passages: int, graph_call_m
              "cuda graphs": (graph_call, f_texts / (f_calls * graph_call + f_padded * b))}
     rows = []
     real = float(np.mean([w.sum() for w in drawn]))  # a window's real tokens
+    buckets = token_buckets(DEFAULT_MAX_BATCH_TOKENS["cuda"])
     for tokens in BUDGETS:
         cuts = [cut(w, tokens, batch_size) for w in drawn]
         calls, padded = float(np.mean([c for c, _ in cuts])), float(np.mean([p for _, p in cuts]))
@@ -78,6 +80,10 @@ def fit(recorded: dict, passages: list[str], forward_passages: int, graph_call_m
         # RAGMESH_EMBEDDER_UNPADDED: the same calls, eager, on the real tokens only (b taken as a real token's
         # cost too), against the padded model's forward rate.
         row["unpadded"] = window / (calls * a + real * b) / rates["eager"][1]
+        # With CUDA graphs too: each call's row padded to its token bucket (one call a window at the default budget;
+        # at smaller ones the window's tokens split evenly over its calls).
+        bucketed = float(np.mean([calls * next(t for t in buckets if t >= w.sum() / calls) for w in drawn]))
+        row["unpadded cuda graphs"] = window / (calls * graph_call + bucketed * b) / rates["eager"][1]
         rows.append(row)
     one_call = a + b * float(np.mean([cut(w, DEFAULT_MAX_BATCH_TOKENS["cuda"], batch_size)[1] for w in drawn]))
     return {"call_ms": 1000 * a, "padded_token_ns": 1e9 * b, "window": window, "graph_call_ms": graph_call_ms,
@@ -95,11 +101,11 @@ def markdown(result: dict, source: str) -> str:
              f"{result['service_predicted_busy']:,.0f} passages/s with the model always busy "
              f"(measured {result['service_measured']:,.0f}).", "",
              f"| budget (padded tokens) | calls a window | padding % | eager / forward | CUDA graphs "
-             f"({result['graph_call_ms']} ms a call) / forward | unpadded, eager / forward |",
-             "|---|---|---|---|---|---|"]
+             f"({result['graph_call_ms']} ms a call) / forward | unpadded, eager / forward | unpadded, CUDA graphs / "
+             "forward |", "|---|---|---|---|---|---|---|"]
     for row in result["budgets"]:
         lines.append(f"| {row['budget']:,} | {row['calls']:.1f} | {row['padding_percent']:.0f} | {row['eager']:.2f} | "
-                     f"{row['cuda graphs']:.2f} | {row['unpadded']:.2f} |")
+                     f"{row['cuda graphs']:.2f} | {row['unpadded']:.2f} | {row['unpadded cuda graphs']:.2f} |")
     return "\n".join(lines)
 
 

@@ -52,16 +52,20 @@ timeout 180 "$PYTHON" -m bench.bench_embedder --runtimes torch $EMBEDDER --json 
 # H200's runs, a micro-batch costs ~2.7 ms of launches plus ~117 ns a padded token (bench.gpu_cost): smaller budgets
 # pad less but launch more, and should pay only with CUDA graphs, which launch a whole forward pass at once (README,
 # "On a GPU"). First the unpadded model (no padding at all, one call a window; its row "against the padded forward
-# pass" is the GPU target's ratio), on one model thread and on two (while one waits for the GPU, the other launches
-# its micro-batch's kernels), then CUDA graphs (captured at start: 320 shapes at the default budget) at three budgets.
-# Compare each run's service rates with its own forward rate.
+# pass" is the GPU target's ratio): eager on one model thread and on two (while one waits for the GPU, the other
+# launches its micro-batch's kernels), and as CUDA graphs (one per token bucket: 69 at the default budget). Then the
+# padded model as CUDA graphs (320 shapes at the default budget) at two budgets. Compare each run's service rates
+# with its own forward rate.
 for runners in 1 2; do
   # shellcheck disable=SC2086
   RAGMESH_EMBEDDER_UNPADDED=true RAGMESH_EMBEDDER_RUNNERS=$runners timeout 90 "$PYTHON" -m bench.bench_embedder \
     --runtimes torch --forward $BUDGETS --json "$OUT/unpadded-runners$runners.json" 2>&1 \
     | grep -E "^\| torch|^\| runtime|Error"
 done
-for tokens in 131072 32768 16384; do
+# shellcheck disable=SC2086
+RAGMESH_EMBEDDER_UNPADDED=true RAGMESH_EMBEDDER_CUDA_GRAPHS=true timeout 120 "$PYTHON" -m bench.bench_embedder \
+  --runtimes torch --forward $BUDGETS --json "$OUT/unpadded-graphs.json" 2>&1 | grep -E "^\| torch|^\| runtime|Error"
+for tokens in 131072 16384; do
   # shellcheck disable=SC2086
   RAGMESH_EMBEDDER_CUDA_GRAPHS=true RAGMESH_EMBEDDER_MAX_BATCH_TOKENS=$tokens timeout 120 "$PYTHON" -m bench.bench_embedder \
     --runtimes torch --forward $BUDGETS --json "$OUT/graphs$tokens.json" 2>&1 | grep -E "^\| torch|^\| runtime|Error"

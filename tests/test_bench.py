@@ -241,6 +241,10 @@ def test_the_gpu_cost_model_fits_the_recorded_h200_run_as_the_readme_quotes_it(t
     # Unpadded (RAGMESH_EMBEDDER_UNPADDED), a window's real tokens in one call: more than either, at the default budget.
     assert round(rows[131072]["unpadded"], 2) == 0.83
     assert rows[131072]["unpadded"] > max(rows[b][way] for b in rows for way in ("eager", "cuda graphs"))
+    # And unpadded as CUDA graphs (each call's row padded to its token bucket): the most of all, at every budget.
+    assert round(rows[131072]["unpadded cuda graphs"], 2) == 1.27
+    assert all(row["unpadded cuda graphs"] > max(v for k, v in row.items() if k not in ("budget", "calls",
+                                                  "padding_percent", "unpadded cuda graphs")) for row in rows.values())
 
 
 def test_padding_is_counted_over_the_micro_batches_as_the_model_receives_them():

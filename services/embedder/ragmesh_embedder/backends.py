@@ -360,18 +360,23 @@ class TorchBackend(_Tokenized):
         self._with_type_ids = "token_type_ids" in self._model.tokenizer.model_input_names
         # On CUDA: micro-batches padded to a few shapes (gpu_shape), and with cuda_graphs each shape's forward pass
         # captured once and replayed.
+        # On CUDA with `unpadded`: each micro-batch's real tokens only, back to back (variable-length attention),
+        # and with cuda_graphs one graph per token bucket (`Unpadded.capture_graphs`).
+        self.unpadded = None
+        if plan.device == "cuda" and settings.unpadded:
+            self.unpadded = Unpadded(self._model, settings.model_path, torch, plan.device, flash_varlen(torch))
+            if settings.cuda_graphs:
+                self.unpadded.capture_graphs(self.batch_size, self.max_batch_tokens, self.max_sequence_length)
+                log.info("captured the unpadded model as %d CUDA graphs, one per token bucket, in %.1f s",
+                         len(self.unpadded.graphs), self.unpadded.graphs.capture_seconds)
         self.graphs = None
-        if plan.device == "cuda" and settings.cuda_graphs:
+        if plan.device == "cuda" and settings.cuda_graphs and self.unpadded is None:
             # Every shape the batcher's micro-batches can take, captured now rather than under traffic.
             self.graphs = ShapeGraphs(self.forward, torch, plan.device)
             self.graphs.capture_all(graph_shapes(self.batch_size, self.max_batch_tokens, self.max_sequence_length))
             log.info("captured the model as %d CUDA graphs, one per micro-batch shape, in %.1f s", len(self.graphs),
                      self.graphs.capture_seconds)
         self.bucketed = plan.device == "cuda" and (settings.gpu_shapes or self.graphs is not None)
-        # On CUDA with `unpadded`: each micro-batch's real tokens only, back to back (variable-length attention).
-        self.unpadded = None
-        if plan.device == "cuda" and settings.unpadded:  # not with cuda_graphs (the settings refuse both)
-            self.unpadded = Unpadded(self._model, settings.model_path, torch, plan.device, flash_varlen(torch))
 
     def forward(self, input_ids, attention_mask):
         """The model on token ids and mask already on the device (torch tensors): the rows' sentence embeddings."""
@@ -385,7 +390,7 @@ class TorchBackend(_Tokenized):
         input_ids, attention_mask = batch.input_ids, batch.attention_mask
         if self.unpadded is not None:
             with torch.inference_mode():
-                return unit_rows(self.unpadded(input_ids, attention_mask).cpu().numpy())
+                return unit_rows(self.unpadded(input_ids, attention_mask))
         if self.bucketed:
             input_ids, attention_mask = _padded(input_ids, attention_mask, self.pad_id, self.max_sequence_length)
         if self.graphs is not None:
@@ -427,13 +432,19 @@ class ShapeGraphs:
     pool that every shape shares (graphs that never run at once may share one, in any order). Each shape keeps
     its input and output tensors; a call copies the micro-batch into the inputs, replays, and copies the output
     back, under a lock (one graph at a time, as one CUDA runner calls anyway). `capture` stands in for the CUDA
-    capture where there is no GPU (tests, with the model run eagerly on the same tensors)."""
+    capture where there is no GPU (tests, with the model run eagerly on the same tensors).
+
+    The inputs are the padded micro-batch's ids and mask unless `inputs` says otherwise: for a shape (the first
+    input's), the device tensors `forward` takes, filled as a real micro-batch could be (unpadded micro-batches
+    have their own: `Unpadded.capture_graphs`)."""
 
     def __init__(self, forward: Callable, torch, device: str,
-                 capture: Callable[[Callable], tuple[Callable[[], object], object]] | None = None) -> None:
+                 capture: Callable[[Callable], tuple[Callable[[], object], object]] | None = None,
+                 inputs: Callable[[tuple[int, ...]], tuple] | None = None) -> None:
         self._forward, self._torch, self._device = forward, torch, device
         self._capture = capture or self._cuda_capture
-        self._shapes: dict[tuple[int, ...], tuple[object, object, Callable[[], object], object]] = {}
+        self._inputs = inputs or self._padded_inputs
+        self._shapes: dict[tuple[int, ...], tuple[tuple, Callable[[], object], object]] = {}
         self._lock = threading.Lock()
         self._pool = self._stream = None
         self.capture_seconds = 0.0  # spent capturing, over all shapes
@@ -441,7 +452,7 @@ class ShapeGraphs:
     def __len__(self) -> int:
         return len(self._shapes)
 
-    def capture_all(self, shapes: Sequence[tuple[int, int]]) -> None:
+    def capture_all(self, shapes: Sequence[tuple[int, ...]]) -> None:
         """Capture each of `shapes` not captured yet; a start-up error that names the setting if one cannot be."""
         with self._lock, self._torch.inference_mode():
             for shape in shapes:
@@ -455,27 +466,31 @@ class ShapeGraphs:
                         f"micro-batches of shape {shape} ({type(exc).__name__}: {exc}); set "
                         "RAGMESH_EMBEDDER_CUDA_GRAPHS=false to run it eagerly") from exc
 
-    def __call__(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
-        """The rows' embeddings (float32, on the host) of one micro-batch, padded to a bucket shape."""
+    def __call__(self, *arrays: np.ndarray) -> np.ndarray:
+        """The rows' embeddings (float32, on the host) of one micro-batch whose inputs (the padded ids and mask,
+        unless `inputs` says otherwise) have a bucket's shape, the first input's shape naming it."""
         torch = self._torch
         with self._lock, torch.inference_mode():
-            shape = self._shapes.get(input_ids.shape) or self._add(input_ids.shape)
-            ids, mask, replay, output = shape
-            ids.copy_(torch.from_numpy(input_ids))
-            mask.copy_(torch.from_numpy(attention_mask))
+            tensors, replay, output = self._shapes.get(arrays[0].shape) or self._add(arrays[0].shape)
+            for tensor, array in zip(tensors, arrays, strict=True):
+                tensor.copy_(torch.from_numpy(array))
             replay()
             # A copy: the next replay of this shape overwrites `output`.
             return output.to("cpu", dtype=torch.float32, copy=True).numpy()
 
-    def _add(self, shape: tuple[int, ...]) -> tuple[object, object, Callable[[], object], object]:
+    def _padded_inputs(self, shape: tuple[int, ...]) -> tuple:
         torch = self._torch
         ids = torch.zeros(shape, dtype=torch.int64, device=self._device)
         mask = torch.ones(shape, dtype=torch.int64, device=self._device)
         mask[:, -1] = 0  # padding, as micro-batches have: the runs before capture take the kernels it records
+        return ids, mask
+
+    def _add(self, shape: tuple[int, ...]) -> tuple[tuple, Callable[[], object], object]:
+        tensors = self._inputs(shape)
         started = time.perf_counter()
-        replay, output = self._capture(lambda: self._forward(ids, mask))
+        replay, output = self._capture(lambda: self._forward(*tensors))
         self.capture_seconds += time.perf_counter() - started
-        self._shapes[shape] = (ids, mask, replay, output)
+        self._shapes[shape] = (tensors, replay, output)
         log.debug("captured a CUDA graph for micro-batches of shape %s (%d shapes)", shape, len(self._shapes))
         return self._shapes[shape]
 
@@ -528,6 +543,15 @@ def flash_varlen(torch) -> Callable:
     return attend
 
 
+def token_buckets(max_tokens: int) -> list[int]:
+    """The token counts unpadded micro-batches are padded to for CUDA graphs: powers of two from 64 to 2,048 (a
+    query, a few passages), then multiples of 2,048 up to `max_tokens` (at most one call's tokens in 16 wasted)."""
+    buckets = [64]
+    while buckets[-1] < max_tokens:
+        buckets.append(buckets[-1] * 2 if buckets[-1] < 2048 else buckets[-1] + 2048)
+    return buckets
+
+
 class Unpadded:
     """The model on a micro-batch's real tokens only (RAGMESH_EMBEDDER_UNPADDED), as TEI runs models on a GPU: the
     texts' tokens back to back in one row, each token at its position in its own text, attention bounded per text
@@ -537,7 +561,11 @@ class Unpadded:
 
     The transformer is a copy of the sentence-transformers model's, with its attention switched to
     `_unpadded_attention` (the padded path keeps the original); the model must pool by mean, as the ONNX export
-    does. Micro-batches come padded from the batcher, right-padded: the mask picks the real tokens out."""
+    does. Micro-batches come padded from the batcher, right-padded: the mask picks the real tokens out.
+
+    With CUDA graphs (`capture_graphs`), each micro-batch's row is padded to a `token_buckets` size and its texts
+    to the batch size, so that a graph per token bucket serves every micro-batch: the padding tokens belong to no
+    text (attention skips them; their pooling goes to a row that is dropped), the extra texts are empty."""
 
     def __init__(self, model, model_path: str, torch, device: str, attend: Callable) -> None:
         import copy
@@ -557,26 +585,70 @@ class Unpadded:
             raise ConfigError(f"RAGMESH_EMBEDDER_UNPADDED=true: this model's attention cannot be replaced ({exc}); "
                               "set RAGMESH_EMBEDDER_UNPADDED=false") from None
         self._torch, self._device, self._attend = torch, device, attend
+        self.graphs: ShapeGraphs | None = None
+        self._buckets: list[int] = []
+        self._texts = self._longest = 0
 
-    def __call__(self, input_ids: np.ndarray, attention_mask: np.ndarray):
-        """The micro-batch's sentence embeddings (float32, on the device, not normalised)."""
-        torch, device = self._torch, self._device
+    @staticmethod
+    def arrays(input_ids: np.ndarray, attention_mask: np.ndarray, tokens: int | None = None,
+               texts: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The micro-batch as the model takes it unpadded: (3, tokens) int64 rows of token ids, each token's
+        position in its text and which text it is of; the texts' starts and end (texts + 1, int32); their lengths
+        (texts, 1; float32, to divide by). `tokens` and `texts` pad the row and the texts (graphs): a padding token
+        is of text `texts`, which the model's pooling drops, and an extra text is empty (length 1 to divide by)."""
         real = attention_mask.astype(bool)
         lengths = real.sum(axis=1)
-        starts = np.zeros(len(lengths) + 1, dtype=np.int32)
-        np.cumsum(lengths, out=starts[1:])
+        count, total = len(lengths), int(lengths.sum())
+        texts = texts or count
+        packed = np.zeros((3, tokens or total), dtype=np.int64)
+        packed[2] = texts
+        packed[0, :total], packed[1, :total] = input_ids[real], (np.cumsum(real, axis=1) - 1)[real]
+        packed[2, :total] = np.repeat(np.arange(count), lengths)
+        starts = np.full(texts + 1, total, dtype=np.int32)
+        starts[0] = 0
+        np.cumsum(lengths, out=starts[1 : count + 1])
+        counts = np.ones((texts, 1), dtype=np.float32)
+        counts[:count, 0] = lengths
+        return packed, starts, counts
+
+    def run(self, packed, starts, counts, longest: int):
+        """The texts' sentence embeddings (float32, on the device, not normalised) from `arrays`' three, on the
+        device; `longest` at least the longest text's token count."""
+        torch = self._torch
+        ids, positions, text = packed
+        hidden = self._model(input_ids=ids[None], position_ids=positions[None], cu_seq_lens_q=starts,
+                             max_length_q=longest, ragmesh_attend=self._attend).last_hidden_state[0]
+        sums = torch.zeros((counts.shape[0] + 1, hidden.shape[-1]), dtype=torch.float32, device=hidden.device)
+        return sums.index_add_(0, text, hidden.float())[:-1] / counts
+
+    def __call__(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+        """The micro-batch's sentence embeddings (float32, on the host, not normalised)."""
+        torch, count, total = self._torch, len(input_ids), int(attention_mask.sum())
+        if self.graphs is not None and count <= self._texts and total <= self._buckets[-1]:
+            tokens = next(b for b in self._buckets if b >= total)
+            return self.graphs(*self.arrays(input_ids, attention_mask, tokens, self._texts))[:count]
         # Everything the device needs goes before the model's kernels are queued (a copy queued after them would
-        # wait for them): ids, positions within each text and which text each token is of in one copy; the texts'
-        # starts; their lengths, to divide by.
-        packed = np.stack([input_ids[real], (np.cumsum(real, axis=1) - 1)[real],
-                           np.repeat(np.arange(len(lengths)), lengths)]).astype(np.int64)
-        ids, positions, text = torch.from_numpy(packed).to(device, non_blocking=True)
-        bounds = torch.from_numpy(starts).to(device, non_blocking=True)
-        counts = torch.from_numpy(lengths.astype(np.float32)[:, None]).to(device, non_blocking=True)
-        hidden = self._model(input_ids=ids[None], position_ids=positions[None], cu_seq_lens_q=bounds,
-                             max_length_q=int(lengths.max()), ragmesh_attend=self._attend).last_hidden_state[0]
-        sums = torch.zeros((len(lengths), hidden.shape[-1]), dtype=torch.float32, device=device)
-        return sums.index_add_(0, text, hidden.float()) / counts
+        # wait for them).
+        arrays = self.arrays(input_ids, attention_mask)
+        packed, starts, counts = (torch.from_numpy(a).to(self._device, non_blocking=True) for a in arrays)
+        return self.run(packed, starts, counts, int(attention_mask.sum(axis=1).max())).cpu().numpy()
+
+    def capture_graphs(self, batch_size: int, max_tokens: int, limit: int, capture: Callable | None = None) -> None:
+        """One CUDA graph per `token_buckets(max(max_tokens, limit))` size, for micro-batches of up to `batch_size`
+        texts of up to `limit` tokens (RAGMESH_EMBEDDER_CUDA_GRAPHS with UNPADDED); `capture` as ShapeGraphs'."""
+        torch, device = self._torch, self._device
+        self._buckets, self._texts, self._longest = token_buckets(max(max_tokens, limit)), batch_size, limit
+
+        def inputs(shape: tuple[int, ...]) -> tuple:
+            # As `arrays` pads: every token of no text, every text empty (the kernels do not depend on the values).
+            packed = torch.zeros(shape, dtype=torch.int64, device=device)
+            packed[2] = batch_size
+            return (packed, torch.zeros(batch_size + 1, dtype=torch.int32, device=device),
+                    torch.ones((batch_size, 1), dtype=torch.float32, device=device))
+
+        self.graphs = ShapeGraphs(lambda packed, starts, counts: self.run(packed, starts, counts, limit), torch,
+                                  device, capture=capture, inputs=inputs)
+        self.graphs.capture_all([(3, tokens) for tokens in self._buckets])
 
 
 # --- the other backends ------------------------------------------------------------------------------

@@ -143,7 +143,8 @@ class EmbedderSettings(ServiceSettings):
     cuda_graphs: bool = Field(
         False,
         description="On CUDA with torch, run the model as one CUDA graph per micro-batch shape (the gpu_shapes "
-        "buckets, which this implies), every shape a micro-batch within the limits can take captured at start: a "
+        "buckets, which this implies; with unpadded, per token count bucket), every shape a micro-batch within the "
+        "limits can take captured at start: a "
         "replay launches the whole forward pass at once, where eager torch launches its kernels one by one from "
         "Python. Off by default until measured on a GPU (README, 'On a GPU'). Costs start-up time and GPU memory "
         "for each shape's inputs and output (~280 MiB at the default budget, ~40 at 16384).",
@@ -153,8 +154,9 @@ class EmbedderSettings(ServiceSettings):
         description="On CUDA with torch (>= 2.10), run each micro-batch on its texts' real tokens only, back to "
         "back in one row, attention bounded per text by torch's variable-length flash attention, as TEI does: a "
         "padded micro-batch runs every text to its longest one's length (~146 % more tokens for the service's "
-        "micro-batches on msmarco). Mean-pooled models only; not with cuda_graphs. Off by default until measured "
-        "on a GPU (README, 'On a GPU').",
+        "micro-batches on msmarco). Mean-pooled models only. With cuda_graphs: one graph per token count bucket "
+        "(64 to 2048 by doubling, then every 2048), each micro-batch's row padded to its bucket. Off by default "
+        "until measured on a GPU (README, 'On a GPU').",
     )
     data_dir: Path = Field(Path(".ragmesh"), validation_alias="RAGMESH_DATA_DIR",
                            description="ragmesh's data directory (the default home of model_cache_dir).")
@@ -260,10 +262,6 @@ class EmbedderSettings(ServiceSettings):
         if self.precision == "int8" and self.runtime != "onnx":
             raise ValueError(f"{entry}{name('precision')}=int8 needs {name('runtime')}=onnx (ONNX Runtime dynamic "
                              "quantization)")
-        if self.unpadded and self.cuda_graphs:
-            raise ValueError("RAGMESH_EMBEDDER_UNPADDED=true and RAGMESH_EMBEDDER_CUDA_GRAPHS=true: a CUDA graph "
-                             "replays fixed shapes, and an unpadded micro-batch's token count changes with every "
-                             "call; set one of them to false")
 
     def for_model(self, spec: ModelSettings) -> EmbedderSettings:
         """The settings an extra model runs with: these, with the fields the entry sets replaced."""

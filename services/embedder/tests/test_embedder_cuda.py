@@ -15,7 +15,7 @@ from ragmesh.embedder.v1 import embedder_service_pb2 as pb2
 from ragmesh.embedder.v1 import embedder_service_pb2_grpc as pb2_grpc
 from ragmesh_common.tokens import packed_ids, tokenizer_fingerprint
 from ragmesh_common.vectors import dense_rows
-from ragmesh_embedder.backends import _torch_has_cuda, graph_shapes
+from ragmesh_embedder.backends import _torch_has_cuda, graph_shapes, token_buckets
 from ragmesh_embedder.config import EmbedderSettings
 from ragmesh_embedder.server import create_server
 from ragmesh_embedder.service import build_embedder
@@ -126,18 +126,25 @@ def test_cuda_graphs_give_the_eager_models_vectors_and_capture_each_shape_once()
     np.testing.assert_allclose(again, first, atol=2e-3)
 
 
-def test_unpadded_micro_batches_give_the_padded_models_vectors():
-    # RAGMESH_EMBEDDER_UNPADDED: the texts' real tokens back to back, flash attention's variable-length kernel.
+@pytest.mark.parametrize("graphs", [False, True], ids=["eager", "cuda-graphs"])
+def test_unpadded_micro_batches_give_the_padded_models_vectors(graphs):
+    # RAGMESH_EMBEDDER_UNPADDED: the texts' real tokens back to back, flash attention's variable-length kernel; with
+    # CUDA_GRAPHS, one graph per token bucket, every one captured at start.
     texts = _texts()
     padded = build_embedder(EmbedderSettings(port=0, device="cuda"))
-    unpadded = build_embedder(EmbedderSettings(port=0, device="cuda", unpadded=True))
+    unpadded = build_embedder(EmbedderSettings(port=0, device="cuda", unpadded=True, cuda_graphs=graphs))
     try:
-        assert padded.backend.unpadded is None and unpadded.backend.unpadded is not None
+        backend = unpadded.backend
+        assert padded.backend.unpadded is None and backend.unpadded is not None and backend.graphs is None
         plain = asyncio.run(_dense(padded, texts))
         packed = asyncio.run(_dense(unpadded, texts))
+        again = asyncio.run(_dense(unpadded, texts))
     finally:
         padded.close()
         unpadded.close()
+    if graphs:
+        assert len(backend.unpadded.graphs) == len(token_buckets(backend.max_batch_tokens))
     # The same fp16 model, its attention run by another kernel on the same tokens: the same vectors but for rounding.
     cosines = np.sum(packed * plain, axis=1)
     assert cosines.min() > 0.9999, f"lowest cosine to the padded model's vectors: {cosines.min():.6f}"
+    np.testing.assert_allclose(again, packed, atol=2e-3)

@@ -179,16 +179,23 @@ def _micro_batch(backend, texts: list[str]):
 
 def _per_text_attention(q, k, v, starts, longest: int):
     """What flash attention's variable-length kernel computes (CUDA only), text by text with torch's SDPA: each
-    text's tokens attend to that text's tokens only."""
+    text's tokens attend to that text's tokens only. Tokens of no text (a row padded for CUDA graphs) get NaN, as
+    a kernel that leaves them unwritten could leave anything there: none of it may reach a text's vector."""
     import torch
 
-    out = torch.empty_like(q)
-    texts = list(itertools.pairwise(starts.tolist()))
-    assert longest == max(end - start for start, end in texts)
+    out = torch.full_like(q, float("nan"))
+    texts = [(start, end) for start, end in itertools.pairwise(starts.tolist()) if end > start]
+    assert longest >= max((end - start for start, end in texts), default=0)
     for start, end in texts:
         out[start:end] = torch.nn.functional.scaled_dot_product_attention(
             *(t[start:end].transpose(0, 1) for t in (q, k, v))).transpose(0, 1)
     return out
+
+
+def _eager_capture(run):
+    """The CUDA capture stood in for on the CPU: the model run eagerly on the shape's own tensors, as a replay is."""
+    output = run()
+    return (lambda: output.copy_(run())), output
 
 
 def test_unpadded_micro_batches_give_the_padded_models_vectors():
@@ -209,28 +216,33 @@ def test_unpadded_micro_batches_give_the_padded_models_vectors():
     assert micro.input_ids.shape == (5, backend.max_sequence_length) and micro.attention_mask.sum() > 512
     padded = backend.embed(micro)
     with torch.inference_mode():
-        vectors = unpadded(micro.input_ids, micro.attention_mask).numpy()
+        vectors = unpadded(micro.input_ids, micro.attention_mask)
     np.testing.assert_allclose(vectors / np.linalg.norm(vectors, axis=1, keepdims=True), padded, atol=1e-5)
     lone = _micro_batch(backend, ["a query"])
     with torch.inference_mode():
-        alone = unpadded(lone.input_ids, lone.attention_mask).numpy()
+        alone = unpadded(lone.input_ids, lone.attention_mask)
     np.testing.assert_allclose(alone / np.linalg.norm(alone), backend.embed(lone), atol=1e-5)
     # The padded model is left as it was: its attention is not the unpadded one.
     np.testing.assert_allclose(backend.embed(micro), padded, atol=1e-6)
 
 
-async def test_the_service_unpadded_serves_the_padded_services_vectors():
-    # The embedder's own path with RAGMESH_EMBEDDER_UNPADDED (on CUDA; here the torch backend on the CPU with the
-    # CUDA kernel stood in for): the batcher's micro-batches of many texts, each run unpadded, the vectors returned
-    # in the texts' order.
+@pytest.mark.parametrize("graphs", [False, True], ids=["eager", "cuda-graphs"])
+async def test_the_service_unpadded_serves_the_padded_services_vectors(graphs):
+    # The embedder's own path with RAGMESH_EMBEDDER_UNPADDED, with and without CUDA_GRAPHS (on CUDA; here the torch
+    # backend on the CPU with the CUDA kernel and capture stood in for): the batcher's micro-batches of many texts,
+    # each run unpadded, the vectors returned in the texts' order.
     import torch
     from ragmesh_embedder.backends import Unpadded
     from ragmesh_embedder.service import InputType, build_embedder
 
     settings = EmbedderSettings(port=0, runtime="torch", device="cpu", precision="fp32")
     padded, unpadded = build_embedder(settings), build_embedder(settings)
-    unpadded.backend.unpadded = Unpadded(unpadded.backend._model, settings.model_path, torch, "cpu",
-                                         _per_text_attention)
+    backend = unpadded.backend
+    backend.unpadded = Unpadded(backend._model, settings.model_path, torch, "cpu", _per_text_attention)
+    if graphs:
+        backend.unpadded.capture_graphs(backend.batch_size, backend.max_batch_tokens, backend.max_sequence_length,
+                                        capture=_eager_capture)
+        captured = len(backend.unpadded.graphs)
     words = "the mercury thermometer was invented by Daniel Gabriel Fahrenheit in Amsterdam in 1714".split()
     texts = [" ".join(words[: 1 + i % len(words)] * (1 + i // 7)) for i in range(60)]  # 1 to 104 words
     try:
@@ -241,6 +253,40 @@ async def test_the_service_unpadded_serves_the_padded_services_vectors():
         unpadded.close()
     assert served.shape == (60, 384)
     np.testing.assert_allclose(served, plain, atol=1e-5)
+    if graphs:  # every micro-batch found its bucket's graph: none was captured while serving
+        assert len(backend.unpadded.graphs) == captured == 4  # 64, 128, 256 and 512 tokens (the CPU's budget)
+
+
+def test_unpadded_cuda_graphs_give_each_micro_batch_its_own_vectors_in_a_row_padded_to_its_bucket():
+    # RAGMESH_EMBEDDER_CUDA_GRAPHS with UNPADDED: one graph per token bucket, each micro-batch's row padded to its
+    # bucket with tokens of no text and its texts to the batch size with empty ones. Micro-batches sharing a bucket
+    # must each get their own vectors, whatever the padding holds (NaN here), and one too large for the graphs
+    # runs as it would without them.
+    import torch
+    from ragmesh_embedder.backends import Unpadded, create_backend, token_buckets
+
+    settings = EmbedderSettings(port=0, runtime="torch", device="cpu", precision="fp32")
+    backend = create_backend(settings)
+    unpadded = Unpadded(backend._model, settings.model_path, torch, "cpu", _per_text_attention)
+    unpadded.capture_graphs(4, 512, backend.max_sequence_length, capture=_eager_capture)
+    assert token_buckets(512) == [64, 128, 256, 512] and len(unpadded.graphs) == 4
+    protein = _micro_batch(backend, ["how many grams of protein are in an egg? " * 20,  # 202 + 112 tokens
+                                     "egg protein, in the white and in the yolk " * 10])
+    australia = _micro_batch(backend, ["what is the capital city of Australia, and why not Sydney? " * 16,  # 210 + 74
+                                       "canberra was chosen as a compromise " * 12])
+    lone = _micro_batch(backend, ["a query"])
+    five = _micro_batch(backend, ["one", "two words", "three more words", "and four of them", "five"])
+    assert 256 < protein.attention_mask.sum() <= 512 and 256 < australia.attention_mask.sum() <= 512
+    with torch.inference_mode():
+        first, second = unpadded(protein.input_ids, protein.attention_mask), \
+            unpadded(australia.input_ids, australia.attention_mask)
+        alone, beyond = unpadded(lone.input_ids, lone.attention_mask), unpadded(five.input_ids, five.attention_mask)
+        again = unpadded(protein.input_ids, protein.attention_mask)
+    assert len(unpadded.graphs) == 4  # nothing captured while serving; five texts ran without a graph
+    for vectors, micro in ((first, protein), (second, australia), (alone, lone), (beyond, five), (again, protein)):
+        assert vectors.shape == (micro.size, 384)
+        np.testing.assert_allclose(vectors / np.linalg.norm(vectors, axis=1, keepdims=True), backend.embed(micro),
+                                   atol=1e-5)
 
 
 def test_unpadded_refuses_a_model_that_does_not_pool_by_mean(tmp_path):

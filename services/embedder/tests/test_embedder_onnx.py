@@ -133,8 +133,6 @@ def test_device_auto_picks_what_the_machine_has():
         ({"RAGMESH_EMBEDDER_MAX_BATCH_TOKENS": "8"}, "RAGMESH_EMBEDDER_MAX_BATCH_TOKENS"),
         ({"RAGMESH_EMBEDDER_THREADS": "0"}, "RAGMESH_EMBEDDER_THREADS"),
         ({"RAGMESH_EMBEDDER_RUNNERS": "0"}, "RAGMESH_EMBEDDER_RUNNERS"),
-        ({"RAGMESH_EMBEDDER_UNPADDED": "true", "RAGMESH_EMBEDDER_CUDA_GRAPHS": "true"},
-         "set one of them to false"),
     ],
 )
 def test_impossible_settings_stop_start_up_with_the_variable_named(monkeypatch, env, named):
