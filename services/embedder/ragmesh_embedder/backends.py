@@ -358,8 +358,6 @@ class TorchBackend(_Tokenized):
         self.dimension = int(self._model.get_embedding_dimension())
         self.max_sequence_length = int(self._model.max_seq_length)
         self._with_type_ids = "token_type_ids" in self._model.tokenizer.model_input_names
-        # On CUDA: micro-batches padded to a few shapes (gpu_shape), and with cuda_graphs each shape's forward pass
-        # captured once and replayed.
         # On CUDA with `unpadded`: each micro-batch's real tokens only, back to back (variable-length attention),
         # and with cuda_graphs one graph per token bucket (`Unpadded.capture_graphs`).
         self.unpadded = None
@@ -369,6 +367,8 @@ class TorchBackend(_Tokenized):
                 self.unpadded.capture_graphs(self.batch_size, self.max_batch_tokens, self.max_sequence_length)
                 log.info("captured the unpadded model as %d CUDA graphs, one per token bucket, in %.1f s",
                          len(self.unpadded.graphs), self.unpadded.graphs.capture_seconds)
+        # Else on CUDA: micro-batches padded to a few shapes (gpu_shape), and with cuda_graphs each shape's forward
+        # pass captured once and replayed.
         self.graphs = None
         if plan.device == "cuda" and settings.cuda_graphs and self.unpadded is None:
             # Every shape the batcher's micro-batches can take, captured now rather than under traffic.
