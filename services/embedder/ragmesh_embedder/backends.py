@@ -587,7 +587,7 @@ class Unpadded:
         self._torch, self._device, self._attend = torch, device, attend
         self.graphs: ShapeGraphs | None = None
         self._buckets: list[int] = []
-        self._texts = self._longest = 0
+        self._texts = 0
 
     @staticmethod
     def arrays(input_ids: np.ndarray, attention_mask: np.ndarray, tokens: int | None = None,
@@ -631,13 +631,13 @@ class Unpadded:
         # wait for them).
         arrays = self.arrays(input_ids, attention_mask)
         packed, starts, counts = (torch.from_numpy(a).to(self._device, non_blocking=True) for a in arrays)
-        return self.run(packed, starts, counts, int(attention_mask.sum(axis=1).max())).cpu().numpy()
+        return self.run(packed, starts, counts, int(arrays[2].max())).cpu().numpy()  # the longest text's length
 
     def capture_graphs(self, batch_size: int, max_tokens: int, limit: int, capture: Callable | None = None) -> None:
         """One CUDA graph per `token_buckets(max(max_tokens, limit))` size, for micro-batches of up to `batch_size`
         texts of up to `limit` tokens (RAGMESH_EMBEDDER_CUDA_GRAPHS with UNPADDED); `capture` as ShapeGraphs'."""
         torch, device = self._torch, self._device
-        self._buckets, self._texts, self._longest = token_buckets(max(max_tokens, limit)), batch_size, limit
+        self._buckets, self._texts = token_buckets(max(max_tokens, limit)), batch_size
 
         def inputs(shape: tuple[int, ...]) -> tuple:
             # As `arrays` pads: every token of no text, every text empty (the kernels do not depend on the values).
