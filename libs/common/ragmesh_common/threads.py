@@ -12,9 +12,13 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import logging
+import os
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
+
+log = logging.getLogger(__name__)
 
 _PR_SET_NAME = 15
 NAME_BYTES = 15  # the kernel's TASK_COMM_LEN, less the terminating NUL
@@ -41,3 +45,19 @@ def name_os_thread(name: str | None = None) -> None:
 def named_pool(max_workers: int | None = None, prefix: str = "") -> ThreadPoolExecutor:
     """A thread pool whose threads carry their Python names (`prefix`_N) for the operating system too."""
     return ThreadPoolExecutor(max_workers, thread_name_prefix=prefix, initializer=name_os_thread)
+
+
+def lower_thread_priority(steps: int) -> bool:
+    """Raise the calling thread's nice value by `steps` (capped at 19), so that under contention the scheduler
+    favours the process's other threads: on Linux, where the nice value belongs to the thread (setpriority(2) with
+    the thread's id); elsewhere it belongs to the whole process, and nothing is changed. Needs no privilege (only
+    lowering a nice value does). True when changed; a refusal (a sandbox's seccomp policy) is logged, not raised."""
+    if steps <= 0 or not sys.platform.startswith("linux"):
+        return False
+    thread = threading.get_native_id()
+    try:
+        os.setpriority(os.PRIO_PROCESS, thread, min(19, os.getpriority(os.PRIO_PROCESS, thread) + steps))
+    except OSError as exc:
+        log.warning("could not lower the priority of thread %s (%s): it keeps the process's", thread, exc)
+        return False
+    return True

@@ -1,8 +1,11 @@
-"""Threads named for the operating system: what `top -H`, `ps -L`, perf and /proc show (Linux)."""
+"""Threads named for the operating system: what `top -H`, `ps -L`, perf and /proc show (Linux); and a thread's
+own scheduling priority."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -10,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from ragmesh_common import loop
-from ragmesh_common.threads import name_os_thread, named_pool
+from ragmesh_common.threads import lower_thread_priority, name_os_thread, named_pool
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="thread names are read from /proc")
 
@@ -46,3 +49,40 @@ def test_a_commands_event_loop_runs_its_blocking_calls_on_named_threads():
 
     with ThreadPoolExecutor(1) as pool:  # loop.run on a thread of its own, as test_common_loop explains
         assert pool.submit(loop.run, main()).result() == "event-loop-pool"
+
+
+def in_a_thread(steps: int) -> tuple[bool, int]:
+    """lower_thread_priority(steps) on a new thread: what it returned, and that thread's nice value afterwards."""
+    out = []
+
+    def run() -> None:
+        changed = lower_thread_priority(steps)
+        out.append((changed, os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    return out[0]
+
+
+def test_a_thread_lowers_its_own_priority_and_no_other_threads():
+    """`top -H` shows the thread's NI raised by the steps asked, capped at 19; the caller keeps its own."""
+    own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    assert in_a_thread(5) == (True, min(19, own + 5))
+    assert in_a_thread(40) == (True, 19)
+    assert in_a_thread(0) == (False, own)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == own
+
+
+def test_a_refused_priority_change_is_logged_and_the_thread_runs_on(monkeypatch, caplog):
+    """A sandbox whose seccomp policy refuses setpriority(2): the thread keeps the process's priority."""
+    own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    def refuse(*_):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "setpriority", refuse)
+    with caplog.at_level(logging.WARNING, logger="ragmesh_common.threads"):
+        assert in_a_thread(5) == (False, own)
+    assert "could not lower the priority of thread" in caplog.text
+    assert "Operation not permitted" in caplog.text

@@ -27,6 +27,10 @@ model is running, never for the bulk ingestion queued before it, however large t
 share of the queued queries and leaves the rest to the other runners. When nothing else is
 queued or running, a query that fits one micro-batch skips the feeder: it is padded on the caller's thread and put
 in the slot for a runner (one thread hand-off instead of two: ~0.14 ms less for a lone query on 2 cores).
+
+`nice`: how far the runners lower their own scheduling priority (a model on the CPU, whose runners are as many as
+the cores and share them with the process's event loop: the loop, which every request passes through, then runs
+first when both want a core; see EmbedderSettings.model_thread_nice).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from itertools import chain
 import grpc
 import numpy as np
 from ragmesh_common.errors import RagmeshError, unavailable
-from ragmesh_common.threads import name_os_thread
+from ragmesh_common.threads import lower_thread_priority, name_os_thread
 
 from .backends import DenseBackend, MicroBatch, Prepared
 
@@ -133,9 +137,10 @@ class Batcher:
     """One queue, a feeder thread and `backend.runners` runner threads (per model: `name` names the threads).
     The counters are for metrics and tests (read without locking)."""
 
-    def __init__(self, backend: DenseBackend, *, max_queue_texts: int, name: str = "default") -> None:
+    def __init__(self, backend: DenseBackend, *, max_queue_texts: int, name: str = "default", nice: int = 0) -> None:
         self._backend = backend
         self.name = name
+        self.nice = nice
         self.batch_size = backend.batch_size
         self.max_batch_tokens = backend.max_batch_tokens
         self.max_queue_texts = max_queue_texts
@@ -376,6 +381,7 @@ class Batcher:
     # --- the runner thread -------------------------------------------------------------------------
     def _run(self) -> None:
         name_os_thread()
+        lower_thread_priority(self.nice)
         queries_turn = True
         while True:
             # Queries the feeder has not taken (it waits for the slot with a padded micro-batch in hand) run next:

@@ -112,7 +112,7 @@ class Embedder:
         self.models: dict[str, Model] = {}
         for name, model_backend in {settings.model_name: backend, **extra}.items():
             batcher = Batcher(model_backend, max_queue_texts=queue_limits.get(name, settings.max_queue_texts),
-                              name=name)
+                              name=name, nice=settings.model_thread_nice if model_backend.device == "cpu" else 0)
             self.models[name] = Model(name, model_backend, batcher)
         self.batcher = self.models[self.default_model].batcher
         self._bm25 = Bm25()

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
+import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -201,6 +204,38 @@ async def test_two_runners_give_the_vectors_one_runner_gives(passages, local, ru
         two.close()
     for a, b in zip(alone, together, strict=True):
         np.testing.assert_allclose(a.dense, b.dense, atol=1e-5)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="only Linux gives each thread a nice value of its own")
+@pytest.mark.parametrize(
+    ("settings", "lowered"),
+    [
+        ({"backend": "local"}, 5),  # the default
+        ({"backend": "local", "model_thread_nice": 12}, 12),
+        ({"backend": "local", "model_thread_nice": 0}, 0),
+        ({"backend": "hash"}, 0),  # no model on the CPU: nothing for the model threads to give way to
+    ],
+)
+async def test_model_threads_on_the_cpu_give_way_to_the_rest_of_the_process(until, settings, lowered):
+    """What an operator sees in `top -H` (NI): the model threads of a model on the CPU run at the process's nice
+    value plus model_thread_nice, so that the event loop, which every request passes through, gets a core first
+    when both want one; the feeder and the caller's thread keep the process's."""
+    name = f"nice-{settings['backend']}-{lowered}"
+    embedder = await asyncio.to_thread(build_embedder, EmbedderSettings(
+        port=0, model_name=name, precision="fp32", runners=2, RAGMESH_EMBEDDER_THREADS=1, **settings))
+    own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    def nice_of(kind: str) -> list[int]:
+        return sorted(os.getpriority(os.PRIO_PROCESS, t.native_id) for t in threading.enumerate()
+                      if t.name.startswith(f"embedder-{kind}-{name}"))
+
+    try:
+        await embedder.embed([f"text {i} " * (i + 1) for i in range(16)], _document())  # both runners at work
+        await until(lambda: nice_of("runner") == [min(19, own + lowered)] * 2, f"both model threads at +{lowered}")
+        assert nice_of("feeder") == [own]
+        assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == own
+    finally:
+        embedder.close()
 
 
 def _document():
