@@ -48,15 +48,18 @@ def named_pool(max_workers: int | None = None, prefix: str = "") -> ThreadPoolEx
 
 
 def lower_thread_priority(steps: int) -> bool:
-    """Raise the calling thread's nice value by `steps` (capped at 19), so that under contention the scheduler
-    favours the process's other threads: on Linux, where the nice value belongs to the thread (setpriority(2) with
-    the thread's id); elsewhere it belongs to the whole process, and nothing is changed. Needs no privilege (only
-    lowering a nice value does). True when changed; a refusal (a sandbox's seccomp policy) is logged, not raised."""
+    """Make the calling thread give way to the process's other threads under contention: raise its nice value by
+    `steps` (capped at 19) and give it the SCHED_BATCH policy (sched(7): taken for CPU-bound work, so that its
+    wake-ups do not preempt a running thread). On Linux, where both belong to the thread (setpriority(2) and
+    sched_setscheduler(2) with the thread's id); elsewhere they belong to the whole process, and nothing is changed.
+    Needs no privilege (only lowering a nice value or taking a real-time policy does). True when changed; a refusal
+    (a sandbox's seccomp policy) is logged, not raised, and the thread runs on as it was."""
     if steps <= 0 or not sys.platform.startswith("linux"):
         return False
     thread = threading.get_native_id()
     try:
         os.setpriority(os.PRIO_PROCESS, thread, min(19, os.getpriority(os.PRIO_PROCESS, thread) + steps))
+        os.sched_setscheduler(thread, os.SCHED_BATCH, os.sched_param(0))
     except OSError as exc:
         log.warning("could not lower the priority of thread %s (%s): it keeps the process's", thread, exc)
         return False

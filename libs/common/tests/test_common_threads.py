@@ -51,13 +51,15 @@ def test_a_commands_event_loop_runs_its_blocking_calls_on_named_threads():
         assert pool.submit(loop.run, main()).result() == "event-loop-pool"
 
 
-def in_a_thread(steps: int) -> tuple[bool, int]:
-    """lower_thread_priority(steps) on a new thread: what it returned, and that thread's nice value afterwards."""
+def in_a_thread(steps: int) -> tuple[bool, int, int]:
+    """lower_thread_priority(steps) on a new thread: what it returned, and that thread's nice value and scheduling
+    policy afterwards."""
     out = []
 
     def run() -> None:
         changed = lower_thread_priority(steps)
-        out.append((changed, os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
+        thread = threading.get_native_id()
+        out.append((changed, os.getpriority(os.PRIO_PROCESS, thread), os.sched_getscheduler(thread)))
 
     thread = threading.Thread(target=run)
     thread.start()
@@ -66,12 +68,15 @@ def in_a_thread(steps: int) -> tuple[bool, int]:
 
 
 def test_a_thread_lowers_its_own_priority_and_no_other_threads():
-    """`top -H` shows the thread's NI raised by the steps asked, capped at 19; the caller keeps its own."""
-    own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    assert in_a_thread(5) == (True, min(19, own + 5))
-    assert in_a_thread(40) == (True, 19)
-    assert in_a_thread(0) == (False, own)
-    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == own
+    """`top -H` shows the thread's NI raised by the steps asked, capped at 19, and `chrt -p` its policy as
+    SCHED_BATCH; the caller keeps its own."""
+    me = threading.get_native_id()
+    own, policy = os.getpriority(os.PRIO_PROCESS, me), os.sched_getscheduler(me)
+    assert policy == os.SCHED_OTHER
+    assert in_a_thread(5) == (True, min(19, own + 5), os.SCHED_BATCH)
+    assert in_a_thread(40) == (True, 19, os.SCHED_BATCH)
+    assert in_a_thread(0) == (False, own, os.SCHED_OTHER)
+    assert (os.getpriority(os.PRIO_PROCESS, me), os.sched_getscheduler(me)) == (own, policy)
 
 
 def test_a_refused_priority_change_is_logged_and_the_thread_runs_on(monkeypatch, caplog):
@@ -83,6 +88,6 @@ def test_a_refused_priority_change_is_logged_and_the_thread_runs_on(monkeypatch,
 
     monkeypatch.setattr(os, "setpriority", refuse)
     with caplog.at_level(logging.WARNING, logger="ragmesh_common.threads"):
-        assert in_a_thread(5) == (False, own)
+        assert in_a_thread(5) == (False, own, os.SCHED_OTHER)
     assert "could not lower the priority of thread" in caplog.text
     assert "Operation not permitted" in caplog.text

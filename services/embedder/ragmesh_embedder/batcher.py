@@ -28,9 +28,9 @@ share of the queued queries and leaves the rest to the other runners. When nothi
 queued or running, a query that fits one micro-batch skips the feeder: it is padded on the caller's thread and put
 in the slot for a runner (one thread hand-off instead of two: ~0.14 ms less for a lone query on 2 cores).
 
-`nice`: how far the runners lower their own scheduling priority (a model on the CPU, whose runners are as many as
-the cores and share them with the process's event loop: the loop, which every request passes through, then runs
-first when both want a core; see EmbedderSettings.model_thread_nice).
+`nice`: how far the runners lower their own scheduling priority, SCHED_BATCH included (`lower_thread_priority`; a
+model on the CPU, whose runners are as many as the cores and share them with the process's event loop: the loop,
+which every request passes through, then runs first when both want a core; see EmbedderSettings.model_thread_nice).
 """
 
 from __future__ import annotations

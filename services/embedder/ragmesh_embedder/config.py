@@ -128,12 +128,13 @@ class EmbedderSettings(ServiceSettings):
     )
     model_thread_nice: int = Field(
         5, ge=0, le=19,
-        description="How far the model threads lower their own scheduling priority (nice value, added to the "
-        "process's; 0 keeps it) when the model runs on the CPU, on Linux. There the model threads are as many as "
-        "the cores and share them with the event loop that every request passes through (HTTP, gRPC, the store's "
-        "queries): at 32 concurrent searches on 2 cores the loop waited for a core 18-21 % of the time at 0, "
-        "and 11-14 % at 5. The model threads lose nothing when nothing else wants the cores. Not applied on CUDA, "
-        "where the model thread is what keeps the GPU fed.",
+        description="How far the model threads lower their own scheduling priority when the model runs on the CPU, "
+        "on Linux: their nice value goes up by this much (added to the process's) and, above 0, they take the "
+        "SCHED_BATCH policy (their wake-ups do not preempt a running thread); 0 keeps the process's. There the "
+        "model threads are as many as the cores and share them with the event loop that every request passes "
+        "through (HTTP, gRPC, the store's queries): at 32 concurrent searches on 2 cores the loop waited for a "
+        "core 18-21 % of the time with nice 0, and 11-14 % with 5. The model threads lose nothing when nothing "
+        "else wants the cores. Not applied on CUDA, where the model thread is what keeps the GPU fed.",
     )
     cudnn_attention: bool = Field(
         False,

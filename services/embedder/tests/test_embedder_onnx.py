@@ -217,22 +217,23 @@ async def test_two_runners_give_the_vectors_one_runner_gives(passages, local, ru
     ],
 )
 async def test_model_threads_on_the_cpu_give_way_to_the_rest_of_the_process(until, settings, lowered):
-    """What an operator sees in `top -H` (NI): the model threads of a model on the CPU run at the process's nice
-    value plus model_thread_nice, so that the event loop, which every request passes through, gets a core first
-    when both want one; the feeder and the caller's thread keep the process's."""
+    """What an operator sees in `top -H` (NI) and `chrt -p`: the model threads of a model on the CPU run at the
+    process's nice value plus model_thread_nice, as SCHED_BATCH, so that the event loop, which every request passes
+    through, gets a core first when both want one; the feeder and the caller's thread keep the process's."""
     name = f"nice-{settings['backend']}-{lowered}"
     embedder = await asyncio.to_thread(build_embedder, EmbedderSettings(
         port=0, model_name=name, precision="fp32", runners=2, RAGMESH_EMBEDDER_THREADS=1, **settings))
     own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
 
-    def nice_of(kind: str) -> list[int]:
-        return sorted(os.getpriority(os.PRIO_PROCESS, t.native_id) for t in threading.enumerate()
-                      if t.name.startswith(f"embedder-{kind}-{name}"))
+    def scheduling_of(kind: str) -> list[tuple[int, int]]:
+        return sorted((os.getpriority(os.PRIO_PROCESS, t.native_id), os.sched_getscheduler(t.native_id))
+                      for t in threading.enumerate() if t.name.startswith(f"embedder-{kind}-{name}"))
 
+    model_threads = (min(19, own + lowered), os.SCHED_BATCH if lowered else os.SCHED_OTHER)
     try:
         await embedder.embed([f"text {i} " * (i + 1) for i in range(16)], _document())  # both runners at work
-        await until(lambda: nice_of("runner") == [min(19, own + lowered)] * 2, f"both model threads at +{lowered}")
-        assert nice_of("feeder") == [own]
+        await until(lambda: scheduling_of("runner") == [model_threads] * 2, f"both model threads at {model_threads}")
+        assert scheduling_of("feeder") == [(own, os.SCHED_OTHER)]
         assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == own
     finally:
         embedder.close()
