@@ -53,7 +53,7 @@ def lower_thread_priority(steps: int) -> bool:
     wake-ups do not preempt a running thread). On Linux, where both belong to the thread (setpriority(2) and
     sched_setscheduler(2) with the thread's id); elsewhere they belong to the whole process, and nothing is changed.
     Needs no privilege (only lowering a nice value or taking a real-time policy does). True when changed; a refusal
-    (a sandbox's seccomp policy) is logged, not raised, and the thread runs on as it was."""
+    (a sandbox's seccomp policy) is logged, not raised, and the thread runs on."""
     if steps <= 0 or not sys.platform.startswith("linux"):
         return False
     thread = threading.get_native_id()
@@ -61,6 +61,6 @@ def lower_thread_priority(steps: int) -> bool:
         os.setpriority(os.PRIO_PROCESS, thread, min(19, os.getpriority(os.PRIO_PROCESS, thread) + steps))
         os.sched_setscheduler(thread, os.SCHED_BATCH, os.sched_param(0))
     except OSError as exc:
-        log.warning("could not lower the priority of thread %s (%s): it keeps the process's", thread, exc)
+        log.warning("could not lower the priority of thread %s (%s); it runs on as it is", thread, exc)
         return False
     return True
