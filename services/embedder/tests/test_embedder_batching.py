@@ -76,12 +76,8 @@ async def test_an_idle_batcher_runs_a_lone_request_without_waiting_for_company(s
     assert timed_waits == []
 
 
-async def test_an_idle_embedder_hands_a_query_straight_to_the_model_thread(
-    serve, until, vectors, gated_backend, monkeypatch
-):
-    """With nothing else queued or running, a query that fits one micro-batch is padded where it arrives and handed
-    to a model thread directly (the feeder would only cut a window of that one request). Queries that come while
-    the model is busy, and a query too large for one micro-batch, go through the feeder's lane as before."""
+def _record_windows(monkeypatch) -> list[tuple[str, list[int]]]:
+    """Every window the batcher cuts from now on, as (the thread that cut it, the texts it took of each request)."""
     windows: list[tuple[str, list[int]]] = []
     original = Batcher._window
 
@@ -90,6 +86,16 @@ async def test_an_idle_embedder_hands_a_query_straight_to_the_model_thread(
         return original(self, parts)
 
     monkeypatch.setattr(Batcher, "_window", recording_window)
+    return windows
+
+
+async def test_an_idle_embedder_hands_a_query_straight_to_the_model_thread(
+    serve, until, vectors, gated_backend, monkeypatch
+):
+    """With nothing else queued or running, a query that fits one micro-batch is padded where it arrives and handed
+    to a model thread directly (the feeder would only cut a window of that one request). Queries that come while
+    the model is busy, and a query too large for one micro-batch, go through the feeder's lane as before."""
+    windows = _record_windows(monkeypatch)
     backend = gated_backend(batch_size=4, max_batch_tokens=24)
     first = ["where do glaciers flow", "how old is the moon"]
     busy = ["while the model works", "and another"]
@@ -119,6 +125,41 @@ async def test_an_idle_embedder_hands_a_query_straight_to_the_model_thread(
     assert max(map(len, backend.calls)) <= 4  # the six-text query was cut by the feeder as before
     for texts, reply in zip([first, *([t] for t in busy), large], replies, strict=True):
         np.testing.assert_allclose(vectors(reply.embeddings), backend.embed_texts(texts), atol=1e-6)
+
+
+async def test_a_query_goes_straight_to_a_model_thread_waiting_while_the_other_is_busy(
+    serve, until, vectors, gated_backend, monkeypatch
+):
+    """Two model threads, one running a query: the next query, with nothing queued before it, is padded where it
+    arrives and handed to the idle model thread directly (one thread hand-off, not two through the feeder). A query
+    that comes while both are busy goes through the feeder's lane."""
+    windows = _record_windows(monkeypatch)
+    backend = gated_backend(runners=2)
+    texts = ["where do glaciers flow", "how old is the moon", "why is the sky blue"]
+
+    def query(text):
+        return asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(texts=[text],
+                                                                          input_type=pb2.INPUT_TYPE_QUERY)))
+
+    try:
+        async with serve(SETTINGS, Embedder(backend, SETTINGS)) as running:
+            batcher = running.embedder.batcher
+            replies = [query(texts[0])]
+            await until(lambda: backend.inside == 1 and batcher._waiting == 1,
+                        "one model thread busy with the first query, the other waiting")
+            replies.append(query(texts[1]))
+            await until(lambda: backend.inside == 2, "the second query in the model beside the first")
+            replies.append(query(texts[2]))
+            await until(lambda: batcher.queue_depth == 3, "the third query queued while both are busy")
+            backend.gate.set()
+            replies = await asyncio.gather(*replies)
+    finally:
+        backend.gate.set()
+    caller = threading.current_thread().name
+    assert windows[:2] == [(caller, [1]), (caller, [1])], windows
+    assert [name.startswith("embedder-") for name, _ in windows[2:]] == [True], windows
+    for text, reply in zip(texts, replies, strict=True):
+        np.testing.assert_allclose(vectors(reply.embeddings), backend.embed_texts([text]), atol=1e-6)
 
 
 def _waiting(batcher) -> list:
