@@ -94,11 +94,36 @@ def summary(latencies_ms: list[float], seconds: float | None = None) -> dict[str
 
 
 def cpu_seconds(pid: int | None = None) -> float:
-    """CPU time (user + system) of this process (with its threads), or of process `pid`."""
+    """CPU time (user + system) of this process (with its threads), or of process `pid` and the processes it
+    started (the embedder's model processes, RAGMESH_EMBEDDER_MODEL_PROCESSES), with theirs."""
     if pid is None:
         usage = os.times()
         return usage.user + usage.system
-    return _ticks(Path(f"/proc/{pid}/stat").read_text())
+    total = 0.0
+    for process in process_tree(pid):
+        try:
+            total += _ticks(Path(f"/proc/{process}/stat").read_text())
+        except OSError:  # it ended
+            continue
+    return total
+
+
+def process_tree(pid: int) -> list[int]:
+    """Process `pid` and every live process under it, parents first (/proc/<pid>/task/<tid>/children)."""
+    out, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        out.append(current)
+        try:
+            tasks = list(Path(f"/proc/{current}/task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                todo.extend(int(child) for child in (task / "children").read_text().split())
+            except OSError:
+                continue
+    return out
 
 
 def _ticks(stat: str) -> float:
@@ -107,18 +132,24 @@ def _ticks(stat: str) -> float:
 
 
 def thread_cpu_seconds(pid: int) -> dict[str, float]:
-    """CPU time so far of process `pid`'s threads, summed by the name the kernel has for each, its number cut off
-    (ragmesh's threads name themselves: embedder-runner, embedder-feeder, event-loop-pool, ...; see
-    ragmesh_common.threads); the main thread, which carries the event loop, as "main (event loop)"."""
+    """CPU time so far of process `pid`'s threads and those of the processes it started, summed by the name the
+    kernel has for each, its number cut off (ragmesh's threads and model processes name themselves:
+    embedder-runner, embedder-feeder, event-loop-pool, embedder-model, ...; see ragmesh_common.threads); `pid`'s
+    main thread, which carries the event loop, as "main (event loop)"."""
     out: dict[str, float] = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
+    for process in process_tree(pid):
         try:
-            name = (task / "comm").read_text().strip()
-            seconds = _ticks((task / "stat").read_text())
-        except OSError:  # the thread ended
+            tasks = list(Path(f"/proc/{process}/task").iterdir())
+        except OSError:  # it ended
             continue
-        group = "main (event loop)" if task.name == str(pid) else re.sub(r"[_-]\d+$", "", name)
-        out[group] = out.get(group, 0.0) + seconds
+        for task in tasks:
+            try:
+                name = (task / "comm").read_text().strip()
+                seconds = _ticks((task / "stat").read_text())
+            except OSError:  # the thread ended
+                continue
+            group = "main (event loop)" if task.name == str(pid) else re.sub(r"[_-]\d+$", "", name)
+            out[group] = out.get(group, 0.0) + seconds
     return out
 
 

@@ -770,6 +770,17 @@ class OpenAIBackend:
         self._client.close()
 
 
+def warm_up(backend: DenseBackend) -> None:
+    """One model call before serving (loads lazy kernels; the openai backend learns its dimension)."""
+    prepared = backend.prepare(["warm-up"])
+    if backend.tokenized:
+        ids = prepared.ids[None, :]
+        batch = MicroBatch(1, input_ids=ids, attention_mask=np.ones_like(ids))
+    else:
+        batch = MicroBatch(1, texts=prepared.texts)
+    backend.embed(batch)
+
+
 def create_backend(settings: EmbedderSettings) -> DenseBackend:
     """The dense backend the settings ask for (loads the local model; exports it to ONNX on first use)."""
     if settings.backend == "openai":

@@ -29,6 +29,12 @@ queued or running, or a runner waits for the slot and no query is queued, a quer
 the feeder: it is padded on the caller's thread and put in the slot for a runner (one thread hand-off instead of two:
 ~0.14 ms less for a lone query on 2 cores).
 
+`processes` (RAGMESH_EMBEDDER_MODEL_PROCESSES): each runner's model runs in a process of its own (model_process.py),
+which has a GIL of its own; the runner thread then only relays, keeping the process's next micro-batch sent while it
+runs the current one, and runs nothing itself. A process that dies is started again and the micro-batches it held
+are sent to the new one (once: a micro-batch that a second process dies on fails with UNAVAILABLE); when no new one
+starts, that runner runs the model itself from then on.
+
 `nice`: how far the runners lower their own scheduling priority, SCHED_BATCH included (`lower_thread_priority`; a
 model on the CPU, whose runners are as many as the cores and share them with the process's event loop: the loop,
 which every request passes through, then runs first when both want a core; see EmbedderSettings.model_thread_nice).
@@ -37,6 +43,7 @@ which every request passes through, then runs first when both want a core; see E
 from __future__ import annotations
 
 import asyncio
+import logging
 import queue
 import threading
 import time
@@ -51,6 +58,9 @@ from ragmesh_common.errors import RagmeshError, unavailable
 from ragmesh_common.threads import lower_thread_priority, name_os_thread
 
 from .backends import DenseBackend, MicroBatch, Prepared
+from .model_process import PIPELINE, ModelCallFailed, ModelProcess, ModelProcessExited
+
+log = logging.getLogger(__name__)
 
 # The feeder sorts up to this many micro-batches' worth of queued texts at a time, and at least WINDOW_TOKENS,
 # so that texts of neighbouring lengths share micro-batches: msmarco passages queued 128 at a time (4 clients x
@@ -132,13 +142,18 @@ class _Ready:
     batch: MicroBatch
     tokens: int
     padded_tokens: int
+    sends: int = 0  # times sent to a model process
+    # Handed over by an idle embedder (nothing else accepted and not embedded): a runner whose model runs in a
+    # process runs it itself, with the backend it keeps (see `_relay`).
+    alone: bool = False
 
 
 class Batcher:
     """One queue, a feeder thread and `backend.runners` runner threads (per model: `name` names the threads).
     The counters are for metrics and tests (read without locking)."""
 
-    def __init__(self, backend: DenseBackend, *, max_queue_texts: int, name: str = "default", nice: int = 0) -> None:
+    def __init__(self, backend: DenseBackend, *, max_queue_texts: int, name: str = "default", nice: int = 0,
+                 processes: Callable[[int], ModelProcess] | None = None) -> None:
         self._backend = backend
         self.name = name
         self.nice = nice
@@ -173,9 +188,28 @@ class Batcher:
         # Called from the runner after each micro-batch with (texts, tokens, padded tokens, seconds in the model,
         # seconds starved before it) (metrics).
         self.on_batch: Callable[[int, int, int, float, float], None] | None = None
+        # Model processes started again after one died, and what is called at each (metrics).
+        self.process_restarts = 0
+        self.on_restart: Callable[[], None] | None = None
+        # One model process per runner (None: the runner runs the model itself), all loading at once.
+        self._spawn = processes
+        self._processes: list[ModelProcess | None] = [None] * self.runners
+        if processes is not None:
+            started: list[ModelProcess] = []
+            try:
+                for index in range(self.runners):
+                    started.append(processes(index).start())
+                for process in started:
+                    process.wait_ready()
+            except BaseException:
+                for process in started:
+                    process.close()
+                raise
+            self._processes = list(started)
         self._feeder = threading.Thread(target=self._feed, name=f"embedder-feeder-{name}", daemon=True)
         self._threads = [
-            threading.Thread(target=self._run, name=f"embedder-runner-{name}" + (f"-{i}" if i else ""), daemon=True)
+            threading.Thread(target=self._run, args=(i,), name=f"embedder-runner-{name}" + (f"-{i}" if i else ""),
+                             daemon=True)
             for i in range(self.runners)
         ]
         self._feeder.start()
@@ -207,7 +241,9 @@ class Batcher:
                 # query queued before this one: the query goes to a model thread directly, padded here, without
                 # waking the feeder to cut a window of one request.
                 job.taken = count
-                self._ready.put_nowait(self._pad(self._window([(job, 0, count)]), np.arange(count), count))
+                ready = self._pad(self._window([(job, 0, count)]), np.arange(count), count)
+                ready.alone = self.queue_depth == count
+                self._ready.put_nowait(ready)
             else:
                 (self._urgent if urgent else self._pending).append(job)
                 self._cond.notify()
@@ -225,6 +261,11 @@ class Batcher:
             return True
         return count <= self.batch_size and self._share(count) == count and (
             self.max_batch_tokens is None or count * max(int(prepared.lengths.max()), 1) <= self.max_batch_tokens)
+
+    @property
+    def process_ids(self) -> list[int]:
+        """The model processes' pids (one per runner whose model runs in a process of its own)."""
+        return [process.pid for process in self._processes if process is not None and process.pid is not None]
 
     def close(self, timeout: float = 30.0) -> None:
         """Stop after the window being fed; requests still queued fail with UNAVAILABLE."""
@@ -383,9 +424,13 @@ class Batcher:
             job.settle(error=unavailable("EMBEDDER_STOPPING", "the embedder is shutting down"))
 
     # --- the runner thread -------------------------------------------------------------------------
-    def _run(self) -> None:
+    def _run(self, index: int) -> None:
         name_os_thread()
-        lower_thread_priority(self.nice)
+        if self._processes[index] is not None:
+            if not self._relay(index):
+                return
+            log.warning("model %r: runner %d runs the model itself from now on", self.name, index)
+        lower_thread_priority(self.nice)  # a relay keeps the process's: the model process has given way instead
         queries_turn = True
         while True:
             # Queries the feeder has not taken (it waits for the slot with a padded micro-batch in hand) run next:
@@ -422,19 +467,32 @@ class Batcher:
         return ready, max(0.0, time.perf_counter() - max(waiting, ready.window.accepted))
 
     def _run_batch(self, ready: _Ready, starved: float = 0.0) -> None:
-        window, rows = ready.window, ready.rows
-        if all(window.jobs[index].dropped for index in np.unique(window.job_of[rows])):
-            self._account(ready.accounted)  # every caller gave up while it waited in the pipeline
+        if self._abandoned(ready):
             return
         started = time.perf_counter()
         try:
             vectors = self._backend.embed(ready.batch)
         except Exception as exc:  # noqa: BLE001 - handed to every request in the batch
-            for index in np.unique(window.job_of[rows]):
-                window.jobs[index].settle(error=exc)
-            self._account(ready.accounted)
+            self._fail(ready, exc)
             return
-        seconds = time.perf_counter() - started
+        self._deliver(ready, vectors, time.perf_counter() - started, starved)
+
+    def _abandoned(self, ready: _Ready) -> bool:
+        """True (and the micro-batch accounted for) when every caller gave up while it waited in the pipeline."""
+        window = ready.window
+        if all(window.jobs[index].dropped for index in np.unique(window.job_of[ready.rows])):
+            self._account(ready.accounted)
+            return True
+        return False
+
+    def _fail(self, ready: _Ready, error: BaseException) -> None:
+        for index in np.unique(ready.window.job_of[ready.rows]):
+            ready.window.jobs[index].settle(error=error)
+        self._account(ready.accounted)
+
+    def _deliver(self, ready: _Ready, vectors: np.ndarray, seconds: float, starved: float) -> None:
+        """Count the micro-batch, scatter its vectors to their requests and answer the requests it completes."""
+        window, rows = ready.window, ready.rows
         # Counted before the callers are answered, so a caller that got its vectors sees its batch counted.
         with self._cond:
             self.queue_depth -= ready.accounted
@@ -464,3 +522,109 @@ class Batcher:
                     done.append(job)
         for job in done:
             job.settle(job.out)
+
+    # --- a runner whose model runs in a process of its own ------------------------------------------
+    def _relay(self, index: int) -> bool:
+        """Feed runner `index`'s model process: the same micro-batches, in the same turns, as `_run` takes, but up to
+        PIPELINE of them sent ahead, so that the process never waits for this thread (which needs the GIL) between
+        two. Returns False once the batcher is closed and everything sent is answered, True when the process died
+        and no new one could start (the runner then runs the model itself)."""
+        process = self._processes[index]
+        sent: deque[tuple[_Ready, float]] = deque()  # in the process, oldest first, with their starved seconds
+        cut: deque[_Ready] = deque()  # queries this runner took and padded, not sent yet
+        queries_turn, closing = True, False
+        try:
+            while True:
+                ready, starved = None, 0.0
+                if len(sent) < PIPELINE:
+                    if cut:
+                        ready = cut.popleft()
+                    elif not closing:
+                        if queries_turn and self._urgent and \
+                                (queries := self._take(urgent_only=True, share=True)) is not None:
+                            cut.extend(self._batches(queries, preemptible=False, spread=False))
+                            queries_turn = False
+                            continue
+                        queries_turn = True
+                        if not sent:
+                            ready, starved = self._next_ready()
+                            closing = ready is None
+                        else:
+                            try:
+                                ready = self._ready.get_nowait()
+                            except queue.Empty:
+                                pass
+                            else:
+                                closing = ready is None
+                if ready is not None:
+                    if ready.alone and not sent:
+                        # A lone request on an idle embedder: no event loop is busy holding the GIL, and the trip to
+                        # the process and back (two more threads woken) would cost it more than it saves.
+                        self._run_batch(ready, starved)
+                        continue
+                    if self._abandoned(ready):
+                        continue
+                    sent.append((ready, starved))
+                    try:
+                        ready.sends += 1
+                        process.submit(ready.batch)
+                    except ModelProcessExited as exc:
+                        if (process := self._restart(index, process, exc, sent)) is None:
+                            return True
+                    continue
+                if not sent:
+                    return False  # closed, and nothing is left in the process
+                ready, starved = sent[0]
+                try:
+                    vectors, seconds = process.collect(ready.batch.size)
+                except ModelCallFailed as exc:
+                    sent.popleft()
+                    self._fail(ready, exc)
+                    continue
+                except ModelProcessExited as exc:
+                    if (process := self._restart(index, process, exc, sent)) is None:
+                        return True
+                    continue
+                sent.popleft()
+                self._deliver(ready, vectors, seconds, starved)
+        finally:
+            if process is not None:
+                process.close()
+            self._processes[index] = None
+
+    def _restart(self, index: int, dead: ModelProcess, exc: ModelProcessExited,
+                 sent: deque[tuple[_Ready, float]]) -> ModelProcess | None:
+        """A new model process for runner `index` after `dead` died (`exc`), with the micro-batches the dead one
+        held sent to it (those sent twice already fail with UNAVAILABLE instead). None when none could start: what
+        it held fails with UNAVAILABLE."""
+        dead.close()
+        self._processes[index] = None
+        self.process_restarts += 1
+        if self.on_restart is not None:
+            self.on_restart()
+        log.error("model %r: %s; starting another (%d micro-batch(es) it held go to the new one)", self.name, exc,
+                  len(sent))
+        try:
+            process = self._spawn(index).start()
+            process.wait_ready()
+        except Exception:
+            log.exception("model %r: could not start another model process", self.name)
+            process = None
+        again: deque[tuple[_Ready, float]] = deque()
+        for ready, starved in sent:
+            if process is None or ready.sends >= 2:
+                self._fail(ready, unavailable("MODEL_PROCESS_EXITED", f"the embedder's {exc}; retry"))
+            else:
+                again.append((ready, starved))
+        sent.clear()
+        if process is None:
+            return None
+        self._processes[index] = process
+        for ready, starved in again:
+            sent.append((ready, starved))
+            ready.sends += 1
+            try:
+                process.submit(ready.batch)
+            except ModelProcessExited as died:
+                return self._restart(index, process, died, sent)
+        return process

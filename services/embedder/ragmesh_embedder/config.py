@@ -27,6 +27,7 @@ Backend = Literal["local", "openai", "hash"]
 Runtime = Literal["onnx", "torch"]
 Precision = Literal["auto", "fp32", "fp16", "int8"]
 Device = Literal["auto", "cpu", "cuda"]
+ModelProcesses = Literal["auto", "on", "off"]
 Threads = Annotated[int, Field(ge=1, le=1024)]
 NonEmpty = Annotated[str, Field(min_length=1)]
 Positive = Annotated[int, Field(ge=1)]
@@ -135,6 +136,17 @@ class EmbedderSettings(ServiceSettings):
         "through (HTTP, gRPC, the store's queries): at 32 concurrent searches on 2 cores the loop waited for a "
         "core 18-21 % of the time with nice 0, and 11-14 % with 5. The model threads lose nothing when nothing "
         "else wants the cores. Not applied on CUDA, where the model thread is what keeps the GPU fed.",
+    )
+    model_processes: ModelProcesses = Field(
+        "auto",
+        description='Where the model runs: "on", in a process of its own per runner (ONNX Runtime on the CPU; '
+        'elsewhere ignored, with a log line); "off", in the embedder\'s own threads; "auto" (the default), in '
+        "processes for ONNX Runtime on the CPU with 2 runners or more, where it was measured. In one process a "
+        "model thread needs Python's GIL between two model calls, and under load the event loop holds it: the "
+        "model thread waits with its core idle. A model process has a GIL of its own and is sent its next "
+        "micro-batch while it runs the current one. Costs a process per runner (~100 MB of memory each with "
+        "the default int8 model) and ~1 s of start-up. A process that dies is started again, and what it held "
+        "goes to the new one.",
     )
     cudnn_attention: bool = Field(
         False,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,10 +20,11 @@ from ragmesh_common.errors import invalid_argument, not_found
 from ragmesh_common.telemetry import Attr, annotate, setup_telemetry
 from ragmesh_common.tokens import unpacked_ids
 
-from .backends import DenseBackend, MicroBatch, Prepared, create_backend
+from .backends import DenseBackend, Prepared, create_backend, warm_up
 from .batcher import Batcher
 from .config import EmbedderSettings
 from .metrics import EmbedderMetrics
+from .model_process import ModelProcess
 
 log = logging.getLogger(__name__)
 
@@ -110,10 +111,19 @@ class Embedder:
         if settings.model_name in extra:
             raise ValueError(f"an extra model is named {settings.model_name!r}, like the default model")
         self.models: dict[str, Model] = {}
-        for name, model_backend in {settings.model_name: backend, **extra}.items():
-            batcher = Batcher(model_backend, max_queue_texts=queue_limits.get(name, settings.max_queue_texts),
-                              name=name, nice=settings.model_thread_nice if model_backend.device == "cpu" else 0)
-            self.models[name] = Model(name, model_backend, batcher)
+        model_settings = {settings.model_name: settings,
+                          **{spec.name: settings.for_model(spec) for spec in settings.extra_models}}
+        try:
+            for name, model_backend in {settings.model_name: backend, **extra}.items():
+                nice = settings.model_thread_nice if model_backend.device == "cpu" else 0
+                batcher = Batcher(model_backend, max_queue_texts=queue_limits.get(name, settings.max_queue_texts),
+                                  name=name, nice=nice,
+                                  processes=_processes(settings, model_settings.get(name), model_backend, name, nice))
+                self.models[name] = Model(name, model_backend, batcher)
+        except BaseException:
+            for model in self.models.values():
+                model.batcher.close()
+            raise
         self.batcher = self.models[self.default_model].batcher
         self._bm25 = Bm25()
         telemetry = setup_telemetry("embedder")
@@ -258,15 +268,26 @@ def _sorted_sparse(vector) -> SparseVector:
     return SparseVector([index for index, _ in pairs], [value for _, value in pairs])
 
 
-def warm_up(backend: DenseBackend) -> None:
-    """One model call before serving (loads lazy kernels; the openai backend learns its dimension)."""
-    prepared = backend.prepare(["warm-up"])
-    if backend.tokenized:
-        ids = prepared.ids[None, :]
-        batch = MicroBatch(1, input_ids=ids, attention_mask=np.ones_like(ids))
-    else:
-        batch = MicroBatch(1, texts=prepared.texts)
-    backend.embed(batch)
+def _processes(settings: EmbedderSettings, model_settings: EmbedderSettings | None, backend: DenseBackend,
+               name: str, nice: int) -> Callable[[int], ModelProcess] | None:
+    """What starts runner i's model process (RAGMESH_EMBEDDER_MODEL_PROCESSES), or None where the model runs in the
+    embedder's own threads: "off"; not ONNX Runtime on the CPU (a GPU's model thread is not held up by the GIL the
+    same way, and each process would hold a CUDA context of its own); with "auto", a single runner too (measured
+    on 2 cores only)."""
+    if settings.model_processes == "off" or model_settings is None:
+        return None
+    applies = getattr(backend, "runtime", None) == "onnx" and backend.device == "cpu"
+    if settings.model_processes == "auto":
+        return _spawner(model_settings, name, nice) if applies and backend.runners >= 2 else None
+    if not applies:
+        log.warning("model %r: RAGMESH_EMBEDDER_MODEL_PROCESSES applies to ONNX Runtime on the CPU; this model (%s on "
+                    "%s) runs in the embedder's threads", name, getattr(backend, "runtime", "-"), backend.device)
+        return None
+    return _spawner(model_settings, name, nice)
+
+
+def _spawner(settings: EmbedderSettings, name: str, nice: int) -> Callable[[int], ModelProcess]:
+    return lambda index: ModelProcess(settings, f"embedder-model-{name}-{index}", nice)
 
 
 def _load(settings: EmbedderSettings) -> DenseBackend:
