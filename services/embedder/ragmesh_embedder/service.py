@@ -270,16 +270,12 @@ def _sorted_sparse(vector) -> SparseVector:
 
 def _processes(settings: EmbedderSettings, model_settings: EmbedderSettings | None, backend: DenseBackend,
                name: str, nice: int) -> Callable[[int], ModelProcess] | None:
-    """What starts runner i's model process (RAGMESH_EMBEDDER_MODEL_PROCESSES), or None where the model runs in the
-    embedder's own threads: "off"; not ONNX Runtime on the CPU (a GPU's model thread is not held up by the GIL the
-    same way, and each process would hold a CUDA context of its own); with "auto", a single runner too (measured
-    on 2 cores only)."""
+    """What starts runner i's model process (RAGMESH_EMBEDDER_MODEL_PROCESSES=on), or None where the model runs in
+    the embedder's own threads: "off", or not ONNX Runtime on the CPU (a GPU's model thread is not held up by the
+    GIL the same way, and each process would hold a CUDA context of its own)."""
     if settings.model_processes == "off" or model_settings is None:
         return None
-    applies = getattr(backend, "runtime", None) == "onnx" and backend.device == "cpu"
-    if settings.model_processes == "auto":
-        return _spawner(model_settings, name, nice) if applies and backend.runners >= 2 else None
-    if not applies:
+    if getattr(backend, "runtime", None) != "onnx" or backend.device != "cpu":
         log.warning("model %r: RAGMESH_EMBEDDER_MODEL_PROCESSES applies to ONNX Runtime on the CPU; this model (%s on "
                     "%s) runs in the embedder's threads", name, getattr(backend, "runtime", "-"), backend.device)
         return None

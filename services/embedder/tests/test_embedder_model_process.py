@@ -44,7 +44,7 @@ def passages() -> list[str]:
 @pytest.fixture(scope="module")
 def in_threads(passages, local) -> np.ndarray:
     """The passages' fp32 vectors from the model threads (the `local` fixture has exported the model)."""
-    embedder = build_embedder(EmbedderSettings(**FP32, model_processes="off"))
+    embedder = build_embedder(EmbedderSettings(**FP32))
     loop = asyncio.new_event_loop()  # not asyncio.run, which leaves the main thread without a default loop after
     try:
         return loop.run_until_complete(embedder.embed(passages, InputType.DOCUMENT)).dense
@@ -188,17 +188,16 @@ def test_a_failed_model_call_is_told_to_its_callers_and_the_process_goes_on(loca
 @pytest.mark.parametrize(
     ("settings", "processes", "ignored"),
     [
-        ({"model_processes": "auto", "runners": 2}, 2, False),  # the default: ONNX Runtime on the CPU, 2 runners
-        ({"model_processes": "auto", "runners": 1}, 0, False),
-        ({"model_processes": "off", "runners": 2}, 0, False),
+        ({"runners": 2}, 0, False),  # the default: in the embedder's threads
+        ({"model_processes": "on", "runners": 2}, 2, False),
         ({"model_processes": "on", "runners": 1}, 1, False),
         ({"model_processes": "on", "runners": 1, "backend": "hash"}, 0, True),
         ({"model_processes": "on", "runners": 1, "runtime": "torch"}, 0, True),
     ],
 )
 def test_where_the_model_runs_in_processes(settings, processes, ignored, caplog, local):
-    """"on" applies to ONNX Runtime on the CPU (elsewhere it is said to be ignored and the model runs in the
-    embedder's threads); "auto" picks processes there with 2 runners or more."""
+    """Off by default; "on" applies to ONNX Runtime on the CPU (elsewhere it is said to be ignored and the model
+    runs in the embedder's threads)."""
     embedder = build_embedder(EmbedderSettings(port=0, precision="fp32" if "backend" not in settings else "auto",
                                                RAGMESH_EMBEDDER_THREADS=1, **settings))
     try:

@@ -220,13 +220,12 @@ async def test_model_threads_on_the_cpu_give_way_to_the_rest_of_the_process(unti
     """What an operator sees in `top -H` (NI) and `chrt -p`: the model threads of a model on the CPU run at the
     process's nice value plus model_thread_nice, as SCHED_BATCH, so that the event loop, which every request passes
     through, gets a core first when both want one; the feeder and the caller's thread keep the process's. (With the
-    model in processes of its own, the default on the CPU with 2 runners, the processes give way instead:
+    model in processes of its own, RAGMESH_EMBEDDER_MODEL_PROCESSES=on, the processes give way instead:
     test_embedder_model_process.py.)"""
     name = f"nice-{settings['backend']}-{lowered}"
     own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())  # before the embedder exists
     embedder = await asyncio.to_thread(build_embedder, EmbedderSettings(
-        port=0, model_name=name, precision="fp32", runners=2, RAGMESH_EMBEDDER_THREADS=1, model_processes="off",
-        **settings))
+        port=0, model_name=name, precision="fp32", runners=2, RAGMESH_EMBEDDER_THREADS=1, **settings))
 
     def scheduling_of(kind: str) -> list[tuple[int, int]]:
         return sorted((os.getpriority(os.PRIO_PROCESS, t.native_id), os.sched_getscheduler(t.native_id))
