@@ -7,7 +7,9 @@ of the time under load. The GIL goes to a waiting thread only when its holder bl
 (sched_switch and sched_wakeup) showed the model threads and the feeder woken again and again only to find the GIL
 taken, and the cores idle ~20-28 % of the time. A model process has a GIL of its own: its model thread's relay in
 the embedder's process sends it the next micro-batch while it runs the current one (`PIPELINE`), so it runs them
-back to back whatever the event loop is doing.
+back to back whatever the event loop is doing. Off by default: on 2 cores it kept the cores busier (85 against 81 %
+at 32 concurrent dense searches) but the relaying and smaller micro-batches cost about as much more CPU a query, and
+it measured level with the threads (README, "What the pipeline does for speed").
 
 The protocol, over a socket pair framed by `multiprocessing.connection` (raw bytes, no pickling on the hot path):
 - the embedder sends its settings first (pickled, once), then each micro-batch as int64 [rows, width], then the
