@@ -42,8 +42,6 @@ from ragmesh_common.threads import lower_thread_priority, name_os_thread
 from .backends import MicroBatch, create_backend, warm_up
 from .config import EmbedderSettings
 
-log = logging.getLogger(__name__)
-
 # Micro-batches a model thread keeps sent to its process: the one running and the next, so that the process never
 # waits for the embedder's process between two.
 PIPELINE = 2

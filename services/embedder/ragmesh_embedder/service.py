@@ -118,7 +118,7 @@ class Embedder:
                 nice = settings.model_thread_nice if model_backend.device == "cpu" else 0
                 batcher = Batcher(model_backend, max_queue_texts=queue_limits.get(name, settings.max_queue_texts),
                                   name=name, nice=nice,
-                                  processes=_processes(settings, model_settings.get(name), model_backend, name, nice))
+                                  processes=_processes(settings, model_settings[name], model_backend, name, nice))
                 self.models[name] = Model(name, model_backend, batcher)
         except BaseException:
             for model in self.models.values():
@@ -268,22 +268,18 @@ def _sorted_sparse(vector) -> SparseVector:
     return SparseVector([index for index, _ in pairs], [value for _, value in pairs])
 
 
-def _processes(settings: EmbedderSettings, model_settings: EmbedderSettings | None, backend: DenseBackend,
+def _processes(settings: EmbedderSettings, model_settings: EmbedderSettings, backend: DenseBackend,
                name: str, nice: int) -> Callable[[int], ModelProcess] | None:
     """What starts runner i's model process (RAGMESH_EMBEDDER_MODEL_PROCESSES=on), or None where the model runs in
     the embedder's own threads: "off", or not ONNX Runtime on the CPU (a GPU's model thread is not held up by the
     GIL the same way, and each process would hold a CUDA context of its own)."""
-    if settings.model_processes == "off" or model_settings is None:
+    if settings.model_processes == "off":
         return None
     if getattr(backend, "runtime", None) != "onnx" or backend.device != "cpu":
         log.warning("model %r: RAGMESH_EMBEDDER_MODEL_PROCESSES applies to ONNX Runtime on the CPU; this model (%s on "
                     "%s) runs in the embedder's threads", name, getattr(backend, "runtime", "-"), backend.device)
         return None
-    return _spawner(model_settings, name, nice)
-
-
-def _spawner(settings: EmbedderSettings, name: str, nice: int) -> Callable[[int], ModelProcess]:
-    return lambda index: ModelProcess(settings, f"embedder-model-{name}-{index}", nice)
+    return lambda index: ModelProcess(model_settings, f"embedder-model-{name}-{index}", nice)
 
 
 def _load(settings: EmbedderSettings) -> DenseBackend:
