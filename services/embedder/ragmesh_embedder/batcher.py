@@ -235,16 +235,9 @@ class Batcher:
                     retry_after=QUEUE_FULL_RETRY_SECONDS,
                 )
             self.queue_depth += count
-            if urgent and not self._urgent and (self.queue_depth == count or self._waiting) and \
-                    not self._ready.full() and self._one_batch(prepared):
-                # Idle (nothing else accepted and not embedded), or a model thread waiting for the slot with no
-                # query queued before this one: the query goes to a model thread directly, padded here, without
-                # waking the feeder to cut a window of one request.
-                job.taken = count
-                ready = self._pad(self._window([(job, 0, count)]), np.arange(count), count)
-                ready.alone = self.queue_depth == count
-                self._ready.put_nowait(ready)
-            else:
+            handed = urgent and not self._urgent and (self.queue_depth == count or self._waiting) and \
+                not self._ready.full() and self._hand_over(job)
+            if not handed:
                 (self._urgent if urgent else self._pending).append(job)
                 self._cond.notify()
         try:
@@ -252,6 +245,23 @@ class Batcher:
         except asyncio.CancelledError:
             job.dropped = True
             raise
+
+    def _hand_over(self, job: _Job) -> bool:
+        """Idle (nothing else accepted and not embedded), or a model thread waiting for the slot with no query queued
+        before this one: a query that fits one micro-batch goes to a model thread directly, padded here, without
+        waking the feeder to cut a window of one request. False when it does not fit, or when the slot was taken
+        after the caller saw it free (the feeder puts without `_cond`): the caller queues it then. Under `_cond`."""
+        count = len(job.prepared)
+        if not self._one_batch(job.prepared):
+            return False
+        ready = self._pad(self._window([(job, 0, count)]), np.arange(count), count)
+        ready.alone = self.queue_depth == count
+        try:
+            self._ready.put_nowait(ready)
+        except queue.Full:
+            return False
+        job.taken = count
+        return True
 
     def _one_batch(self, prepared: Prepared) -> bool:
         """True when the request's texts fit one micro-batch (count and padded tokens within the budget) that would

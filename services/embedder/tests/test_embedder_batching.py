@@ -5,6 +5,7 @@ The hash backend counts words as tokens, so the token budget applies to it as it
 from __future__ import annotations
 
 import asyncio
+import queue
 import sys
 import threading
 from pathlib import Path
@@ -125,6 +126,32 @@ async def test_an_idle_embedder_hands_a_query_straight_to_the_model_thread(
     assert max(map(len, backend.calls)) <= 4  # the six-text query was cut by the feeder as before
     for texts, reply in zip([first, *([t] for t in busy), large], replies, strict=True):
         np.testing.assert_allclose(vectors(reply.embeddings), backend.embed_texts(texts), atol=1e-6)
+
+
+async def test_a_query_whose_slot_the_feeder_took_first_goes_through_the_lane(serve, vectors, gated_backend,
+                                                                             monkeypatch):
+    """The direct hand-off sees the slot free, but the feeder (which puts without the batcher's lock) fills it before
+    the query is put there: the query goes through the queries' lane instead and is answered, never an error (it was
+    an INTERNAL `queue.Full` to a search under a re-index's load)."""
+    backend = gated_backend()
+    backend.gate.set()
+    embedder = Embedder(backend, SETTINGS)
+    slot = embedder.batcher._ready
+    put, lost = slot.put_nowait, []
+
+    def feeder_first(item):
+        if not lost:  # the race, made to happen: the slot is taken between the check and this put
+            lost.append(item)
+            raise queue.Full
+        return put(item)
+
+    monkeypatch.setattr(slot, "put_nowait", feeder_first)
+    text = "where do glaciers flow"
+    async with serve(SETTINGS, embedder) as running:
+        reply = await running.stub.Embed(pb2.EmbedRequest(texts=[text], input_type=pb2.INPUT_TYPE_QUERY))
+        assert running.embedder.batcher.queue_depth == 0
+    assert len(lost) == 1  # the hand-off was tried and lost
+    np.testing.assert_allclose(vectors(reply.embeddings), backend.embed_texts([text]), atol=1e-6)
 
 
 async def test_a_query_goes_straight_to_a_model_thread_waiting_while_the_other_is_busy(
