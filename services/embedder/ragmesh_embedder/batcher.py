@@ -443,19 +443,28 @@ class Batcher:
         lower_thread_priority(self.nice)  # a relay keeps the process's: the model process has given way instead
         queries_turn = True
         while True:
-            # Queries the feeder has not taken (it waits for the slot with a padded micro-batch in hand) run next:
-            # cut and padded here, they wait only for the micro-batch that was running. Then the slot's turn, so
-            # that a steady stream of queries never starves the bulk queued before it.
-            if queries_turn and self._urgent and (queries := self._take(urgent_only=True, share=True)) is not None:
-                for ready in self._batches(queries, preemptible=False, spread=False):
-                    self._run_batch(ready)
-                queries_turn = False
-                continue
-            queries_turn = True
-            ready, starved = self._next_ready()
-            if ready is None:
+            batches, starved, queries_turn = self._work(queries_turn)
+            if batches is None:
                 return
-            self._run_batch(ready, starved)
+            for ready in batches:
+                self._run_batch(ready, starved)
+
+    def _work(self, queries_turn: bool, wait: bool = True) -> tuple[list[_Ready] | None, float, bool]:
+        """A runner's next micro-batches, in turns. On the queries' turn, queries the feeder has not taken (it waits
+        for the slot with a padded micro-batch in hand) come first: cut and padded here, they wait only for the
+        micro-batch that was running. Then the slot's turn, so that a steady stream of queries never starves the
+        bulk queued before it. Returns the micro-batches (None once the batcher is closed; none when `wait` is
+        False and the slot is empty), how long this runner was starved for them, and whose turn is next."""
+        if queries_turn and self._urgent and (queries := self._take(urgent_only=True, share=True)) is not None:
+            return list(self._batches(queries, preemptible=False, spread=False)), 0.0, False
+        if wait:
+            ready, starved = self._next_ready()
+        else:
+            try:
+                ready, starved = self._ready.get_nowait(), 0.0
+            except queue.Empty:
+                return [], 0.0, True
+        return (None if ready is None else [ready]), starved, True
 
     def _next_ready(self) -> tuple[_Ready | None, float]:
         """The slot's next micro-batch, and how long this runner waited for it after its oldest request had been
@@ -541,32 +550,17 @@ class Batcher:
         and no new one could start (the runner then runs the model itself)."""
         process = self._processes[index]
         sent: deque[tuple[_Ready, float]] = deque()  # in the process, oldest first, with their starved seconds
-        cut: deque[_Ready] = deque()  # queries this runner took and padded, not sent yet
+        cut: deque[tuple[_Ready, float]] = deque()  # taken by this runner, not sent yet
         queries_turn, closing = True, False
         try:
             while True:
-                ready, starved = None, 0.0
-                if len(sent) < PIPELINE:
-                    if cut:
-                        ready = cut.popleft()
-                    elif not closing:
-                        if queries_turn and self._urgent and \
-                                (queries := self._take(urgent_only=True, share=True)) is not None:
-                            cut.extend(self._batches(queries, preemptible=False, spread=False))
-                            queries_turn = False
-                            continue
-                        queries_turn = True
-                        if not sent:
-                            ready, starved = self._next_ready()
-                            closing = ready is None
-                        else:
-                            try:
-                                ready = self._ready.get_nowait()
-                            except queue.Empty:
-                                pass
-                            else:
-                                closing = ready is None
-                if ready is not None:
+                if len(sent) < PIPELINE and not cut and not closing:
+                    # Waits for work only when the process holds none; else it collects what the process finished.
+                    batches, starved, queries_turn = self._work(queries_turn, wait=not sent)
+                    closing = batches is None
+                    cut.extend((ready, starved) for ready in batches or ())
+                if len(sent) < PIPELINE and cut:
+                    ready, starved = cut.popleft()
                     if ready.alone and not sent:
                         # A lone request on an idle embedder: no event loop is busy holding the GIL, and the trip to
                         # the process and back (two more threads woken) would cost it more than it saves.
