@@ -126,6 +126,19 @@ def process_tree(pid: int) -> list[int]:
     return out
 
 
+def rss_mb(pid: int) -> float:
+    """Resident memory of process `pid` and of the processes it started (the embedder's model processes, each with
+    its own copy of the model), summed, in MiB."""
+    kib = 0
+    for process in process_tree(pid):
+        try:
+            status = Path(f"/proc/{process}/status").read_text()
+        except OSError:  # it ended
+            continue
+        kib += next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS")), 0)
+    return round(kib / 1024, 1)
+
+
 def _ticks(stat: str) -> float:
     fields = stat.rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -340,8 +353,7 @@ class MeshRun:
         self.startup_seconds = round(time.perf_counter() - started, 1)
 
     def rss_mb(self) -> float:
-        status = Path(f"/proc/{self.proc.popen.pid}/status").read_text()
-        return round(int(next(x for x in status.splitlines() if x.startswith("VmRSS")).split()[1]) / 1024, 1)
+        return rss_mb(self.proc.popen.pid)
 
     def stop(self) -> None:
         self.proc.stop()

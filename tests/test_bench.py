@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -512,6 +513,26 @@ def test_every_recorded_report_is_still_judged_by_todays_targets():
     text = summary.summary(reports)
     assert "| REST ingest >= 0.85 x raw model (same runtime), median of rounds taken in turns |" in text
     assert "| store at 1,000,000: recall@10 >= 0.95 |" in text
+
+
+def test_the_mesh_is_measured_with_the_processes_it_started():
+    """With RAGMESH_EMBEDDER_MODEL_PROCESSES=on the model runs in child processes: a report's CPU and resident
+    memory must count them, or the mesh would look cheaper than it is."""
+    from bench.report import cpu_seconds, rss_mb
+
+    child = ("import time; held = bytearray(160 * 2**20); print('ready', flush=True); end = time.process_time() + 0.6"
+             "\nwhile time.process_time() < end: pass\nprint('spun', flush=True); time.sleep(60)")
+    parent = subprocess.Popen(
+        [sys.executable, "-c", f"import subprocess, sys; subprocess.run([sys.executable, '-c', {child!r}])"],
+        stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert parent.stdout.readline() == "ready\n"
+        assert parent.stdout.readline() == "spun\n"
+        assert rss_mb(parent.pid) >= 160
+        assert cpu_seconds(parent.pid) >= 0.5
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()
 
 
 def test_what_travels_to_a_gpu_machine_is_what_the_embedder_needs_and_the_machine_lacks():
