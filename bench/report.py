@@ -52,7 +52,7 @@ import tempfile
 import threading
 import time
 import typing
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -99,13 +99,7 @@ def cpu_seconds(pid: int | None = None) -> float:
     if pid is None:
         usage = os.times()
         return usage.user + usage.system
-    total = 0.0
-    for process in process_tree(pid):
-        try:
-            total += _ticks(Path(f"/proc/{process}/stat").read_text())
-        except OSError:  # it ended
-            continue
-    return total
+    return sum(_ticks(stat) for stat in _each_proc_file(pid, "stat"))
 
 
 def process_tree(pid: int) -> list[int]:
@@ -129,14 +123,19 @@ def process_tree(pid: int) -> list[int]:
 def rss_mb(pid: int) -> float:
     """Resident memory of process `pid` and of the processes it started (the embedder's model processes, each with
     its own copy of the model), summed, in MiB."""
-    kib = 0
+    kib = sum(next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS")), 0)
+              for status in _each_proc_file(pid, "status"))
+    return round(kib / 1024, 1)
+
+
+def _each_proc_file(pid: int, name: str) -> Iterator[str]:
+    """/proc/<p>/`name` of process `pid` and of each live process under it (`process_tree`); one that ended between
+    the two is left out."""
     for process in process_tree(pid):
         try:
-            status = Path(f"/proc/{process}/status").read_text()
+            yield Path(f"/proc/{process}/{name}").read_text()
         except OSError:  # it ended
             continue
-        kib += next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS")), 0)
-    return round(kib / 1024, 1)
 
 
 def _ticks(stat: str) -> float:
