@@ -108,7 +108,7 @@ class ModelProcess:
             if not self._conn.poll(timeout):
                 raise ConfigError(f"model process {self.name} did not load the model within {timeout:g} s")
             answer = self._conn.recv_bytes()
-        except (EOFError, OSError, ModelProcessExited):
+        except (EOFError, OSError):  # the pipe closed: the process is gone
             raise ConfigError(f"model process {self.name} exited while loading the model "
                               f"(exit code {self._exit_code()}); see its log above") from None
         except BaseException:
