@@ -146,16 +146,24 @@ async def start_mesh(
         services["search"] = await _built(create_search(settings["search"], store=store))
         await services["search"].start()
         addrs["search"] = f"127.0.0.1:{services['search'].port}"
-        wiring = {"converter_addr": addrs["converter"], "embedder_addr": addrs["embedder"],
-                  "search_addr": addrs["search"]}
+        wiring = {
+            "converter_addr": addrs["converter"],
+            "embedder_addr": addrs["embedder"],
+            "search_addr": addrs["search"],
+        }
         settings["indexer"] = IndexerSettings(**{**local, **wiring, **overrides.get("indexer", {})})
         services["indexer"] = await _built(create_indexer(settings["indexer"], store=store))
         await services["indexer"].start()
         addrs["indexer"] = f"127.0.0.1:{services['indexer'].port}"
-        settings["answer"] = AnswerSettings(**{
-            **local, "search_addr": addrs["search"], "embedder_addr": addrs["embedder"], "data_dir": data_dir,
-            **overrides.get("answer", {}),
-        })
+        settings["answer"] = AnswerSettings(
+            **{
+                **local,
+                "search_addr": addrs["search"],
+                "embedder_addr": addrs["embedder"],
+                "data_dir": data_dir,
+                **overrides.get("answer", {}),
+            }
+        )
         services["answer"] = await _built(create_answer(settings["answer"]))
         await services["answer"].start()
         addrs["answer"] = f"127.0.0.1:{services['answer'].port}"
@@ -205,8 +213,7 @@ async def mesh_factory(tmp_path_factory) -> AsyncIterator[Callable[..., Awaitabl
         unknown = set(overrides) - set(SERVICE_NAMES)
         if unknown:
             raise TypeError(f"unknown service(s) {sorted(unknown)}; overrides go by {SERVICE_NAMES}")
-        mesh = await start_mesh(tmp_path_factory.mktemp("mesh"), embedder_backend=embedder_backend,
-                                overrides=overrides)
+        mesh = await start_mesh(tmp_path_factory.mktemp("mesh"), embedder_backend=embedder_backend, overrides=overrides)
         meshes.append(mesh)
         return mesh
 
@@ -238,10 +245,16 @@ def answer_service():
 
     @contextlib.asynccontextmanager
     async def start(mesh, **overrides):
-        settings = AnswerSettings(**{
-            "host": "127.0.0.1", "port": 0, "search_addr": mesh.addrs["search"],
-            "embedder_addr": mesh.addrs["embedder"], "data_dir": mesh.data_dir, **overrides,
-        })
+        settings = AnswerSettings(
+            **{
+                "host": "127.0.0.1",
+                "port": 0,
+                "search_addr": mesh.addrs["search"],
+                "embedder_addr": mesh.addrs["embedder"],
+                "data_dir": mesh.data_dir,
+                **overrides,
+            }
+        )
         service = create_server(settings)
         await service.start()
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{service.port}")

@@ -55,30 +55,43 @@ def settings(pairs: list[str]) -> dict[str, str]:
     return out
 
 
-def one_round(env: dict[str, str], corpus: list[dict], queries: list[str], passes: int, search: str | None,
-              pythonpath: str | None, search_clients: int = 0, existing: bool = False) -> dict:
+def one_round(
+    env: dict[str, str],
+    corpus: list[dict],
+    queries: list[str],
+    passes: int,
+    search: str | None,
+    pythonpath: str | None,
+    search_clients: int = 0,
+    existing: bool = False,
+) -> dict:
     docs = [{"text": c["text"], "doc_id": c["_id"], "title": c.get("title") or None} for c in corpus]
-    batches = [docs[i:i + 32] for i in range(0, len(docs), 32)]
+    batches = [docs[i : i + 32] for i in range(0, len(docs), 32)]
     out: dict = {"ingest": [], "cpu_ms": [], "padding_pct": [], "model_busy_pct": [], "model_starved_pct": []}
     metrics_port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         run = MeshRun({**env, "RAGMESH_EMBEDDER_METRICS_PORT": str(metrics_port)}, Path(tmp), pythonpath)
         try:
+
             def client() -> httpx.Client:
                 return httpx.Client(base_url=run.mesh.url, timeout=600)
 
             def post(collection: str):
                 def call(http: httpx.Client, batch: list[dict]) -> None:
-                    http.post("/api/v1/ingest/batch", json={"collection": collection, "documents": batch}
-                              ).raise_for_status()
+                    http.post(
+                        "/api/v1/ingest/batch", json={"collection": collection, "documents": batch}
+                    ).raise_for_status()
+
                 return call
 
             in_threads(4, batches[:8], post("warm-up"), client, lambda c: c.close())
             for p in range(passes):
                 if existing:  # the collection exists before the timed pass (its creation is not timed)
                     with client() as http:
-                        http.post("/api/v1/ingest", json={"collection": f"pass-{p}", "doc_id": "made-before",
-                                                          "text": "made before the pass"}).raise_for_status()
+                        http.post(
+                            "/api/v1/ingest",
+                            json={"collection": f"pass-{p}", "doc_id": "made-before", "text": "made before the pass"},
+                        ).raise_for_status()
                     time.sleep(1.0)
                 before = embedder_totals(metrics_port)
                 clock = CpuClock(run.proc.popen.pid)
@@ -94,13 +107,15 @@ def one_round(env: dict[str, str], corpus: list[dict], queries: list[str], passe
                 listed = http.get("/api/v1/collections").raise_for_status().json()["collections"]
                 out["documents"] = next(c["documents"] for c in listed if c["name"] == f"pass-{passes - 1}")
             if search:
-                bodies = [{"collection": f"pass-{passes - 1}", "query": q, "mode": search, "top_k": 10}
-                          for q in queries]
+                bodies = [
+                    {"collection": f"pass-{passes - 1}", "query": q, "mode": search, "top_k": 10} for q in queries
+                ]
                 rest_searches(run.mesh.url, 1, bodies[:50], run.proc.popen.pid)  # warm-up
                 out["search_p50_ms"] = rest_searches(run.mesh.url, 1, bodies * 2, run.proc.popen.pid)["p50_ms"]
                 if search_clients:
                     out[f"search_{search_clients}"] = rest_searches(
-                        run.mesh.url, search_clients, bodies * max(2, search_clients // 8), run.proc.popen.pid)
+                        run.mesh.url, search_clients, bodies * max(2, search_clients // 8), run.proc.popen.pid
+                    )
         finally:
             run.stop()
     return out
@@ -116,11 +131,18 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=3, help="ingest passes per round")
     parser.add_argument("--passages", type=int, default=1000)
     parser.add_argument("--search", choices=["dense", "hybrid", "sparse"], help="also REST search p50, 1 client")
-    parser.add_argument("--search-clients", type=int, default=0,
-                        help="with --search, also q/s, p50/p99 and CPU ms per query (mesh and client) at N clients")
+    parser.add_argument(
+        "--search-clients",
+        type=int,
+        default=0,
+        help="with --search, also q/s, p50/p99 and CPU ms per query (mesh and client) at N clients",
+    )
     parser.add_argument("--backend", default="local", choices=["local", "hash"])
-    parser.add_argument("--existing", choices=["a", "b"],
-                        help="this side ingests into collections made beforehand, the other into new ones")
+    parser.add_argument(
+        "--existing",
+        choices=["a", "b"],
+        help="this side ingests into collections made beforehand, the other into new ones",
+    )
     args = parser.parse_args()
     corpus, queries = load_data(args.passages, 200)
     sides = {"A": settings(args.a), "B": settings(args.b)}
@@ -131,19 +153,38 @@ def main() -> None:
             env = {**mesh_env(args.backend, "onnx"), **extra}
             src = args.a_src if side == "A" else args.b_src
             source = baseline_pythonpath(src) if src else None
-            result = one_round(env, corpus, queries, args.passes, args.search, source, args.search_clients,
-                               existing=args.existing == side.lower())
+            result = one_round(
+                env,
+                corpus,
+                queries,
+                args.passes,
+                args.search,
+                source,
+                args.search_clients,
+                existing=args.existing == side.lower(),
+            )
             results[side].append(result)
-            print(f"round {r + 1} {side}: ingest {result['ingest']} passages/s, CPU ms/passage {result['cpu_ms']}, "
-                  f"padding % {result['padding_pct']}, model busy % {result['model_busy_pct']}, starved % "
-                  f"{result['model_starved_pct']}"
-                  + (f", search p50 {result['search_p50_ms']} ms" if "search_p50_ms" in result else "")
-                  + (f", {args.search_clients} clients {result[key]}" if (key := f"search_{args.search_clients}")
-                     in result else ""), flush=True)
-    summary = {"settings": sides, "existing": args.existing, "a_src": str(args.a_src) if args.a_src else None,
-               "b_src": str(args.b_src) if args.b_src else None, "passages": args.passages,
-               "seconds": round(time.perf_counter() - started),
-               "results": results}
+            print(
+                f"round {r + 1} {side}: ingest {result['ingest']} passages/s, CPU ms/passage {result['cpu_ms']}, "
+                f"padding % {result['padding_pct']}, model busy % {result['model_busy_pct']}, starved % "
+                f"{result['model_starved_pct']}"
+                + (f", search p50 {result['search_p50_ms']} ms" if "search_p50_ms" in result else "")
+                + (
+                    f", {args.search_clients} clients {result[key]}"
+                    if (key := f"search_{args.search_clients}") in result
+                    else ""
+                ),
+                flush=True,
+            )
+    summary = {
+        "settings": sides,
+        "existing": args.existing,
+        "a_src": str(args.a_src) if args.a_src else None,
+        "b_src": str(args.b_src) if args.b_src else None,
+        "passages": args.passages,
+        "seconds": round(time.perf_counter() - started),
+        "results": results,
+    }
     for side in sides:
         rates = [x for result in results[side] for x in result["ingest"]]
         summary[f"{side}_ingest_mean"] = round(statistics.mean(rates), 1)

@@ -94,35 +94,50 @@ def main() -> None:
         up = Proc(["up"], mesh.env(), Path(tmp) / "up.log").start()
         model_port = free_port()
         model_env = mesh.env() | {
-            "RAGMESH_ANSWER_PORT": str(model_port), "RAGMESH_ANSWER_METRICS_PORT": "0",
-            "RAGMESH_ANSWER_BASE_URL": chat.url, "RAGMESH_ANSWER_MODEL": "fake-chat",
+            "RAGMESH_ANSWER_PORT": str(model_port),
+            "RAGMESH_ANSWER_METRICS_PORT": "0",
+            "RAGMESH_ANSWER_BASE_URL": chat.url,
+            "RAGMESH_ANSWER_MODEL": "fake-chat",
             "RAGMESH_DATA_DIR": str(Path(tmp) / "model-answer"),
         }
         model_answer = Proc(["serve", "answer"], model_env, Path(tmp) / "answer.log").start()
         try:
             wait_ready(mesh.url, [up])
             wait_serving(f"127.0.0.1:{model_port}", [model_answer])
-            with httpx.Client(base_url=mesh.url, timeout=600) as http, \
-                    grpc.insecure_channel(f"127.0.0.1:{mesh.ports['search']}") as search_channel, \
-                    grpc.insecure_channel(f"127.0.0.1:{mesh.ports['answer']}") as extractive_channel, \
-                    grpc.insecure_channel(f"127.0.0.1:{model_port}") as model_channel:
+            with (
+                httpx.Client(base_url=mesh.url, timeout=600) as http,
+                grpc.insecure_channel(f"127.0.0.1:{mesh.ports['search']}") as search_channel,
+                grpc.insecure_channel(f"127.0.0.1:{mesh.ports['answer']}") as extractive_channel,
+                grpc.insecure_channel(f"127.0.0.1:{model_port}") as model_channel,
+            ):
                 docs = [{"text": c["text"], "doc_id": c["_id"]} for c in corpus]
                 for i in range(0, len(docs), 100):
-                    http.post("/api/v1/ingest/batch", json={"collection": COLLECTION,
-                                                            "documents": docs[i:i + 100]}).raise_for_status()
+                    http.post(
+                        "/api/v1/ingest/batch", json={"collection": COLLECTION, "documents": docs[i : i + 100]}
+                    ).raise_for_status()
                 search = search_grpc.SearchServiceStub(search_channel)
 
                 def bare_search(query: str) -> None:
-                    search.Search(search_pb.SearchRequest(query=query, collections=[COLLECTION], top_k=TOP_K,
-                                                          mode=search_pb.SEARCH_MODE_DENSE, score_threshold=0))
+                    search.Search(
+                        search_pb.SearchRequest(
+                            query=query,
+                            collections=[COLLECTION],
+                            top_k=TOP_K,
+                            mode=search_pb.SEARCH_MODE_DENSE,
+                            score_threshold=0,
+                        )
+                    )
 
                 def rest_search(query: str) -> None:
-                    http.post("/api/v1/search", json={"query": query, "collection": COLLECTION, "top_k": TOP_K,
-                                                      "mode": "dense"}).raise_for_status()
+                    http.post(
+                        "/api/v1/search",
+                        json={"query": query, "collection": COLLECTION, "top_k": TOP_K, "mode": "dense"},
+                    ).raise_for_status()
 
                 def rest_ask(query: str) -> None:
-                    http.post("/api/v1/ask", json={"query": query, "collection": COLLECTION,
-                                                   "top_k": TOP_K}).raise_for_status()
+                    http.post(
+                        "/api/v1/ask", json={"query": query, "collection": COLLECTION, "top_k": TOP_K}
+                    ).raise_for_status()
 
                 paths: dict[str, Callable[[str], float | None]] = {
                     "gRPC Search (dense, top 5)": bare_search,
@@ -144,25 +159,41 @@ def main() -> None:
         p50, p95 = percentiles(totals)
         first = percentiles(firsts) if firsts else None
         baseline = rest_base if name.startswith("REST") else base
-        rows[name] = {"p50_ms": round(p50, 2), "p95_ms": round(p95, 2),
-                      "first_token_p50_ms": round(first[0], 2) if first else None,
-                      "first_token_p95_ms": round(first[1], 2) if first else None,
-                      "added_p50_ms": round(p50 - baseline, 2), "ratio_to_search_p50": round(p50 / baseline, 2)}
-        table.append(f"| {name} | {p50:.1f} | {p95:.1f} | "
-                     f"{f'{first[0]:.1f} / {first[1]:.1f}' if first else '—'} | {p50 - baseline:+.1f} | "
-                     f"{p50 / baseline:.2f}× |")
-    markdown = "\n".join([
-        f"{args.queries} msmarco questions over {args.passages} passages, sequential, `ragmesh up` with the real "
-        "model (2 shared cores); \"added\" and the ratio are against the search of the same path (gRPC or REST).",
-        "",
-        "| path | p50 ms | p95 ms | first token p50 / p95 ms | added p50 ms | × search p50 |",
-        "|---|---|---|---|---|---|",
-        *table,
-    ])
+        rows[name] = {
+            "p50_ms": round(p50, 2),
+            "p95_ms": round(p95, 2),
+            "first_token_p50_ms": round(first[0], 2) if first else None,
+            "first_token_p95_ms": round(first[1], 2) if first else None,
+            "added_p50_ms": round(p50 - baseline, 2),
+            "ratio_to_search_p50": round(p50 / baseline, 2),
+        }
+        table.append(
+            f"| {name} | {p50:.1f} | {p95:.1f} | "
+            f"{f'{first[0]:.1f} / {first[1]:.1f}' if first else '—'} | {p50 - baseline:+.1f} | "
+            f"{p50 / baseline:.2f}× |"
+        )
+    markdown = "\n".join(
+        [
+            f"{args.queries} msmarco questions over {args.passages} passages, sequential, `ragmesh up` with the real "
+            'model (2 shared cores); "added" and the ratio are against the search of the same path (gRPC or REST).',
+            "",
+            "| path | p50 ms | p95 ms | first token p50 / p95 ms | added p50 ms | × search p50 |",
+            "|---|---|---|---|---|---|",
+            *table,
+        ]
+    )
     print(markdown)
     if args.json:
-        args.json.write_text(json.dumps({"name": "answer", "markdown": markdown, "data": {
-            "queries": args.queries, "passages": args.passages, "top_k": TOP_K, "paths": rows}}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "name": "answer",
+                    "markdown": markdown,
+                    "data": {"queries": args.queries, "passages": args.passages, "top_k": TOP_K, "paths": rows},
+                },
+                indent=2,
+            )
+        )
 
 
 if __name__ == "__main__":

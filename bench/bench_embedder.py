@@ -190,22 +190,37 @@ async def measure_runtime(name: str, overrides: dict, passages, queries, args) -
             served.append(result["texts_per_second"])
             model.append(used)
             raw_query.append(raw_query_ms(backend, queries))
-            result = await asyncio.to_thread(drive, service.port, [[q] for q in queries], clients=1,
-                                             input_type="query")
+            result = await asyncio.to_thread(drive, service.port, [[q] for q in queries], clients=1, input_type="query")
             served_query.append(result["p50_ms"])
         forward = None
         if args.forward or backend.device == "cuda":
-            forward = await measure_forward(backend, embedder.batcher, service.port, passages, args.rounds,
-                                            settings.model_path, args.forward_seconds)
+            forward = await measure_forward(
+                backend,
+                embedder.batcher,
+                service.port,
+                passages,
+                args.rounds,
+                settings.model_path,
+                args.forward_seconds,
+            )
     info = embedder.info
-    return {"runtime": info.runtime, "device": info.device, "precision": info.precision,
-            "raw_passages_per_second": statistics.median(raw), "service_passages_per_second": statistics.median(served),
-            "raw_query_p50_ms": statistics.median(raw_query), "service_query_p50_ms": statistics.median(served_query),
-            **ModelTime.medians(model, "service_model"), "rounds": {"raw": raw, "service": served}, "forward": forward}
+    return {
+        "runtime": info.runtime,
+        "device": info.device,
+        "precision": info.precision,
+        "raw_passages_per_second": statistics.median(raw),
+        "service_passages_per_second": statistics.median(served),
+        "raw_query_p50_ms": statistics.median(raw_query),
+        "service_query_p50_ms": statistics.median(served_query),
+        **ModelTime.medians(model, "service_model"),
+        "rounds": {"raw": raw, "service": served},
+        "forward": forward,
+    }
 
 
-async def measure_forward(backend, batcher, port: int, passages: list[str], rounds: int, model_path: str,
-                          seconds: float = 10.0) -> dict:
+async def measure_forward(
+    backend, batcher, port: int, passages: list[str], rounds: int, model_path: str, seconds: float = 10.0
+) -> dict:
     """The device's own rate vs the service on it (16 clients x 128 texts, dense, packed): texts the service
     tokenises, and the same texts with their token ids, as the indexer sends them. On CUDA, how busy the GPU was
     during each (the driver's utilisation, sampled every 0.1 s)."""
@@ -227,8 +242,7 @@ async def measure_forward(backend, batcher, port: int, passages: list[str], roun
         busy.append(gpu.percent)
         model.append(used)
         with GpuBusy(backend.device) as gpu, ModelTime(batcher) as used:
-            result = await asyncio.to_thread(drive, port, batches, clients=16, seconds=seconds,
-                                             model_path=model_path)
+            result = await asyncio.to_thread(drive, port, batches, clients=16, seconds=seconds, model_path=model_path)
         served_ids.append(result["texts_per_second"])
         busy_ids.append(gpu.percent)
         model_ids.append(used)
@@ -238,20 +252,28 @@ async def measure_forward(backend, batcher, port: int, passages: list[str], roun
     # RAGMESH_EMBEDDER_UNPADDED: the forward rate above is the unpadded model's, and the model as it runs padded
     # is timed too; the ratios to it are the GPU target's.
     padded_rate = statistics.median(padded) if padded[0] is not None else None
-    return {"passages": len(big), "batch_size": backend.batch_size, "max_batch_tokens": backend.max_batch_tokens,
-            "cuda_graphs": len(graphs) if graphs is not None else None,
-            "cuda_graphs_capture_seconds": round(graphs.capture_seconds, 1) if graphs is not None else None,
-            "unpadded": getattr(backend, "unpadded", None) is not None,
-            "forward_passages_per_second": device, "forward_padding_percent": batches_padding_pct(forward_batches),
-            "forward_padded_passages_per_second": padded_rate,
-            "service_passages_per_second": rate,
-            "service_token_ids_passages_per_second": rate_ids, "ratio": rate / device,
-            "ratio_token_ids": rate_ids / device,
-            "ratio_to_padded_forward": rate / padded_rate if padded_rate else None,
-            "ratio_token_ids_to_padded_forward": rate_ids / padded_rate if padded_rate else None,
-            "gpu_busy_percent": _median_or_none(busy), "gpu_busy_percent_token_ids": _median_or_none(busy_ids),
-            **ModelTime.medians(model, "model"), **ModelTime.medians(model_ids, "model_token_ids"),
-            "rounds": {"forward": forward, "service": served, "service_token_ids": served_ids}}
+    return {
+        "passages": len(big),
+        "batch_size": backend.batch_size,
+        "max_batch_tokens": backend.max_batch_tokens,
+        "cuda_graphs": len(graphs) if graphs is not None else None,
+        "cuda_graphs_capture_seconds": round(graphs.capture_seconds, 1) if graphs is not None else None,
+        "unpadded": getattr(backend, "unpadded", None) is not None,
+        "forward_passages_per_second": device,
+        "forward_padding_percent": batches_padding_pct(forward_batches),
+        "forward_padded_passages_per_second": padded_rate,
+        "service_passages_per_second": rate,
+        "service_token_ids_passages_per_second": rate_ids,
+        "ratio": rate / device,
+        "ratio_token_ids": rate_ids / device,
+        "ratio_to_padded_forward": rate / padded_rate if padded_rate else None,
+        "ratio_token_ids_to_padded_forward": rate_ids / padded_rate if padded_rate else None,
+        "gpu_busy_percent": _median_or_none(busy),
+        "gpu_busy_percent_token_ids": _median_or_none(busy_ids),
+        **ModelTime.medians(model, "model"),
+        **ModelTime.medians(model_ids, "model_token_ids"),
+        "rounds": {"forward": forward, "service": served, "service_token_ids": served_ids},
+    }
 
 
 class ModelTime:
@@ -265,8 +287,13 @@ class ModelTime:
 
     def __enter__(self) -> ModelTime:
         b = self.batcher
-        self._start = (time.perf_counter(), b.model_seconds, b.starved_seconds, b.tokens_processed,
-                       b.padded_tokens_processed)
+        self._start = (
+            time.perf_counter(),
+            b.model_seconds,
+            b.starved_seconds,
+            b.tokens_processed,
+            b.padded_tokens_processed,
+        )
         return self
 
     def __exit__(self, *_) -> None:
@@ -279,9 +306,11 @@ class ModelTime:
 
     @staticmethod
     def medians(blocks: list[ModelTime], prefix: str) -> dict[str, float | None]:
-        return {f"{prefix}_busy_percent": statistics.median(b.busy_percent for b in blocks),
-                f"{prefix}_starved_percent": statistics.median(b.starved_percent for b in blocks),
-                f"{prefix}_padding_percent": _median_or_none([b.padding_percent for b in blocks])}
+        return {
+            f"{prefix}_busy_percent": statistics.median(b.busy_percent for b in blocks),
+            f"{prefix}_starved_percent": statistics.median(b.starved_percent for b in blocks),
+            f"{prefix}_padding_percent": _median_or_none([b.padding_percent for b in blocks]),
+        }
 
 
 def _median_or_none(values: list[float | None]) -> float | None:
@@ -328,8 +357,9 @@ async def main() -> None:
     parser.add_argument("--request-size", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--forward", action="store_true", help="measure the forward rate on a CPU too")
-    parser.add_argument("--forward-seconds", type=float, default=10.0,
-                        help="how long each service run of the forward comparison lasts")
+    parser.add_argument(
+        "--forward-seconds", type=float, default=10.0, help="how long each service run of the forward comparison lasts"
+    )
     parser.add_argument("--skip-st", action="store_true", help="skip sentence-transformers encode")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args()
@@ -337,15 +367,23 @@ async def main() -> None:
     queries = load_passages(43, QUERIES)
     settings = EmbedderSettings()
     plan = resolve_plan(settings)
-    data: dict = {"machine": machine(), "passages": len(passages), "clients": args.clients,
-                  "request_size": args.request_size, "rounds": args.rounds, "device": plan.device, "runtimes": {}}
+    data: dict = {
+        "machine": machine(),
+        "passages": len(passages),
+        "clients": args.clients,
+        "request_size": args.request_size,
+        "rounds": args.rounds,
+        "device": plan.device,
+        "runtimes": {},
+    }
     if not args.skip_st:
         from sentence_transformers import SentenceTransformer
 
         model = SentenceTransformer(settings.model_path, device=plan.device, local_files_only=True)
         model.encode(passages[:32], batch_size=32)
         data["sentence_transformers_passages_per_second"] = statistics.median(
-            st_encode_rate(model, passages) for _ in range(args.rounds))
+            st_encode_rate(model, passages) for _ in range(args.rounds)
+        )
         del model
     for name in args.runtimes.split(","):
         overrides = dict(RUNTIMES[name])
@@ -356,45 +394,66 @@ async def main() -> None:
 
 
 def _markdown(data: dict, args) -> str:
-    lines = [f"Embedder, {data['passages']} msmarco passages ({data['machine']}, device {data['device']}, median of "
-             f"{data['rounds']} alternating rounds; service: {args.clients} clients x {args.request_size} texts, "
-             "dense, packed, clients in another process)", "",
-             "| runtime | raw model passages/s | service passages/s | service / raw | vs torch raw | "
-             "query p50 raw ms | query p50 service ms | service: model busy / starved % |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Embedder, {data['passages']} msmarco passages ({data['machine']}, device {data['device']}, median of "
+        f"{data['rounds']} alternating rounds; service: {args.clients} clients x {args.request_size} texts, "
+        "dense, packed, clients in another process)",
+        "",
+        "| runtime | raw model passages/s | service passages/s | service / raw | vs torch raw | "
+        "query p50 raw ms | query p50 service ms | service: model busy / starved % |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     torch_raw = data["runtimes"].get("torch", {}).get("raw_passages_per_second")
     for name, r in data["runtimes"].items():
         vs_torch = f"{r['raw_passages_per_second'] / torch_raw:.2f}x" if torch_raw else "-"
-        lines.append(f"| {name} ({r['device']}, {r['precision']}) | {r['raw_passages_per_second']:.1f} | "
-                     f"{r['service_passages_per_second']:.1f} | "
-                     f"{r['service_passages_per_second'] / r['raw_passages_per_second']:.2f} | {vs_torch} | "
-                     f"{r['raw_query_p50_ms']:.1f} | {r['service_query_p50_ms']:.1f} | "
-                     f"{r['service_model_busy_percent']:.0f} / {r['service_model_starved_percent']:.0f} |")
+        lines.append(
+            f"| {name} ({r['device']}, {r['precision']}) | {r['raw_passages_per_second']:.1f} | "
+            f"{r['service_passages_per_second']:.1f} | "
+            f"{r['service_passages_per_second'] / r['raw_passages_per_second']:.2f} | {vs_torch} | "
+            f"{r['raw_query_p50_ms']:.1f} | {r['service_query_p50_ms']:.1f} | "
+            f"{r['service_model_busy_percent']:.0f} / {r['service_model_starved_percent']:.0f} |"
+        )
     if "sentence_transformers_passages_per_second" in data:
-        lines.append(f"| sentence-transformers encode (torch, batch 32) | "
-                     f"{data['sentence_transformers_passages_per_second']:.1f} | - | - | - | - | - | - |")
+        lines.append(
+            f"| sentence-transformers encode (torch, batch 32) | "
+            f"{data['sentence_transformers_passages_per_second']:.1f} | - | - | - | - | - | - |"
+        )
     forwards = {name: r["forward"] for name, r in data["runtimes"].items() if r["forward"]}
     if forwards:
-        lines += ["", "| runtime | model forward passages/s (pre-tokenised) | service passages/s (16 x 128 texts) | "
-                  "service / forward | service with token ids | service / forward | GPU busy % (texts / ids) | "
-                  "model busy / starved % (texts; ids) | padding % (forward; texts; ids) |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "| runtime | model forward passages/s (pre-tokenised) | service passages/s (16 x 128 texts) | "
+            "service / forward | service with token ids | service / forward | GPU busy % (texts / ids) | "
+            "model busy / starved % (texts; ids) | padding % (forward; texts; ids) |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for name, f in forwards.items():
-            busy = " / ".join("-" if b is None else f"{b:.0f}"
-                              for b in (f["gpu_busy_percent"], f["gpu_busy_percent_token_ids"]))
-            padding = "; ".join("-" if p is None else f"{p:.0f}" for p in (
-                f["forward_padding_percent"], f["model_padding_percent"], f["model_token_ids_padding_percent"]))
-            lines.append(f"| {name} | {f['forward_passages_per_second']:.1f} | {f['service_passages_per_second']:.1f}"
-                         f" | {f['ratio']:.2f} | {f['service_token_ids_passages_per_second']:.1f} | "
-                         f"{f['ratio_token_ids']:.2f} | {busy} | {f['model_busy_percent']:.0f} / "
-                         f"{f['model_starved_percent']:.0f}; {f['model_token_ids_busy_percent']:.0f} / "
-                         f"{f['model_token_ids_starved_percent']:.0f} | {padding} |")
+            busy = " / ".join(
+                "-" if b is None else f"{b:.0f}" for b in (f["gpu_busy_percent"], f["gpu_busy_percent_token_ids"])
+            )
+            padding = "; ".join(
+                "-" if p is None else f"{p:.0f}"
+                for p in (
+                    f["forward_padding_percent"],
+                    f["model_padding_percent"],
+                    f["model_token_ids_padding_percent"],
+                )
+            )
+            lines.append(
+                f"| {name} | {f['forward_passages_per_second']:.1f} | {f['service_passages_per_second']:.1f}"
+                f" | {f['ratio']:.2f} | {f['service_token_ids_passages_per_second']:.1f} | "
+                f"{f['ratio_token_ids']:.2f} | {busy} | {f['model_busy_percent']:.0f} / "
+                f"{f['model_starved_percent']:.0f}; {f['model_token_ids_busy_percent']:.0f} / "
+                f"{f['model_token_ids_starved_percent']:.0f} | {padding} |"
+            )
             if f.get("forward_padded_passages_per_second"):  # unpadded: the same service against the padded model
-                lines.append(f"| {name}, unpadded, against the padded forward pass | "
-                             f"{f['forward_padded_passages_per_second']:.1f} | {f['service_passages_per_second']:.1f}"
-                             f" | {f['ratio_to_padded_forward']:.2f} | "
-                             f"{f['service_token_ids_passages_per_second']:.1f} | "
-                             f"{f['ratio_token_ids_to_padded_forward']:.2f} | | | |")
+                lines.append(
+                    f"| {name}, unpadded, against the padded forward pass | "
+                    f"{f['forward_padded_passages_per_second']:.1f} | {f['service_passages_per_second']:.1f}"
+                    f" | {f['ratio_to_padded_forward']:.2f} | "
+                    f"{f['service_token_ids_passages_per_second']:.1f} | "
+                    f"{f['ratio_token_ids_to_padded_forward']:.2f} | | | |"
+                )
     return "\n".join(lines)
 
 

@@ -79,8 +79,9 @@ class TokenizingConstant(_Tokenized):
 
 
 async def measure(backend, batches, *, clients: int, seconds: float, packed: bool, rounds: int) -> dict:
-    settings = EmbedderSettings(port=0, metrics_port=0, backend="hash", max_texts_per_request=1024,
-                                max_queue_texts=1 << 20)
+    settings = EmbedderSettings(
+        port=0, metrics_port=0, backend="hash", max_texts_per_request=1024, max_queue_texts=1 << 20
+    )
     embedder = Embedder(backend, settings)
     runs = []
     async with serving(settings, embedder) as service:
@@ -88,8 +89,7 @@ async def measure(backend, batches, *, clients: int, seconds: float, packed: boo
             # The server's CPU time (this process, every thread) per text: what the service costs whatever
             # else the machine runs, i.e. the rate one dedicated core would sustain.
             cpu = time.process_time()
-            run = await asyncio.to_thread(drive, service.port, batches, clients=clients, seconds=seconds,
-                                          packed=packed)
+            run = await asyncio.to_thread(drive, service.port, batches, clients=clients, seconds=seconds, packed=packed)
             run["texts_per_server_cpu_second"] = run["texts"] / (time.process_time() - cpu)
             runs.append(run)
     keys = ("texts_per_second", "texts_per_server_cpu_second", "p50_ms", "p95_ms")
@@ -114,18 +114,25 @@ async def main() -> None:
         "constant model + real tokenizer, packed": (TokenizingConstant(EmbedderSettings()), True),
     }
     data = {"machine": machine(), "clients": args.clients, "request_size": size, "target_texts_per_second": TARGET}
-    lines = [f"Embedder service ceiling ({machine()}; server in one process, {args.clients} concurrent clients "
-             f"in another, {size} msmarco passages per dense `Embed`, median of {args.rounds} x {args.seconds:g} s)",
-             f"load average at start {os.getloadavg()[0]:.1f}", "",
-             "| model behind the real gRPC service | texts/s | vs target 30,000 | texts per server CPU-second | "
-             "request p50 ms | p95 ms |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"Embedder service ceiling ({machine()}; server in one process, {args.clients} concurrent clients "
+        f"in another, {size} msmarco passages per dense `Embed`, median of {args.rounds} x {args.seconds:g} s)",
+        f"load average at start {os.getloadavg()[0]:.1f}",
+        "",
+        "| model behind the real gRPC service | texts/s | vs target 30,000 | texts per server CPU-second | "
+        "request p50 ms | p95 ms |",
+        "|---|---|---|---|---|---|",
+    ]
     for label, (backend, packed) in rows.items():
-        result = await measure(backend, batches, clients=args.clients, seconds=args.seconds, packed=packed,
-                               rounds=args.rounds)
+        result = await measure(
+            backend, batches, clients=args.clients, seconds=args.seconds, packed=packed, rounds=args.rounds
+        )
         data[label] = result
-        lines.append(f"| {label} | {result['texts_per_second']:,.0f} | {result['texts_per_second'] / TARGET:.2f}x "
-                     f"| {result['texts_per_server_cpu_second']:,.0f} | {result['p50_ms']:.1f} | "
-                     f"{result['p95_ms']:.1f} |")
+        lines.append(
+            f"| {label} | {result['texts_per_second']:,.0f} | {result['texts_per_second'] / TARGET:.2f}x "
+            f"| {result['texts_per_server_cpu_second']:,.0f} | {result['p50_ms']:.1f} | "
+            f"{result['p95_ms']:.1f} |"
+        )
     write_report(args.json, "embedder service overhead", "\n".join(lines), data)
 
 

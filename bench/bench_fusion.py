@@ -67,8 +67,16 @@ def variants(store: EdgeStore, collection: str) -> dict[str, Callable]:
         return lambda query: asyncio.to_thread(store.query, collection, dataclasses.replace(query, **fields))
 
     def adaptive(prf_docs: int, prf_weight: float = 0.2):
-        searcher = Searcher(store, None, default_mode="hybrid", prefetch_limit=DEPTH, rrf_k=60,  # type: ignore[arg-type]
-                            max_query_chars=10_000, prf_docs=prf_docs, prf_weight=prf_weight)
+        searcher = Searcher(
+            store,
+            None,
+            default_mode="hybrid",
+            prefetch_limit=DEPTH,
+            rrf_k=60,  # type: ignore[arg-type]
+            max_query_chars=10_000,
+            prf_docs=prf_docs,
+            prf_weight=prf_weight,
+        )
         return lambda query: searcher._query(collection, ADAPTIVE, query)
 
     def with_rm3(fused: bool):
@@ -78,8 +86,9 @@ def variants(store: EdgeStore, collection: str) -> dict[str, Callable]:
             if fused:
                 feedback = [h.id for h in (await plain(query))[:RM3_DOCS]]
             else:
-                sparse = await asyncio.to_thread(store.query, collection, Query(mode="sparse", limit=RM3_DOCS,
-                                                                                sparse=query.sparse))
+                sparse = await asyncio.to_thread(
+                    store.query, collection, Query(mode="sparse", limit=RM3_DOCS, sparse=query.sparse)
+                )
                 feedback = [h.id for h in sparse]
             if not feedback:
                 return await plain(query)
@@ -89,12 +98,16 @@ def variants(store: EdgeStore, collection: str) -> dict[str, Callable]:
         return run
 
     return {
-        "dense": fixed(mode="dense"), "sparse": fixed(mode="sparse"),
-        "relative_score 0.75": fixed(fusion="relative_score"), "rrf k=60": fixed(fusion="rrf"),
+        "dense": fixed(mode="dense"),
+        "sparse": fixed(mode="sparse"),
+        "relative_score 0.75": fixed(fusion="relative_score"),
+        "rrf k=60": fixed(fusion="rrf"),
         "dbsf": fixed(fusion="dbsf"),
-        "adaptive, no PRF": adaptive(0), "adaptive + PRF (default)": adaptive(3, 0.2),
+        "adaptive, no PRF": adaptive(0),
+        "adaptive + PRF (default)": adaptive(3, 0.2),
         "adaptive + PRF pyserini 5/.4/.6": adaptive(5, 1.5),
-        "adaptive + RM3 (BM25 feedback)": with_rm3(False), "adaptive + RM3 (fused feedback)": with_rm3(True),
+        "adaptive + RM3 (BM25 feedback)": with_rm3(False),
+        "adaptive + RM3 (fused feedback)": with_rm3(True),
     }
 
 
@@ -116,8 +129,9 @@ async def main() -> None:
     for path, dataset in zip(args.datasets, datasets, strict=True):
         ids = dataset.judged_queries()
         embeddings = await embedder.embed([dataset.queries[q] for q in ids], InputType.QUERY)
-        noise = await embedder.embed([" ".join(rng.sample(words, max(1, len(s.indices)))) for s in embeddings.sparse],
-                                     InputType.QUERY)
+        noise = await embedder.embed(
+            [" ".join(rng.sample(words, max(1, len(s.indices)))) for s in embeddings.sparse], InputType.QUERY
+        )
         runs.append((path.name, dataset, ids, embeddings, noise))
     embedder.close()
     store = EdgeStore(args.data_dir, runs[0][3].dense.shape[1])

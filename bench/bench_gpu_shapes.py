@@ -64,8 +64,9 @@ def passes(backend, passages, args, seed: int) -> dict:
 
 def warm_buckets(backend) -> float:
     """One call of every bucket shape; the seconds it took."""
-    widths = sorted({gpu_shape(1, width, backend.max_sequence_length)[1]
-                     for width in range(1, backend.max_sequence_length + 1)})
+    widths = sorted(
+        {gpu_shape(1, width, backend.max_sequence_length)[1] for width in range(1, backend.max_sequence_length + 1)}
+    )
     rows = sorted({gpu_shape(size, 1, 1)[0] for size in range(1, backend.batch_size + 1)})
     started = time.perf_counter()
     for size in rows:
@@ -88,21 +89,32 @@ async def main() -> None:
     parser.add_argument("--clients", type=int, default=16, help="the service's concurrent callers")
     parser.add_argument("--request-size", type=int, default=128, help="texts per Embed request")
     parser.add_argument("--warm", action="store_true", help="also time the buckets after warming every shape")
-    parser.add_argument("--cudnn-attention", action="store_true",
-                        help="on CUDA, also every variant with cuDNN's attention on (measured on 2026-11-27)")
+    parser.add_argument(
+        "--cudnn-attention",
+        action="store_true",
+        help="on CUDA, also every variant with cuDNN's attention on (measured on 2026-11-27)",
+    )
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args()
     passages = load_passages(args.passages)
-    data: dict = {"machine": machine(), "batches": args.batches, "clients": args.clients,
-                  "request_size": args.request_size, "model": {}, "service": {}}
+    data: dict = {
+        "machine": machine(),
+        "batches": args.batches,
+        "clients": args.clients,
+        "request_size": args.request_size,
+        "model": {},
+        "service": {},
+    }
     model_path = settings().model_path
     big = (passages * (args.forward_passages // len(passages) + 1))[: args.forward_passages]
     size = args.request_size
     requests = [passages[i : i + size] for i in range(0, max(1, len(passages) - size + 1), size)]
     variants = [("shapes as cut", False, False), ("gpu_shape buckets", True, False)]
     if args.cudnn_attention and resolve_plan(settings()).device == "cuda":  # a CUDA matter (on: the old default)
-        variants += [("shapes as cut, cuDNN attention on", False, True),
-                     ("gpu_shape buckets, cuDNN attention on", True, True)]
+        variants += [
+            ("shapes as cut, cuDNN attention on", False, True),
+            ("gpu_shape buckets, cuDNN attention on", True, True),
+        ]
     # Each variant's passes draw micro-batches of their own (a seed each), so that its first pass meets shapes the
     # process has not run before, whatever ran ahead of it.
     for seed, (label, bucketed, cudnn) in enumerate(variants):
@@ -113,33 +125,51 @@ async def main() -> None:
         data["model"][label] = passes(backend, passages, args, seed)
         if bucketed and args.warm:
             seconds = warm_buckets(backend)
-            data["model"][f"{label}, every shape warmed"] = {**passes(backend, passages, args, 100 + seed),
-                                                             "seconds to warm": seconds}
+            data["model"][f"{label}, every shape warmed"] = {
+                **passes(backend, passages, args, 100 + seed),
+                "seconds to warm": seconds,
+            }
         forward = statistics.median(forward_rate(backend, big) for _ in range(2))
         embedder = Embedder(backend, run)
         async with serving(run, embedder) as service:  # stopping it closes the embedder
-            result = await asyncio.to_thread(drive, service.port, requests, clients=args.clients, seconds=args.seconds,
-                                             model_path=model_path)
+            result = await asyncio.to_thread(
+                drive, service.port, requests, clients=args.clients, seconds=args.seconds, model_path=model_path
+            )
         sizes = list(embedder.batcher.last_batch_sizes)
-        data["service"][label] = {"forward": forward, "service": result["texts_per_second"],
-                                  "ratio": result["texts_per_second"] / forward, "mean_batch": float(np.mean(sizes))}
+        data["service"][label] = {
+            "forward": forward,
+            "service": result["texts_per_second"],
+            "ratio": result["texts_per_second"] / forward,
+            "mean_batch": float(np.mean(sizes)),
+        }
     write_report(args.json, "gpu shapes", _markdown(data), data)
 
 
 def _markdown(data: dict) -> str:
-    lines = [f"Micro-batch shapes ({data['machine']}, device {data['device']}, torch; {data['batches']} random "
-             "micro-batches a pass, passages/s)", "", "| model in process | first pass | same again | new shapes |",
-             "|---|---|---|---|"]
+    lines = [
+        f"Micro-batch shapes ({data['machine']}, device {data['device']}, torch; {data['batches']} random "
+        "micro-batches a pass, passages/s)",
+        "",
+        "| model in process | first pass | same again | new shapes |",
+        "|---|---|---|---|",
+    ]
     for label, row in data["model"].items():
         warmed = f" (warmed in {row['seconds to warm']:.1f} s)" if "seconds to warm" in row else ""
-        lines.append(f"| {label}{warmed} | {row['first pass']:,.0f} | {row['same again']:,.0f} | "
-                     f"{row['new shapes']:,.0f} |")
-    lines += ["", f"| service, {data['clients']} clients x {data['request_size']} texts with token ids | forward "
-              "passages/s | service passages/s | "
-              "service / forward | mean micro-batch |", "|---|---|---|---|---|"]
+        lines.append(
+            f"| {label}{warmed} | {row['first pass']:,.0f} | {row['same again']:,.0f} | {row['new shapes']:,.0f} |"
+        )
+    lines += [
+        "",
+        f"| service, {data['clients']} clients x {data['request_size']} texts with token ids | forward "
+        "passages/s | service passages/s | "
+        "service / forward | mean micro-batch |",
+        "|---|---|---|---|---|",
+    ]
     for label, row in data["service"].items():
-        lines.append(f"| {label} | {row['forward']:,.0f} | {row['service']:,.0f} | {row['ratio']:.2f} | "
-                     f"{row['mean_batch']:.0f} |")
+        lines.append(
+            f"| {label} | {row['forward']:,.0f} | {row['service']:,.0f} | {row['ratio']:.2f} | "
+            f"{row['mean_batch']:.0f} |"
+        )
     return "\n".join(lines)
 
 

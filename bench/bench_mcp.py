@@ -1,5 +1,6 @@
 """MCP overhead vs REST on the same gateway (in-process mesh, hash embedder, embedded store).
 Run: .venv/bin/python -m bench.bench_mcp"""
+
 import asyncio
 import logging
 import sys
@@ -39,8 +40,14 @@ async def main():
         async with run_gateway(GatewaySettings(http_port=0, **addrs)) as url:
             async with httpx.AsyncClient(base_url=url) as rest:
                 for i in range(20):
-                    await rest.post("/api/v1/ingest", json={"text": f"document {i} about glaciers and ice {i}",
-                                                            "collection": "bench", "doc_id": f"d{i}"})
+                    await rest.post(
+                        "/api/v1/ingest",
+                        json={
+                            "text": f"document {i} about glaciers and ice {i}",
+                            "collection": "bench",
+                            "doc_id": f"d{i}",
+                        },
+                    )
                 body = {"query": "glaciers", "collection": "bench", "top_k": 5}
                 rest_t = await timed(lambda: rest.post("/api/v1/search", json=body))
             args = {"query": "glaciers", "collection": "bench", "top_k": 5}
@@ -48,14 +55,18 @@ async def main():
                 http_t = await timed(lambda: c.call_tool("search", args))
             t0 = time.perf_counter()
             env = {f"RAGMESH_{n.upper()}_ADDR": a for n, a in mesh.addrs.items()}
-            params = StdioServerParameters(command=str(Path(sys.executable).with_name("ragmesh")), args=["mcp"],
-                                           env=env)
+            params = StdioServerParameters(
+                command=str(Path(sys.executable).with_name("ragmesh")), args=["mcp"], env=env
+            )
             async with Client(params) as c:
                 first = time.perf_counter() - t0
                 stdio_t = await timed(lambda: c.call_tool("search", args))
-        for name, t in (("REST POST /api/v1/search", rest_t), ("MCP search over /mcp (HTTP)", http_t),
-                        ("MCP search over stdio", stdio_t)):
-            print(f"{name:32s} p50 {p(t, .5):6.2f} ms  p95 {p(t, .95):6.2f} ms  (n={len(t)})")
+        for name, t in (
+            ("REST POST /api/v1/search", rest_t),
+            ("MCP search over /mcp (HTTP)", http_t),
+            ("MCP search over stdio", stdio_t),
+        ):
+            print(f"{name:32s} p50 {p(t, 0.5):6.2f} ms  p95 {p(t, 0.95):6.2f} ms  (n={len(t)})")
         print(f"ragmesh mcp spawn + initialize: {first * 1000:.0f} ms")
     finally:
         await mesh.stop()

@@ -37,8 +37,13 @@ def raw_model_rate(passages: list[str]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--passages", type=int, default=500)
-    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                        help="extra environment for the mesh, e.g. RAGMESH_INDEXER_MAX_CONCURRENT_DOCUMENTS=16")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="extra environment for the mesh, e.g. RAGMESH_INDEXER_MAX_CONCURRENT_DOCUMENTS=16",
+    )
     parser.add_argument("--skip-files", action="store_true", help="skip the shared documents")
     parser.add_argument("--skip-raw", action="store_true", help="skip the raw model baseline")
     args = parser.parse_args()
@@ -57,8 +62,10 @@ def main() -> None:
                 files = [] if args.skip_files else sorted((SHARED / "documents").iterdir())
                 start = time.perf_counter()
                 ok = sum(
-                    http.post("/api/v1/ingest/file", files={"file": (f.name, f.read_bytes())},
-                              data={"collection": "files"}).status_code == 200
+                    http.post(
+                        "/api/v1/ingest/file", files={"file": (f.name, f.read_bytes())}, data={"collection": "files"}
+                    ).status_code
+                    == 200
                     for f in files
                 )
                 report["files_per_second"] = len(files) / (time.perf_counter() - start) if files else 0.0
@@ -66,7 +73,9 @@ def main() -> None:
                 docs = [{"text": c["text"], "doc_id": c["_id"], "title": c.get("title", "")} for c in corpus]
                 start = time.perf_counter()
                 for i in range(0, len(docs), 100):
-                    r = http.post("/api/v1/ingest/batch", json={"collection": "msmarco", "documents": docs[i:i + 100]})
+                    r = http.post(
+                        "/api/v1/ingest/batch", json={"collection": "msmarco", "documents": docs[i : i + 100]}
+                    )
                     r.raise_for_status()
                 report["mesh_passages_per_second"] = len(docs) / (time.perf_counter() - start)
                 latencies = []

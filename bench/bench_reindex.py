@@ -27,10 +27,10 @@ SHARED = Path(__file__).resolve().parents[2] / "shared"
 COLLECTION = "bench"
 
 
-
 def _lines(path: Path) -> list[str]:
     """A JSON-lines file's lines (split on newlines only: passages hold other Unicode line separators)."""
     return [line for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
+
 
 def _load(passages: int) -> tuple[list[dict], list[dict], list[str]]:
     data = SHARED / "datasets/msmarco-5k"
@@ -41,8 +41,11 @@ def _load(passages: int) -> tuple[list[dict], list[dict], list[str]]:
     texts = {q["_id"]: q["text"] for q in map(json.loads, _lines(data / "queries.jsonl"))}
     corpus = [json.loads(line) for line in (data / "corpus.jsonl").open()][:passages]
     ids = {c["_id"] for c in corpus}
-    golden = [{"query_id": q, "text": texts[q], "relevant": {d: g for d, g in r.items() if d in ids}}
-              for q, r in qrels.items() if q in texts and any(d in ids and g > 0 for d, g in r.items())]
+    golden = [
+        {"query_id": q, "text": texts[q], "relevant": {d: g for d, g in r.items() if d in ids}}
+        for q, r in qrels.items()
+        if q in texts and any(d in ids and g > 0 for d, g in r.items())
+    ]
     docs = [{"doc_id": c["_id"], "text": c["text"]} for c in corpus]
     return docs, golden[:100], list(texts.values())
 
@@ -69,9 +72,15 @@ async def _load_phase(http: httpx.AsyncClient, queries: list[str], clients: int,
     def pct(p: float) -> float:
         return latencies[min(len(latencies) - 1, int(p * len(latencies)))]
 
-    return {"searches": len(latencies), "errors": errors, "seconds": round(seconds, 1),
-            "qps": round(len(latencies) / seconds, 1), "p50_ms": round(statistics.median(latencies), 1),
-            "p95_ms": round(pct(0.95), 1), "p99_ms": round(pct(0.99), 1)}
+    return {
+        "searches": len(latencies),
+        "errors": errors,
+        "seconds": round(seconds, 1),
+        "qps": round(len(latencies) / seconds, 1),
+        "p50_ms": round(statistics.median(latencies), 1),
+        "p95_ms": round(pct(0.95), 1),
+        "p99_ms": round(pct(0.99), 1),
+    }
 
 
 async def run(args: argparse.Namespace) -> dict:
@@ -83,16 +92,20 @@ async def run(args: argparse.Namespace) -> dict:
             wait_ready(mesh.url, [proc])
             async with httpx.AsyncClient(base_url=mesh.url, timeout=600) as http:
                 for i in range(0, len(docs), 100):
-                    (await http.post("/api/v1/ingest/batch", json={"collection": COLLECTION,
-                                                                   "documents": docs[i:i + 100]})).raise_for_status()
+                    (
+                        await http.post(
+                            "/api/v1/ingest/batch", json={"collection": COLLECTION, "documents": docs[i : i + 100]}
+                        )
+                    ).raise_for_status()
                 golden_set = await http.put(f"/api/v1/collections/{COLLECTION}/golden", json={"queries": golden})
                 golden_set.raise_for_status()
                 for q in queries[:50]:  # warm-up
                     await http.post("/api/v1/search", json={"query": q, "collection": COLLECTION})
                 deadline = time.monotonic() + args.seconds
                 rest = await _load_phase(http, queries, args.clients, lambda: time.monotonic() > deadline)
-                r = await http.post(f"/api/v1/collections/{COLLECTION}/reindex",
-                                    json={"chunk_tokens": args.chunk_tokens})
+                r = await http.post(
+                    f"/api/v1/collections/{COLLECTION}/reindex", json={"chunk_tokens": args.chunk_tokens}
+                )
                 r.raise_for_status()
                 job_id = r.json()["job_id"]
                 state = {"job": r.json()["job"]}
@@ -107,11 +120,19 @@ async def run(args: argparse.Namespace) -> dict:
                 job = state["job"]
         finally:
             proc.stop()
-    return {"passages": len(docs), "clients": args.clients, "at_rest": rest, "during_reindex": during,
-            "reindex": {"state": job["state"], "decision": job.get("reindex", {}).get("decision"),
-                        "documents_per_second": round(job.get("documents_per_second", 0), 1)},
-            "p99_ratio": round(during["p99_ms"] / rest["p99_ms"], 2),
-            "p50_ratio": round(during["p50_ms"] / rest["p50_ms"], 2)}
+    return {
+        "passages": len(docs),
+        "clients": args.clients,
+        "at_rest": rest,
+        "during_reindex": during,
+        "reindex": {
+            "state": job["state"],
+            "decision": job.get("reindex", {}).get("decision"),
+            "documents_per_second": round(job.get("documents_per_second", 0), 1),
+        },
+        "p99_ratio": round(during["p99_ms"] / rest["p99_ms"], 2),
+        "p50_ratio": round(during["p50_ms"] / rest["p50_ms"], 2),
+    }
 
 
 def main() -> None:

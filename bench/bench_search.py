@@ -26,8 +26,11 @@ from ragmesh.search.v1 import search_service_pb2_grpc as search_grpc
 from tests.e2e.mesh_process import Mesh, Proc, wait_ready
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
-MODES = {"hybrid": search_pb.SEARCH_MODE_HYBRID, "dense": search_pb.SEARCH_MODE_DENSE,
-         "sparse": search_pb.SEARCH_MODE_SPARSE}
+MODES = {
+    "hybrid": search_pb.SEARCH_MODE_HYBRID,
+    "dense": search_pb.SEARCH_MODE_DENSE,
+    "sparse": search_pb.SEARCH_MODE_SPARSE,
+}
 
 
 def timed(call, inputs) -> tuple[float, float]:
@@ -54,27 +57,41 @@ def main() -> None:
         proc = Proc(["up"], mesh.env(), Path(tmp) / "up.log").start()
         try:
             wait_ready(mesh.url, [proc])
-            with httpx.Client(base_url=mesh.url, timeout=600) as http, \
-                    grpc.insecure_channel(f"127.0.0.1:{mesh.ports['search']}") as search_channel, \
-                    grpc.insecure_channel(f"127.0.0.1:{mesh.ports['embedder']}") as embedder_channel:
+            with (
+                httpx.Client(base_url=mesh.url, timeout=600) as http,
+                grpc.insecure_channel(f"127.0.0.1:{mesh.ports['search']}") as search_channel,
+                grpc.insecure_channel(f"127.0.0.1:{mesh.ports['embedder']}") as embedder_channel,
+            ):
                 docs = [{"text": c["text"], "doc_id": c["_id"]} for c in corpus]
                 for i in range(0, len(docs), 100):
-                    http.post("/api/v1/ingest/batch", json={"collection": "b", "documents": docs[i:i + 100]})
+                    http.post("/api/v1/ingest/batch", json={"collection": "b", "documents": docs[i : i + 100]})
                 search = search_grpc.SearchServiceStub(search_channel)
                 embedder = embedder_grpc.EmbedderServiceStub(embedder_channel)
                 for q in queries[:10]:  # warm up every path
                     http.post("/api/v1/search", json={"query": q, "collection": "b"})
                 print(f"{'path':34s} {'p50 ms':>8s} {'p95 ms':>8s}")
                 for mode, value in MODES.items():
-                    rest = timed(lambda q, m=mode: http.post("/api/v1/search", json={
-                        "query": q, "collection": "b", "mode": m, "top_k": 10}).raise_for_status(), queries)
-                    rpc = timed(lambda q, v=value: search.Search(search_pb.SearchRequest(
-                        query=q, collections=["b"], mode=v, top_k=10)), queries)
+                    rest = timed(
+                        lambda q, m=mode: http.post(
+                            "/api/v1/search", json={"query": q, "collection": "b", "mode": m, "top_k": 10}
+                        ).raise_for_status(),
+                        queries,
+                    )
+                    rpc = timed(
+                        lambda q, v=value: search.Search(
+                            search_pb.SearchRequest(query=q, collections=["b"], mode=v, top_k=10)
+                        ),
+                        queries,
+                    )
                     print(f"{'REST search ' + mode:34s} {rest[0]:8.1f} {rest[1]:8.1f}")
                     print(f"{'gRPC Search ' + mode:34s} {rpc[0]:8.1f} {rpc[1]:8.1f}")
                     print(f"{'gateway adds (p50) ' + mode:34s} {rest[0] - rpc[0]:8.1f}")
-                embed = timed(lambda q: embedder.Embed(embedder_pb.EmbedRequest(
-                    texts=[q], input_type=embedder_pb.INPUT_TYPE_QUERY)), queries)
+                embed = timed(
+                    lambda q: embedder.Embed(
+                        embedder_pb.EmbedRequest(texts=[q], input_type=embedder_pb.INPUT_TYPE_QUERY)
+                    ),
+                    queries,
+                )
                 print(f"{'gRPC Embed (dense + sparse)':34s} {embed[0]:8.1f} {embed[1]:8.1f}")
         finally:
             proc.stop()

@@ -22,8 +22,10 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.e2e.mesh_process import Mesh, Proc, wait_ready  # noqa: E402
 
-WORDS = ("glacier moraine basalt estuary lagoon tundra delta fjord canyon plateau savanna reef aquifer dune marsh "
-         "volcano geyser atoll steppe taiga meadow ridge valley cirque crevasse").split()
+WORDS = (
+    "glacier moraine basalt estuary lagoon tundra delta fjord canyon plateau savanna reef aquifer dune marsh "
+    "volcano geyser atoll steppe taiga meadow ridge valley cirque crevasse"
+).split()
 INGEST_SHARE = 0.2  # one request in five ingests a new document
 
 
@@ -62,11 +64,14 @@ async def client(http: httpx.AsyncClient, seed: int, stop: float, minutes: list[
         try:
             if ingest:
                 n += 1
-                response = await http.post("/api/v1/ingest", json={
-                    "text": _text(rng, rng.randint(40, 400)), "collection": "soak", "doc_id": f"c{seed}-{n}"})
+                response = await http.post(
+                    "/api/v1/ingest",
+                    json={"text": _text(rng, rng.randint(40, 400)), "collection": "soak", "doc_id": f"c{seed}-{n}"},
+                )
             else:
-                response = await http.post("/api/v1/search", json={
-                    "query": _text(rng, 4), "collection": "soak", "top_k": 5})
+                response = await http.post(
+                    "/api/v1/search", json={"query": _text(rng, 4), "collection": "soak", "top_k": 5}
+                )
             status = str(response.status_code)
         except httpx.HTTPError as exc:
             status = type(exc).__name__
@@ -87,8 +92,9 @@ async def soak(minutes: int, clients: int, embedder: str) -> dict:
         async with httpx.AsyncClient(base_url=mesh.url, timeout=120, limits=limits) as http:
             seed_rng = random.Random(0)
             for i in range(50):  # something to search from the first second
-                await http.post("/api/v1/ingest", json={"text": _text(seed_rng, 200), "collection": "soak",
-                                                        "doc_id": f"seed-{i}"})
+                await http.post(
+                    "/api/v1/ingest", json={"text": _text(seed_rng, 200), "collection": "soak", "doc_id": f"seed-{i}"}
+                )
             rss = [(0.0, _rss_kib(proc.popen.pid))]
             per_minute = [Minute() for _ in range(minutes)]
             started = time.monotonic()
@@ -106,16 +112,32 @@ async def soak(minutes: int, clients: int, embedder: str) -> dict:
     documents = next((c["documents"] for c in collections if c["name"] == "soak"), 0)
     rows = []
     for i, m in enumerate(per_minute):
-        rows.append({
-            "minute": i + 1, "searches": len(m.search), "ingests": len(m.ingest), "errors": sum(m.errors.values()),
-            "error_kinds": m.errors, "search_p50_ms": round(_q(m.search, 0.5), 1),
-            "search_p99_ms": round(_q(m.search, 0.99), 1), "ingest_p50_ms": round(_q(m.ingest, 0.5), 1),
-            "ingest_p99_ms": round(_q(m.ingest, 0.99), 1), "rss_mib": round(rss[min(i + 1, len(rss) - 1)][1] / 1024, 1),
-        })
-    return {"minutes": minutes, "clients": clients, "embedder": embedder, "exit_code": code, "rows": rows,
-            "rss_start_mib": round(rss[0][1] / 1024, 1), "rss_end_mib": round(rss[-1][1] / 1024, 1),
-            "documents_at_end": documents, "errors": sum(r["errors"] for r in rows),
-            "requests": sum(r["searches"] + r["ingests"] for r in rows)}
+        rows.append(
+            {
+                "minute": i + 1,
+                "searches": len(m.search),
+                "ingests": len(m.ingest),
+                "errors": sum(m.errors.values()),
+                "error_kinds": m.errors,
+                "search_p50_ms": round(_q(m.search, 0.5), 1),
+                "search_p99_ms": round(_q(m.search, 0.99), 1),
+                "ingest_p50_ms": round(_q(m.ingest, 0.5), 1),
+                "ingest_p99_ms": round(_q(m.ingest, 0.99), 1),
+                "rss_mib": round(rss[min(i + 1, len(rss) - 1)][1] / 1024, 1),
+            }
+        )
+    return {
+        "minutes": minutes,
+        "clients": clients,
+        "embedder": embedder,
+        "exit_code": code,
+        "rows": rows,
+        "rss_start_mib": round(rss[0][1] / 1024, 1),
+        "rss_end_mib": round(rss[-1][1] / 1024, 1),
+        "documents_at_end": documents,
+        "errors": sum(r["errors"] for r in rows),
+        "requests": sum(r["searches"] + r["ingests"] for r in rows),
+    }
 
 
 def markdown(result: dict) -> str:
@@ -130,18 +152,25 @@ def markdown(result: dict) -> str:
         "| RSS MiB |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    lines += [f"| {r['minute']} | {r['searches']} | {r['ingests']} | {r['errors']} | {r['search_p50_ms']} | "
-              f"{r['search_p99_ms']} | {r['ingest_p50_ms']} | {r['ingest_p99_ms']} | {r['rss_mib']} |"
-              for r in result["rows"]]
+    lines += [
+        f"| {r['minute']} | {r['searches']} | {r['ingests']} | {r['errors']} | {r['search_p50_ms']} | "
+        f"{r['search_p99_ms']} | {r['ingest_p50_ms']} | {r['ingest_p99_ms']} | {r['rss_mib']} |"
+        for r in result["rows"]
+    ]
     rss_after_first = result["rows"][0]["rss_mib"] if result["rows"] else result["rss_start_mib"]
     growth = result["rss_end_mib"] - rss_after_first
-    lines += ["", f"RSS growth after the first minute: {growth:+.1f} MiB "
-                  f"({growth / max(1, result['minutes'] - 1):+.1f} MiB/minute while the store grew)."]
+    lines += [
+        "",
+        f"RSS growth after the first minute: {growth:+.1f} MiB "
+        f"({growth / max(1, result['minutes'] - 1):+.1f} MiB/minute while the store grew).",
+    ]
     if result["rows"]:
         first, last = result["rows"][0], result["rows"][-1]
-        lines.append(f"Search p99, last minute / first minute: "
-                     f"{last['search_p99_ms'] / first['search_p99_ms']:.2f}; searches per minute, last / first: "
-                     f"{last['searches'] / max(1, first['searches']):.2f}.")
+        lines.append(
+            f"Search p99, last minute / first minute: "
+            f"{last['search_p99_ms'] / first['search_p99_ms']:.2f}; searches per minute, last / first: "
+            f"{last['searches'] / max(1, first['searches']):.2f}."
+        )
     median = statistics.median(r["search_p50_ms"] for r in result["rows"]) if result["rows"] else 0
     lines.append(f"Median of the per-minute search p50: {median:.1f} ms.")
     return "\n".join(lines)

@@ -68,8 +68,10 @@ class Corpus:
 
 def percentiles(values: list[float]) -> dict[str, float]:
     values = sorted(values)
-    return {"p50_ms": round(statistics.median(values), 3),
-            "p95_ms": round(values[min(len(values) - 1, int(0.95 * len(values)))], 3)}
+    return {
+        "p50_ms": round(statistics.median(values), 3),
+        "p95_ms": round(values[min(len(values) - 1, int(0.95 * len(values)))], 3),
+    }
 
 
 def timed(fn, inputs) -> tuple[dict[str, float], list]:
@@ -90,9 +92,21 @@ def adaptive_latency(store, query_vectors: np.ndarray, sparse_of: list) -> dict[
 
     settings = SearchSettings()  # the search service's defaults
     searcher = Searcher.from_settings(settings, store, None)  # type: ignore[arg-type]
-    return timed(lambda q: searcher._adaptive("bench", Query(
-        mode="hybrid", limit=10, dense=query_vectors[q].tolist(), sparse=sparse_of[q],
-        prefetch_limit=settings.prefetch_limit, fusion="adaptive"), sparse_of[q]), range(len(sparse_of)))[0]
+    return timed(
+        lambda q: searcher._adaptive(
+            "bench",
+            Query(
+                mode="hybrid",
+                limit=10,
+                dense=query_vectors[q].tolist(),
+                sparse=sparse_of[q],
+                prefetch_limit=settings.prefetch_limit,
+                fusion="adaptive",
+            ),
+            sparse_of[q],
+        ),
+        range(len(sparse_of)),
+    )[0]
 
 
 def run(points: int, queries: int, efs: list[int], data_dir: Path, hnsw_ef: int | None) -> dict:
@@ -123,11 +137,23 @@ def run(points: int, queries: int, efs: list[int], data_dir: Path, hnsw_ef: int 
         for i, (vector, text) in enumerate(zip(vectors, texts, strict=True)):
             k = start + i
             sparse = bm25.embed_document(text)
-            payload = {"doc_id": f"doc-{k // 4}", "chunk_index": k % 4, "text": text, "title": f"Document {k // 4}",
-                       "source": "text", "content_hash": f"{k // 4:032x}",
-                       "metadata": {"lang": f"l{k % 10}", "shelf": f"s{k % 100}"}}
-            batch.append(ChunkPoint(id=str(uuid.UUID(int=k)), dense=vector.tolist(),
-                                    sparse=Sparse(list(sparse.indices), list(sparse.values)), payload=payload))
+            payload = {
+                "doc_id": f"doc-{k // 4}",
+                "chunk_index": k % 4,
+                "text": text,
+                "title": f"Document {k // 4}",
+                "source": "text",
+                "content_hash": f"{k // 4:032x}",
+                "metadata": {"lang": f"l{k % 10}", "shelf": f"s{k % 100}"},
+            }
+            batch.append(
+                ChunkPoint(
+                    id=str(uuid.UUID(int=k)),
+                    dense=vector.tolist(),
+                    sparse=Sparse(list(sparse.indices), list(sparse.values)),
+                    payload=payload,
+                )
+            )
         started = time.perf_counter()
         store.upsert("bench", batch)
         upsert_seconds += time.perf_counter() - started
@@ -141,12 +167,15 @@ def run(points: int, queries: int, efs: list[int], data_dir: Path, hnsw_ef: int 
 
     def dense(q: int, ef: int | None = None, filters: dict | None = None) -> list:
         store._hnsw_ef = ef if ef is not None else hnsw_ef
-        return store.query("bench", Query(mode="dense", limit=10, dense=query_vectors[q].tolist(),
-                                          filters=filters or {}))
+        return store.query(
+            "bench", Query(mode="dense", limit=10, dense=query_vectors[q].tolist(), filters=filters or {})
+        )
 
     def recall(results: list) -> float:
-        return round(statistics.mean(
-            len({uuid.UUID(h.id).int for h in hits} & exact[q]) / 10 for q, hits in enumerate(results)), 4)
+        return round(
+            statistics.mean(len({uuid.UUID(h.id).int for h in hits} & exact[q]) / 10 for q, hits in enumerate(results)),
+            4,
+        )
 
     sweep = []
     for ef in efs:
@@ -159,17 +188,27 @@ def run(points: int, queries: int, efs: list[int], data_dir: Path, hnsw_ef: int 
     report["recall_at_10"] = recall(results)
     kinds = {"dense": latency}
     sparse_of = [Sparse(list(s.indices), list(s.values)) for s in query_sparse]
-    kinds["sparse"] = timed(lambda q: store.query("bench", Query(mode="sparse", limit=10, sparse=sparse_of[q])),
-                            range(queries))[0]
+    kinds["sparse"] = timed(
+        lambda q: store.query("bench", Query(mode="sparse", limit=10, sparse=sparse_of[q])), range(queries)
+    )[0]
     for fusion in ("relative_score", "rrf"):
-        kinds[f"hybrid_{fusion}"] = timed(lambda q, f=fusion: store.query("bench", Query(
-            mode="hybrid", limit=10, dense=query_vectors[q].tolist(), sparse=sparse_of[q], prefetch_limit=100,
-            fusion=f)), range(queries))[0]
+        kinds[f"hybrid_{fusion}"] = timed(
+            lambda q, f=fusion: store.query(
+                "bench",
+                Query(
+                    mode="hybrid",
+                    limit=10,
+                    dense=query_vectors[q].tolist(),
+                    sparse=sparse_of[q],
+                    prefetch_limit=100,
+                    fusion=f,
+                ),
+            ),
+            range(queries),
+        )[0]
     kinds["hybrid_adaptive"] = adaptive_latency(store, query_vectors, sparse_of)
-    kinds["dense_filter_10pct"] = timed(lambda q: dense(q, filters={"metadata.lang": f"l{q % 10}"}),
-                                        range(queries))[0]
-    kinds["dense_filter_1pct"] = timed(lambda q: dense(q, filters={"metadata.shelf": f"s{q % 100}"}),
-                                       range(queries))[0]
+    kinds["dense_filter_10pct"] = timed(lambda q: dense(q, filters={"metadata.lang": f"l{q % 10}"}), range(queries))[0]
+    kinds["dense_filter_1pct"] = timed(lambda q: dense(q, filters={"metadata.shelf": f"s{q % 100}"}), range(queries))[0]
     report["queries_ms"] = kinds
     report["rss_mb"] = round(rss_mb(), 1)
     store.close()
@@ -183,18 +222,25 @@ def run(points: int, queries: int, efs: list[int], data_dir: Path, hnsw_ef: int 
 
 
 def markdown(report: dict) -> str:
-    lines = [f"Embedded store (qdrant-edge through EdgeStore), {report['points']:,} chunks of {report['dimension']}-d "
-             f"+ BM25, {report['queries']} queries, top 10, one client:", "",
-             "| query | p50 ms | p95 ms |", "|---|---|---|"]
+    lines = [
+        f"Embedded store (qdrant-edge through EdgeStore), {report['points']:,} chunks of {report['dimension']}-d "
+        f"+ BM25, {report['queries']} queries, top 10, one client:",
+        "",
+        "| query | p50 ms | p95 ms |",
+        "|---|---|---|",
+    ]
     for kind, latency in report["queries_ms"].items():
         lines.append(f"| {kind} | {latency['p50_ms']} | {latency['p95_ms']} |")
     lines += ["", "| ef | recall@10 vs exact | p50 ms | p95 ms |", "|---|---|---|---|"]
     for row in report["ef_sweep"]:
         lines.append(f"| {row['ef']} | {row['recall_at_10']} | {row['p50_ms']} | {row['p95_ms']} |")
-    lines += ["", f"Upsert {report['upsert_points_per_second']:,} points/s (batches of {BATCH}); HNSW build "
-              f"{report['optimize_seconds']} s; recall@10 at the default ef ({report['default_ef'] or 'Qdrant'}) "
-              f"{report['recall_at_10']}; RSS {report['rss_mb']} MB; disk {report['disk_mb']} MB; reopen + first "
-              f"query {report['reopen_seconds']} s."]
+    lines += [
+        "",
+        f"Upsert {report['upsert_points_per_second']:,} points/s (batches of {BATCH}); HNSW build "
+        f"{report['optimize_seconds']} s; recall@10 at the default ef ({report['default_ef'] or 'Qdrant'}) "
+        f"{report['recall_at_10']}; RSS {report['rss_mb']} MB; disk {report['disk_mb']} MB; reopen + first "
+        f"query {report['reopen_seconds']} s.",
+    ]
     return "\n".join(lines)
 
 

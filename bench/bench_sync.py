@@ -45,7 +45,8 @@ def copy_tree(target: Path) -> tuple[int, int]:
 def run_job(http: httpx.Client, folder: Path) -> tuple[dict, float]:
     start = time.perf_counter()
     job_id = http.post("/api/v1/jobs", json={"collection": "tree", "folder": str(folder), "prune": True}).json()[
-        "job_id"]
+        "job_id"
+    ]
     while True:
         job = http.get(f"/api/v1/jobs/{job_id}").json()
         if job["state"] in ("done", "failed", "cancelled"):
@@ -55,10 +56,17 @@ def run_job(http: httpx.Client, folder: Path) -> tuple[dict, float]:
 
 def row(name: str, job: dict, seconds: float, tree_bytes: int) -> dict:
     handled = job["indexed"] + job["unchanged"] + job["failed"]
-    return {"pass": name, "seconds": round(seconds, 3), "files": handled, "indexed": job["indexed"],
-            "unchanged": job["unchanged"], "failed": job["failed"], "skipped": job["skipped"],
-            "files_per_second": float(f"{handled / seconds:.3g}"),
-            "mb_per_second": float(f"{tree_bytes / seconds / 1e6:.3g}")}
+    return {
+        "pass": name,
+        "seconds": round(seconds, 3),
+        "files": handled,
+        "indexed": job["indexed"],
+        "unchanged": job["unchanged"],
+        "failed": job["failed"],
+        "skipped": job["skipped"],
+        "files_per_second": float(f"{handled / seconds:.3g}"),
+        "mb_per_second": float(f"{tree_bytes / seconds / 1e6:.3g}"),
+    }
 
 
 def main() -> None:
@@ -69,8 +77,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "tree"
         files, size = copy_tree(tree)
-        mesh = Mesh(Path(tmp) / "data", extra_env={"RAGMESH_EMBEDDER_BACKEND": args.backend,
-                                                   "RAGMESH_INDEXER_ROOTS": str(tree)})
+        mesh = Mesh(
+            Path(tmp) / "data", extra_env={"RAGMESH_EMBEDDER_BACKEND": args.backend, "RAGMESH_INDEXER_ROOTS": str(tree)}
+        )
         proc = Proc(["up"], mesh.env(), Path(tmp) / "up.log").start()
         try:
             wait_ready(mesh.url, [proc])
@@ -85,9 +94,11 @@ def main() -> None:
                 one, one_s = run_job(http, tree)
         finally:
             proc.stop()
-    rows = [row("first ingest", first, first_s, ingested_bytes), row("re-sync, unchanged", again, again_s,
-                                                                    ingested_bytes),
-            row("re-sync, one file changed", one, one_s, ingested_bytes)]
+    rows = [
+        row("first ingest", first, first_s, ingested_bytes),
+        row("re-sync, unchanged", again, again_s, ingested_bytes),
+        row("re-sync, one file changed", one, one_s, ingested_bytes),
+    ]
     speedup = round(first_s / again_s, 1)
     lines = [
         f"Source tree: this repository's {files} tracked files ({size / 1e6:.2f} MB; {sent} copied, "
@@ -96,17 +107,33 @@ def main() -> None:
         "",
         "| pass | seconds | files | indexed | unchanged | failed | files/s | MB/s |",
         "|---|---|---|---|---|---|---|---|",
-        *(f"| {r['pass']} | {r['seconds']} | {r['files']} | {r['indexed']} | {r['unchanged']} | {r['failed']} | "
-          f"{r['files_per_second']} | {r['mb_per_second']} |" for r in rows),
+        *(
+            f"| {r['pass']} | {r['seconds']} | {r['files']} | {r['indexed']} | {r['unchanged']} | {r['failed']} | "
+            f"{r['files_per_second']} | {r['mb_per_second']} |"
+            for r in rows
+        ),
         "",
         f"An unchanged re-sync is {speedup}x faster than the first ingest.",
     ]
     markdown = "\n".join(lines)
     print(markdown)
     if args.json:
-        args.json.write_text(json.dumps({"name": "bench_sync", "markdown": markdown,
-                                         "data": {"rows": rows, "speedup": speedup, "backend": args.backend,
-                                                  "tree_files": files, "tree_bytes": size}}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "name": "bench_sync",
+                    "markdown": markdown,
+                    "data": {
+                        "rows": rows,
+                        "speedup": speedup,
+                        "backend": args.backend,
+                        "tree_files": files,
+                        "tree_bytes": size,
+                    },
+                },
+                indent=2,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -34,9 +34,17 @@ async def serving(settings, embedder=None):
         await service.stop(0)
 
 
-def drive(port: int, batches: list[list[str]], *, clients: int, seconds: float | None = None,
-          dense_only: bool = True, packed: bool = True, input_type: str = "document",
-          model_path: str | None = None) -> dict:
+def drive(
+    port: int,
+    batches: list[list[str]],
+    *,
+    clients: int,
+    seconds: float | None = None,
+    dense_only: bool = True,
+    packed: bool = True,
+    input_type: str = "document",
+    model_path: str | None = None,
+) -> dict:
     """Run `clients` concurrent callers in a child process, one Embed request per batch: cycling through
     `batches` for `seconds`, or (seconds=None) sending each batch once. With `model_path` (a local model's
     folder), each request carries its texts' token ids too, as the indexer's do, tokenised beforehand (not
@@ -78,8 +86,10 @@ async def _drive_async(port, batches, clients, seconds, dense_only, packed, inpu
     dense_format = pb2.DENSE_FORMAT_PACKED_FLOAT32 if packed else pb2.DENSE_FORMAT_FLOATS
     kind = pb2.INPUT_TYPE_QUERY if input_type == "query" else pb2.INPUT_TYPE_DOCUMENT
     token_ids = _tokenizing(pb2, model_path) if model_path else lambda _: None
-    requests = [pb2.EmbedRequest(texts=b, kinds=kinds, dense_format=dense_format, input_type=kind,
-                                 token_ids=token_ids(b)) for b in batches]
+    requests = [
+        pb2.EmbedRequest(texts=b, kinds=kinds, dense_format=dense_format, input_type=kind, token_ids=token_ids(b))
+        for b in batches
+    ]
     options = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]
     latencies: list[float] = []
     texts = 0
@@ -104,8 +114,13 @@ async def _drive_async(port, batches, clients, seconds, dense_only, packed, inpu
         await asyncio.gather(*(caller() for _ in range(clients)))
         elapsed = time.perf_counter() - started
     latencies.sort()
-    return {"texts_per_second": texts / elapsed, "requests": len(latencies), "texts": texts,
-            "p50_ms": statistics.median(latencies), "p95_ms": latencies[int(0.95 * (len(latencies) - 1))]}
+    return {
+        "texts_per_second": texts / elapsed,
+        "requests": len(latencies),
+        "texts": texts,
+        "p50_ms": statistics.median(latencies),
+        "p95_ms": latencies[int(0.95 * (len(latencies) - 1))],
+    }
 
 
 def write_report(path: str | None, name: str, markdown: str, data: dict) -> None:

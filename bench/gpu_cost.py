@@ -58,16 +58,19 @@ def fit(recorded: dict, passages: list[str], forward_passages: int, graph_call_m
     service = recorded["service"][VARIANT]
     f_seconds = f_texts / service["forward"]
     r_seconds = r_texts / recorded["model"][VARIANT]["same again"]
-    a, b = np.linalg.solve(np.array([[f_calls, f_padded], [r_calls, r_padded]], dtype=float),
-                           np.array([f_seconds, r_seconds]))
+    a, b = np.linalg.solve(
+        np.array([[f_calls, f_padded], [r_calls, r_padded]], dtype=float), np.array([f_seconds, r_seconds])
+    )
     lengths = backend.prepare(passages).lengths
     window = round(service["mean_batch"])
     rng = np.random.default_rng(1)
     drawn = [lengths[rng.choice(len(lengths), window, replace=False)] for _ in range(windows)]
     graph_call = graph_call_ms / 1000
     # Each way's fixed cost a call, and the forward rate it would give (what the service is judged against).
-    rates = {"eager": (a, f_texts / f_seconds),
-             "cuda graphs": (graph_call, f_texts / (f_calls * graph_call + f_padded * b))}
+    rates = {
+        "eager": (a, f_texts / f_seconds),
+        "cuda graphs": (graph_call, f_texts / (f_calls * graph_call + f_padded * b)),
+    }
     rows = []
     real = float(np.mean([w.sum() for w in drawn]))  # a window's real tokens
     buckets = token_buckets(DEFAULT_MAX_BATCH_TOKENS["cuda"])
@@ -86,26 +89,41 @@ def fit(recorded: dict, passages: list[str], forward_passages: int, graph_call_m
         row["unpadded cuda graphs"] = window / (calls * graph_call + bucketed * b) / rates["eager"][1]
         rows.append(row)
     one_call = a + b * float(np.mean([cut(w, DEFAULT_MAX_BATCH_TOKENS["cuda"], batch_size)[1] for w in drawn]))
-    return {"call_ms": 1000 * a, "padded_token_ns": 1e9 * b, "window": window, "graph_call_ms": graph_call_ms,
-            "forward": {"calls": f_calls, "padded_tokens": f_padded, "passages_per_second": service["forward"]},
-            "random": {"calls": r_calls, "padded_tokens": r_padded,
-                       "passages_per_second": recorded["model"][VARIANT]["same again"]},
-            "service_predicted_busy": window / one_call, "service_measured": service["service"],
-            "budgets": rows}
+    return {
+        "call_ms": 1000 * a,
+        "padded_token_ns": 1e9 * b,
+        "window": window,
+        "graph_call_ms": graph_call_ms,
+        "forward": {"calls": f_calls, "padded_tokens": f_padded, "passages_per_second": service["forward"]},
+        "random": {
+            "calls": r_calls,
+            "padded_tokens": r_padded,
+            "passages_per_second": recorded["model"][VARIANT]["same again"],
+        },
+        "service_predicted_busy": window / one_call,
+        "service_measured": service["service"],
+        "budgets": rows,
+    }
 
 
 def markdown(result: dict, source: str) -> str:
-    lines = [f"A micro-batch's cost on the GPU, fitted to {source} ({VARIANT}): "
-             f"{result['call_ms']:.2f} ms a call + {result['padded_token_ns']:.0f} ns a padded token. "
-             f"The service's {result['window']}-passage windows at the default budget: "
-             f"{result['service_predicted_busy']:,.0f} passages/s with the model always busy "
-             f"(measured {result['service_measured']:,.0f}).", "",
-             f"| budget (padded tokens) | calls a window | padding % | eager / forward | CUDA graphs "
-             f"({result['graph_call_ms']} ms a call) / forward | unpadded, eager / forward | unpadded, CUDA graphs / "
-             "forward |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"A micro-batch's cost on the GPU, fitted to {source} ({VARIANT}): "
+        f"{result['call_ms']:.2f} ms a call + {result['padded_token_ns']:.0f} ns a padded token. "
+        f"The service's {result['window']}-passage windows at the default budget: "
+        f"{result['service_predicted_busy']:,.0f} passages/s with the model always busy "
+        f"(measured {result['service_measured']:,.0f}).",
+        "",
+        f"| budget (padded tokens) | calls a window | padding % | eager / forward | CUDA graphs "
+        f"({result['graph_call_ms']} ms a call) / forward | unpadded, eager / forward | unpadded, CUDA graphs / "
+        "forward |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for row in result["budgets"]:
-        lines.append(f"| {row['budget']:,} | {row['calls']:.1f} | {row['padding_percent']:.0f} | {row['eager']:.2f} | "
-                     f"{row['cuda graphs']:.2f} | {row['unpadded']:.2f} | {row['unpadded cuda graphs']:.2f} |")
+        lines.append(
+            f"| {row['budget']:,} | {row['calls']:.1f} | {row['padding_percent']:.0f} | {row['eager']:.2f} | "
+            f"{row['cuda graphs']:.2f} | {row['unpadded']:.2f} | {row['unpadded cuda graphs']:.2f} |"
+        )
     return "\n".join(lines)
 
 

@@ -40,7 +40,7 @@ def typo(word: str, rng: random.Random) -> str:
     if len(word) < 4 or not word.isalpha():
         return word
     i = rng.randrange(1, len(word) - 2)
-    return word[:i] + word[i + 1] + word[i] + word[i + 2:]
+    return word[:i] + word[i + 1] + word[i] + word[i + 2 :]
 
 
 def write(target: Path, dataset: Dataset, queries: dict[str, str], qrels: dict[str, dict[str, int]]) -> None:
@@ -63,19 +63,26 @@ def main() -> None:
     dataset = load_dataset(args.dataset)
     rng = random.Random(SEED)
     judged = dataset.judged_queries()
-    write(args.target / f"{args.dataset.name}-typo", dataset,
-          {q: " ".join(typo(w, rng) for w in dataset.queries[q].split()) for q in judged},
-          {q: dataset.qrels[q] for q in judged})
+    write(
+        args.target / f"{args.dataset.name}-typo",
+        dataset,
+        {q: " ".join(typo(w, rng) for w in dataset.queries[q].split()) for q in judged},
+        {q: dataset.qrels[q] for q in judged},
+    )
 
     bm25 = Bm25()
-    terms = {doc_id: frozenset(bm25.embed_document(f"{title}\n\n{text}").indices)
-             for doc_id, (title, text) in dataset.corpus.items()}
+    terms = {
+        doc_id: frozenset(bm25.embed_document(f"{title}\n\n{text}").indices)
+        for doc_id, (title, text) in dataset.corpus.items()
+    }
     df: Counter[int] = Counter(t for held in terms.values() for t in held)
     n = len(dataset.corpus)
 
     def idf(word: str) -> float:
-        return max((math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in bm25.embed_query(word).indices
-                    if df[t]), default=0.0)
+        return max(
+            (math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in bm25.embed_query(word).indices if df[t]),
+            default=0.0,
+        )
 
     def known_item(doc_id: str, query: str) -> bool:
         """True if no other passage holds every term of the query (as BM25 tokenizes it)."""

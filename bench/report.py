@@ -64,11 +64,30 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 DATASET = SHARED / "datasets" / "msmarco-5k"
 # The issue's figures for ragmesh before this work (2 cores, REST): the 32-client targets are 3x these.
-ISSUE_BEFORE = {"dense_qps_32": 165.0, "hybrid_qps_32": 84.0, "ingest_rest": 32.4, "dense_p50": 19.7,
-                "hybrid_p50": 24.9}
-PACKAGES = ("torch", "sentence-transformers", "transformers", "tokenizers", "onnxruntime", "qdrant-edge-py",
-            "qdrant-client", "grpcio", "protobuf", "fastapi", "uvicorn", "pydantic", "numpy", "langchain-core",
-            "langchain-qdrant")
+ISSUE_BEFORE = {
+    "dense_qps_32": 165.0,
+    "hybrid_qps_32": 84.0,
+    "ingest_rest": 32.4,
+    "dense_p50": 19.7,
+    "hybrid_p50": 24.9,
+}
+PACKAGES = (
+    "torch",
+    "sentence-transformers",
+    "transformers",
+    "tokenizers",
+    "onnxruntime",
+    "qdrant-edge-py",
+    "qdrant-client",
+    "grpcio",
+    "protobuf",
+    "fastapi",
+    "uvicorn",
+    "pydantic",
+    "numpy",
+    "langchain-core",
+    "langchain-qdrant",
+)
 MODES = ("dense", "hybrid")
 
 
@@ -77,7 +96,7 @@ def load_data(passages: int, queries: int) -> tuple[list[dict], list[str]]:
     corpus = [json.loads(line) for line in (DATASET / "corpus.jsonl").open(encoding="utf-8")]
     judged = [json.loads(line)["text"] for line in (DATASET / "queries.jsonl").open(encoding="utf-8")]
     # More distinct queries than the 43 judged ones: the first words of passages not ingested.
-    extra = [" ".join(c["text"].split()[:7]) for c in corpus[passages:passages + queries]]
+    extra = [" ".join(c["text"].split()[:7]) for c in corpus[passages : passages + queries]]
     return corpus[:passages], (judged + extra)[:queries]
 
 
@@ -123,8 +142,10 @@ def process_tree(pid: int) -> list[int]:
 def rss_mb(pid: int) -> float:
     """Resident memory of process `pid` and of the processes it started (the embedder's model processes, each with
     its own copy of the model), summed, in MiB."""
-    kib = sum(next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS")), 0)
-              for status in _each_proc_file(pid, "status"))
+    kib = sum(
+        next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS")), 0)
+        for status in _each_proc_file(pid, "status")
+    )
     return round(kib / 1024, 1)
 
 
@@ -175,15 +196,22 @@ class CpuClock:
 
     def rates(self, items: int, key: str) -> dict[str, float]:
         wall, cpu = time.perf_counter() - self.wall, cpu_seconds(self.pid) - self.cpu
-        return {f"{key}_passages_per_second": round(items / wall, 1), f"{key}_cpu_ms_per_passage": round(
-            1000 * cpu / items, 2)}
+        return {
+            f"{key}_passages_per_second": round(items / wall, 1),
+            f"{key}_cpu_ms_per_passage": round(1000 * cpu / items, 2),
+        }
 
 
 # --- machine -------------------------------------------------------------------------------------------------
 def machine() -> dict:
-    info: dict = {"host": socket.gethostname(), "python": platform.python_version(), "os": platform.platform(),
-                  "cpu_count": os.cpu_count(), "cpus_usable": len(os.sched_getaffinity(0)),
-                  "load_average": [round(x, 2) for x in os.getloadavg()]}
+    info: dict = {
+        "host": socket.gethostname(),
+        "python": platform.python_version(),
+        "os": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
     with contextlib.suppress(OSError):
         quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
         info["cgroup_cpu_quota"] = "none" if quota == "max" else round(int(quota) / int(period), 2)
@@ -192,8 +220,11 @@ def machine() -> dict:
         info["cpu_model"] = next(line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name"))
         info["cpu_extensions"] = cpu_extensions(cpuinfo)
     with contextlib.suppress(OSError, StopIteration):
-        kb = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
-                  if line.startswith("MemTotal"))
+        kb = next(
+            int(line.split()[1])
+            for line in Path("/proc/meminfo").read_text().splitlines()
+            if line.startswith("MemTotal")
+        )
         info["ram_gib"] = round(kb / 2**20, 1)
     try:
         gpus = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10).stdout.strip()
@@ -201,8 +232,9 @@ def machine() -> dict:
     except (OSError, subprocess.SubprocessError):
         info["gpu"] = "none"
     with contextlib.suppress(OSError, subprocess.SubprocessError):
-        info["commit"] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                        text=True, timeout=10).stdout.strip()
+        info["commit"] = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
     versions = {}
     for name in PACKAGES:
         with contextlib.suppress(metadata.PackageNotFoundError):
@@ -214,14 +246,31 @@ def machine() -> dict:
 # The vector extensions the model's kernels pick from, as /proc/cpuinfo names them: ONNX Runtime's int8 matrix
 # products use VNNI (AVX-512 VNNI, AVX-VNNI) or AMX where the CPU has them and plain AVX2 where it does not. The
 # reports' 2-core VMs differ up to 3.4x in the raw int8 model's rate, and "AMD EPYC" alone names CPUs of either kind.
-CPU_EXTENSIONS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8",  # x86
-                  "asimd", "asimddp", "i8mm", "sve", "bf16")  # Arm
+CPU_EXTENSIONS = (
+    "avx2",
+    "avx512f",
+    "avx512_vnni",
+    "avx_vnni",
+    "avx512_bf16",
+    "amx_int8",  # x86
+    "asimd",
+    "asimddp",
+    "i8mm",
+    "sve",
+    "bf16",
+)  # Arm
 
 
 def cpu_extensions(cpuinfo: Sequence[str]) -> list[str]:
     """Which of CPU_EXTENSIONS the CPU has, from /proc/cpuinfo's lines (its first flags / Features line)."""
-    flags = next((set(line.split(":", 1)[1].split()) for line in cpuinfo
-                  if line.split(":", 1)[0].strip() in ("flags", "Features")), set())
+    flags = next(
+        (
+            set(line.split(":", 1)[1].split())
+            for line in cpuinfo
+            if line.split(":", 1)[0].strip() in ("flags", "Features")
+        ),
+        set(),
+    )
     return [name for name in CPU_EXTENSIONS if name in flags]
 
 
@@ -292,9 +341,18 @@ def raw_configurations(backend: str, runtime: str) -> list[tuple[str, object]]:
     settings = embedder_settings(backend, runtime)
     configurations = [("backend_direct", settings)]
     if backend == "local" and (plan := resolve_plan(settings)).runners > 1:
-        configurations.append(("backend_one_call", embedder_settings(
-            backend, runtime, runners=1, RAGMESH_EMBEDDER_THREADS=plan.runners * plan.threads,
-            max_batch_tokens=1024 if plan.precision == "int8" else 4096)))
+        configurations.append(
+            (
+                "backend_one_call",
+                embedder_settings(
+                    backend,
+                    runtime,
+                    runners=1,
+                    RAGMESH_EMBEDDER_THREADS=plan.runners * plan.threads,
+                    max_batch_tokens=1024 if plan.precision == "int8" else 4096,
+                ),
+            )
+        )
     return configurations
 
 
@@ -358,8 +416,13 @@ class MeshRun:
         self.proc.stop()
 
 
-def in_threads(clients: int, work: list, call: Callable[[object, object], None], make_client: Callable[[], object],
-               close: Callable[[object], None]) -> tuple[list[float], float]:
+def in_threads(
+    clients: int,
+    work: list,
+    call: Callable[[object, object], None],
+    make_client: Callable[[], object],
+    close: Callable[[object], None],
+) -> tuple[list[float], float]:
     """Run `call(client, item)` for every item, from `clients` threads sharing a queue; latencies (ms) and the
     wall time."""
     items: queue.SimpleQueue = queue.SimpleQueue()
@@ -397,8 +460,9 @@ def in_threads(clients: int, work: list, call: Callable[[object, object], None],
     return latencies, time.perf_counter() - started
 
 
-async def timed_posts(url: str, path: str, bodies: Sequence[dict], clients: int,
-                      check: Callable[[bytes], None] | None = None) -> tuple[list[float], float]:
+async def timed_posts(
+    url: str, path: str, bodies: Sequence[dict], clients: int, check: Callable[[bytes], None] | None = None
+) -> tuple[list[float], float]:
     """POST each of `bodies` to `path`, `clients` at a time: each client sends the next body as soon as its last
     answer is in (a closed loop, as wrk or hey run one), all on one event loop over aiohttp keep-alive connections;
     latencies (ms) and the wall time. The load generator runs on the cores it measures, so it has to be light: this
@@ -409,8 +473,10 @@ async def timed_posts(url: str, path: str, bodies: Sequence[dict], clients: int,
 
     todo = iter(bodies)  # shared by the clients: one event loop, so no lock
     latencies: list[float] = []
-    async with aiohttp.ClientSession(url, connector=aiohttp.TCPConnector(limit=clients),
-                                     timeout=aiohttp.ClientTimeout(total=600)) as session:
+    async with aiohttp.ClientSession(
+        url, connector=aiohttp.TCPConnector(limit=clients), timeout=aiohttp.ClientTimeout(total=600)
+    ) as session:
+
         async def client() -> None:
             for body in todo:
                 started = time.perf_counter()
@@ -448,8 +514,10 @@ class OneConnection:
             self._sock = socket.create_connection(self._address, timeout=self._timeout)
             self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         payload = json.dumps(body).encode()
-        self._sock.sendall(b"POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
-                           b"Content-Length: %d\r\n\r\n%s" % (path.encode(), self._host, len(payload), payload))
+        self._sock.sendall(
+            b"POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (path.encode(), self._host, len(payload), payload)
+        )
         answer = _Answer()
         answer.parser = self._parser_class(answer)
         while not answer.complete:
@@ -510,19 +578,26 @@ def rest_searches(url: str, clients: int, bodies: Sequence[dict], mesh_pid: int)
         if connection is not None:
             connection.post("/api/v1/search", bodies[0])
         mesh_clock, client_clock = CpuClock(mesh_pid), CpuClock()
-        latencies, seconds = (posts_one_client(connection, "/api/v1/search", bodies) if connection is not None
-                              else asyncio.run(timed_posts(url, "/api/v1/search", bodies, clients)))
+        latencies, seconds = (
+            posts_one_client(connection, "/api/v1/search", bodies)
+            if connection is not None
+            else asyncio.run(timed_posts(url, "/api/v1/search", bodies, clients))
+        )
     finally:
         if connection is not None:
             connection.close()
-    return {**summary(latencies, seconds),
-            "mesh_cpu_ms": mesh_clock.rates(len(latencies), "x")["x_cpu_ms_per_passage"],
-            "client_cpu_ms": client_clock.rates(len(latencies), "x")["x_cpu_ms_per_passage"]}
+    return {
+        **summary(latencies, seconds),
+        "mesh_cpu_ms": mesh_clock.rates(len(latencies), "x")["x_cpu_ms_per_passage"],
+        "client_cpu_ms": client_clock.rates(len(latencies), "x")["x_cpu_ms_per_passage"],
+    }
 
 
 EMBEDDER_TOTALS = {
-    "tokens": "ragmesh_embedder_tokens_total", "padded": "ragmesh_embedder_batch_padded_tokens_sum",
-    "busy": "ragmesh_embedder_model_busy_seconds_total", "starved": "ragmesh_embedder_model_starved_seconds_total",
+    "tokens": "ragmesh_embedder_tokens_total",
+    "padded": "ragmesh_embedder_batch_padded_tokens_sum",
+    "busy": "ragmesh_embedder_model_busy_seconds_total",
+    "starved": "ragmesh_embedder_model_starved_seconds_total",
     "runners": "ragmesh_embedder_runners",
 }
 
@@ -562,8 +637,15 @@ def no_failed_document(answer: bytes) -> None:
         raise RuntimeError(f"{len(failed)} documents failed: {failed[0]}")
 
 
-def rest_ingests(url: str, mesh_pid: int, batches: list[list[dict]], clients: int, rounds: int,
-                 raw: Callable[[], dict] | None, metrics_port: int | None = None) -> dict:
+def rest_ingests(
+    url: str,
+    mesh_pid: int,
+    batches: list[list[dict]],
+    clients: int,
+    rounds: int,
+    raw: Callable[[], dict] | None,
+    metrics_port: int | None = None,
+) -> dict:
     """`rounds` REST ingests of the passages (`clients` at a time, one /ingest/batch per batch, from one aiohttp event
     loop like the searches), each into a new collection ("rest", then "rest-2", ...), and, when `raw` is given, a run
     of the raw model before each: the rounds, and the medians (rates; CPU ms per passage of the mesh process). With
@@ -575,34 +657,56 @@ def rest_ingests(url: str, mesh_pid: int, batches: list[list[dict]], clients: in
         entry: dict = {}
         if raw is not None:
             rates = raw()
-            entry.update(raw_passages_per_second=rates["backend_passages_per_second"],
-                         raw_cpu_ms_per_passage=rates["backend_cpu_ms_per_passage"],
-                         raw_padding_pct=rates["backend_padding_pct"])
+            entry.update(
+                raw_passages_per_second=rates["backend_passages_per_second"],
+                raw_cpu_ms_per_passage=rates["backend_cpu_ms_per_passage"],
+                raw_padding_pct=rates["backend_padding_pct"],
+            )
         collection = "rest" if index == 0 else f"rest-{index + 1}"
         before = embedder_totals(metrics_port) if metrics_port else None
         threads = thread_cpu_seconds(mesh_pid)
         clock = CpuClock(mesh_pid)
-        asyncio.run(timed_posts(url, "/api/v1/ingest/batch", [{"collection": collection, "documents": batch}
-                                                              for batch in batches], clients, no_failed_document))
+        asyncio.run(
+            timed_posts(
+                url,
+                "/api/v1/ingest/batch",
+                [{"collection": collection, "documents": batch} for batch in batches],
+                clients,
+                no_failed_document,
+            )
+        )
         seconds = time.perf_counter() - clock.wall
         rates = clock.rates(passages, "rest")
-        entry.update(rest_passages_per_second=rates["rest_passages_per_second"],
-                     rest_cpu_ms_per_passage=rates["rest_cpu_ms_per_passage"],
-                     rest_cpu_ms_by_thread={name: round(1000 * (seconds_now - threads.get(name, 0.0)) / passages, 3)
-                                            for name, seconds_now in thread_cpu_seconds(mesh_pid).items()})
+        entry.update(
+            rest_passages_per_second=rates["rest_passages_per_second"],
+            rest_cpu_ms_per_passage=rates["rest_cpu_ms_per_passage"],
+            rest_cpu_ms_by_thread={
+                name: round(1000 * (seconds_now - threads.get(name, 0.0)) / passages, 3)
+                for name, seconds_now in thread_cpu_seconds(mesh_pid).items()
+            },
+        )
         if before is not None:
             after = embedder_totals(metrics_port)
-            entry.update(model_busy_pct=model_share(before, after, "busy", seconds),
-                         model_starved_pct=model_share(before, after, "starved", seconds),
-                         padding_pct=padding_share(before, after))
+            entry.update(
+                model_busy_pct=model_share(before, after, "busy", seconds),
+                model_starved_pct=model_share(before, after, "starved", seconds),
+                padding_pct=padding_share(before, after),
+            )
         out["ingest_rounds"].append(entry)
     for key in ("rest_passages_per_second", "rest_cpu_ms_per_passage"):
         out[f"ingest_{key}"] = round(statistics.median(r[key] for r in out["ingest_rounds"]), 2)
     return out
 
 
-def mesh_section(env: dict[str, str], corpus: list[dict], queries: list[str], args, pythonpath: str | None = None,
-                 raw: Callable[[], dict] | None = None, local: InProcess | None = None) -> dict:
+def mesh_section(
+    env: dict[str, str],
+    corpus: list[dict],
+    queries: list[str],
+    args,
+    pythonpath: str | None = None,
+    raw: Callable[[], dict] | None = None,
+    local: InProcess | None = None,
+) -> dict:
     import grpc
     from ragmesh.indexer.v1 import indexer_service_pb2 as idx_pb
     from ragmesh.indexer.v1 import indexer_service_pb2_grpc as idx_grpc
@@ -611,7 +715,7 @@ def mesh_section(env: dict[str, str], corpus: list[dict], queries: list[str], ar
 
     out: dict = {}
     docs = [{"text": c["text"], "doc_id": c["_id"], "title": c.get("title") or None} for c in corpus]
-    batches = [docs[i:i + args.batch] for i in range(0, len(docs), args.batch)]
+    batches = [docs[i : i + args.batch] for i in range(0, len(docs), args.batch)]
     from tests.e2e.mesh_process import free_port
 
     metrics_port = free_port()  # the embedder's: how busy its model was in each REST ingest round
@@ -629,22 +733,30 @@ def mesh_section(env: dict[str, str], corpus: list[dict], queries: list[str], ar
                 r.raise_for_status()
                 no_failed_document(r.content)
 
-            out.update(rest_ingests(url, run.proc.popen.pid, batches, args.clients, args.ingest_rounds, raw,
-                                    metrics_port))
+            out.update(
+                rest_ingests(url, run.proc.popen.pid, batches, args.clients, args.ingest_rounds, raw, metrics_port)
+            )
 
             search_addr = f"127.0.0.1:{run.mesh.ports['search']}"
             indexer_addr = f"127.0.0.1:{run.mesh.ports['indexer']}"
 
             def ingest_rpc(channel: grpc.Channel, batch: list[dict]) -> None:
                 stub = idx_grpc.IndexerServiceStub(channel)
-                request = idx_pb.IngestDocumentsRequest(documents=[idx_pb.DocumentInput(
-                    collection="grpc", doc_id=d["doc_id"], title=d["title"] or "", text=d["text"]) for d in batch])
+                request = idx_pb.IngestDocumentsRequest(
+                    documents=[
+                        idx_pb.DocumentInput(
+                            collection="grpc", doc_id=d["doc_id"], title=d["title"] or "", text=d["text"]
+                        )
+                        for d in batch
+                    ]
+                )
                 for event in stub.IngestDocuments(request, timeout=600):
                     assert event.result.status != idx_pb.INGEST_STATUS_FAILED, event
 
             clock = CpuClock(run.proc.popen.pid)
-            in_threads(args.clients, batches, ingest_rpc, lambda: grpc.insecure_channel(indexer_addr),
-                       lambda c: c.close())
+            in_threads(
+                args.clients, batches, ingest_rpc, lambda: grpc.insecure_channel(indexer_addr), lambda c: c.close()
+            )
             out.update(clock.rates(len(docs), "ingest_grpc"))
 
             for mode in MODES:
@@ -656,18 +768,22 @@ def mesh_section(env: dict[str, str], corpus: list[dict], queries: list[str], ar
                         out[f"rest_{mode}_1"] = turns.pop("rest")
                         out.setdefault("in_process_searches", {})[mode] = turns
                         continue
-                    work = (queries * (1 + clients * args.per_client // len(queries)))[: max(len(queries),
-                                                                                             clients * args.per_client)]
-                    out[f"rest_{mode}_{clients}"] = rest_searches(url, clients, [{**body, "query": q} for q in work],
-                                                                  run.proc.popen.pid)
+                    work = (queries * (1 + clients * args.per_client // len(queries)))[
+                        : max(len(queries), clients * args.per_client)
+                    ]
+                    out[f"rest_{mode}_{clients}"] = rest_searches(
+                        url, clients, [{**body, "query": q} for q in work], run.proc.popen.pid
+                    )
                 value = {"dense": search_pb.SEARCH_MODE_DENSE, "hybrid": search_pb.SEARCH_MODE_HYBRID}[mode]
 
                 def rpc(channel: grpc.Channel, q: str, value=value) -> None:
-                    search_grpc.SearchServiceStub(channel).Search(search_pb.SearchRequest(
-                        query=q, collections=["grpc"], mode=value, top_k=10), timeout=60)
+                    search_grpc.SearchServiceStub(channel).Search(
+                        search_pb.SearchRequest(query=q, collections=["grpc"], mode=value, top_k=10), timeout=60
+                    )
 
-                latencies, seconds = in_threads(1, queries, rpc, lambda: grpc.insecure_channel(search_addr),
-                                                lambda c: c.close())
+                latencies, seconds = in_threads(
+                    1, queries, rpc, lambda: grpc.insecure_channel(search_addr), lambda c: c.close()
+                )
                 out[f"grpc_{mode}_1"] = summary(latencies, seconds)
             # Search while a bulk ingest runs: one client searching (dense) while the ingest clients send the
             # passages again, into another collection.
@@ -681,8 +797,10 @@ def mesh_section(env: dict[str, str], corpus: list[dict], queries: list[str], ar
                         if stop.is_set() and during:  # at least one search, however short the ingest
                             return
                         started = time.perf_counter()
-                        connection.post("/api/v1/search", {"collection": "rest", "mode": "dense", "top_k": 10,
-                                                           "query": queries[i % len(queries)]})
+                        connection.post(
+                            "/api/v1/search",
+                            {"collection": "rest", "mode": "dense", "top_k": 10, "query": queries[i % len(queries)]},
+                        )
                         during.append((time.perf_counter() - started) * 1000)
                 finally:
                     connection.close()
@@ -690,13 +808,20 @@ def mesh_section(env: dict[str, str], corpus: list[dict], queries: list[str], ar
             searcher = threading.Thread(target=search_meanwhile)
             searcher.start()
             try:
-                _, seconds = in_threads(args.clients, batches, lambda http, b: post_batch(http, b, "mixed"),
-                                        http_client, lambda c: c.close())
+                _, seconds = in_threads(
+                    args.clients,
+                    batches,
+                    lambda http, b: post_batch(http, b, "mixed"),
+                    http_client,
+                    lambda c: c.close(),
+                )
             finally:
                 stop.set()
                 searcher.join()
-            out["rest_dense_1_during_ingest"] = {**summary(during), "ingest_passages_per_second": round(
-                len(docs) / seconds, 1)}
+            out["rest_dense_1_during_ingest"] = {
+                **summary(during),
+                "ingest_passages_per_second": round(len(docs) / seconds, 1),
+            }
             out["rss_mb"] = run.rss_mb()
         finally:
             run.stop()
@@ -736,13 +861,20 @@ class InProcess:
         texts = [c["text"] for c in corpus]
         clock = CpuClock()
         for i in range(0, len(texts), 256):
-            part = texts[i:i + 256]
+            part = texts[i : i + 256]
             embeddings = await self._embedder.embed(part, InputType.DOCUMENT)
-            self._store.upsert("b", [ChunkPoint(
-                id=point_id(corpus[i + j]["_id"], 0), dense=dense.tolist(),
-                sparse=Sparse(sparse.indices, sparse.values),
-                payload={"doc_id": corpus[i + j]["_id"], "chunk_index": 0, "text": t})
-                for j, (t, dense, sparse) in enumerate(zip(part, embeddings.dense, embeddings.sparse, strict=True))])
+            self._store.upsert(
+                "b",
+                [
+                    ChunkPoint(
+                        id=point_id(corpus[i + j]["_id"], 0),
+                        dense=dense.tolist(),
+                        sparse=Sparse(sparse.indices, sparse.values),
+                        payload={"doc_id": corpus[i + j]["_id"], "chunk_index": 0, "text": t},
+                    )
+                    for j, (t, dense, sparse) in enumerate(zip(part, embeddings.dense, embeddings.sparse, strict=True))
+                ],
+            )
         return clock.rates(len(texts), "ingest")
 
     def _service(self):
@@ -759,8 +891,12 @@ class InProcess:
             async def call(self, method: str, request, **_):
                 return await getattr(servicer, method)(request, None)
 
-        return Searcher.from_settings(SearchSettings(), self._store, InProcessEmbedder(),  # type: ignore[arg-type]
-                                      query_cache=QueryCache(0))
+        return Searcher.from_settings(
+            SearchSettings(),
+            self._store,
+            InProcessEmbedder(),  # type: ignore[arg-type]
+            query_cache=QueryCache(0),
+        )
 
     def _timed(self, search: Callable[[str], Awaitable[object]], queries: Sequence[str]) -> list[float]:
         """Latencies (ms) of `search(query)` for each query, one at a time, on this object's event loop."""
@@ -783,9 +919,17 @@ class InProcess:
         async def search(q: str) -> None:
             e = await self._embedder.embed([q], InputType.QUERY, dense=True, sparse=mode == "hybrid")
             sparse = e.sparse[0] if e.sparse else None
-            self._store.query("b", Query(
-                mode=mode, limit=10, dense=e.dense[0].tolist(), prefetch_limit=100, fusion="relative_score",
-                sparse=Sparse(sparse.indices, sparse.values) if sparse else None))
+            self._store.query(
+                "b",
+                Query(
+                    mode=mode,
+                    limit=10,
+                    dense=e.dense[0].tolist(),
+                    prefetch_limit=100,
+                    fusion="relative_score",
+                    sparse=Sparse(sparse.indices, sparse.values) if sparse else None,
+                ),
+            )
 
         return self._timed(search, queries)
 
@@ -793,8 +937,9 @@ class InProcess:
         """Latencies (ms) of each query through the search service's code (`Searcher.search`)."""
         from ragmesh_search.service import SearchIn
 
-        return self._timed(lambda q: self._searcher.search(SearchIn(
-            query=q, collections=["b"], top_k=10, mode=mode)), queries)  # type: ignore[arg-type]
+        return self._timed(
+            lambda q: self._searcher.search(SearchIn(query=q, collections=["b"], top_k=10, mode=mode)), queries
+        )  # type: ignore[arg-type]
 
     def warm_up(self, mode: str, queries: Sequence[str]) -> None:
         """A few queries both ways, not timed."""
@@ -814,8 +959,9 @@ class InProcess:
         self._tmp.cleanup()
 
 
-def searches_in_turns(url: str, mesh_pid: int, body: dict, queries: Sequence[str], local: InProcess,
-                      blocks: int = 5) -> dict:
+def searches_in_turns(
+    url: str, mesh_pid: int, body: dict, queries: Sequence[str], local: InProcess, blocks: int = 5
+) -> dict:
     """One client's REST searches and the same queries in process, in `blocks` turns (REST, then in process, each
     on a slice of the queries): the REST summary with CPU ms per query of the mesh and of this client, as
     `rest_searches` gives it, and the in-process summaries ("direct" and "service")."""
@@ -830,7 +976,7 @@ def searches_in_turns(url: str, mesh_pid: int, body: dict, queries: Sequence[str
     try:
         connection.post("/api/v1/search", {**body, "query": queries[0]})  # opens the connection: not timed
         for start in range(0, len(queries), size):
-            part = queries[start:start + size]
+            part = queries[start : start + size]
             mesh_clock, client_clock = cpu_seconds(mesh_pid), cpu_seconds()
             latencies, took = posts_one_client(connection, "/api/v1/search", [{**body, "query": q} for q in part])
             mesh_cpu += cpu_seconds(mesh_pid) - mesh_clock
@@ -841,9 +987,16 @@ def searches_in_turns(url: str, mesh_pid: int, body: dict, queries: Sequence[str
             service += local.service(mode, part)
     finally:
         connection.close()
-    return {"rest": {**summary(rest, seconds), "mesh_cpu_ms": round(1000 * mesh_cpu / len(rest), 2),
-                     "client_cpu_ms": round(1000 * client_cpu / len(rest), 2), "in_turns_with_in_process": blocks},
-            "direct": summary(direct), "service": summary(service)}
+    return {
+        "rest": {
+            **summary(rest, seconds),
+            "mesh_cpu_ms": round(1000 * mesh_cpu / len(rest), 2),
+            "client_cpu_ms": round(1000 * client_cpu / len(rest), 2),
+            "in_turns_with_in_process": blocks,
+        },
+        "direct": summary(direct),
+        "service": summary(service),
+    }
 
 
 # --- the hops alone -------------------------------------------------------------------------------------------
@@ -944,7 +1097,7 @@ def langchain_section(corpus: list[dict], queries: list[str], batch: int) -> dic
     MiniLM().embed_documents([c["text"] for c in corpus[:16]])  # warm-up
     clock = CpuClock()
     for i in range(0, len(corpus), batch):
-        part = corpus[i:i + batch]
+        part = corpus[i : i + batch]
         store.add_texts([c["text"] for c in part], metadatas=[{"doc_id": c["_id"]} for c in part])
     out: dict = clock.rates(len(corpus), "ingest")
     latencies = []
@@ -963,9 +1116,14 @@ def module_section(module: str, arguments: list[str], timeout: float) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "out.json"
         try:
-            done = subprocess.run([sys.executable, "-m", module, *arguments, "--json", str(path)], cwd=ROOT,
-                                  capture_output=True, text=True, timeout=timeout,
-                                  env={**os.environ, "HF_HUB_OFFLINE": "1"})
+            done = subprocess.run(
+                [sys.executable, "-m", module, *arguments, "--json", str(path)],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env={**os.environ, "HF_HUB_OFFLINE": "1"},
+            )
         except subprocess.TimeoutExpired:
             return {"skipped": f"{module} did not finish within {timeout:.0f} s"}
         if done.returncode != 0 or not path.is_file():
@@ -987,38 +1145,70 @@ def targets(report: dict) -> list[tuple[str, str, bool | None]]:
     if "ingest_rest_passages_per_second" in mesh:
         rest = mesh["ingest_rest_passages_per_second"]
         base = max(raw.get("backend_direct", 0), raw.get("backend_one_call", 0)) or raw.get(
-            "sentence_transformers_encode")
+            "sentence_transformers_encode"
+        )
         paired = [r for r in mesh.get("ingest_rounds", []) if r.get("raw_passages_per_second")]
         if paired:  # each REST ingest over the raw model run just before it, on the same cores
             ratios = [r["rest_passages_per_second"] / r["raw_passages_per_second"] for r in paired]
             ratio = statistics.median(ratios)
-            rows.append(("REST ingest >= 0.85 x raw model (same runtime), median of rounds taken in turns",
-                         f"{ratio:.3f} (rounds: " + ", ".join(f"{r['rest_passages_per_second']} / "
-                                                              f"{r['raw_passages_per_second']}" for r in paired)
-                         + ")", ratio >= 0.85))
+            rows.append(
+                (
+                    "REST ingest >= 0.85 x raw model (same runtime), median of rounds taken in turns",
+                    f"{ratio:.3f} (rounds: "
+                    + ", ".join(f"{r['rest_passages_per_second']} / {r['raw_passages_per_second']}" for r in paired)
+                    + ")",
+                    ratio >= 0.85,
+                )
+            )
         elif base:
-            rows.append(("REST ingest >= 0.85 x raw model (same runtime)", f"{rest} / {base} = {rest / base:.2f}",
-                         rest / base >= 0.85))
+            rows.append(
+                (
+                    "REST ingest >= 0.85 x raw model (same runtime)",
+                    f"{rest} / {base} = {rest / base:.2f}",
+                    rest / base >= 0.85,
+                )
+            )
         lc = report.get("langchain", {}).get("ingest_passages_per_second")
-        rows.append(("REST ingest >= 1.5 x LangChain", f"{rest} / {lc} = {rest / lc:.2f}" if lc else "no baseline",
-                     rest / lc >= 1.5 if lc else None))
+        rows.append(
+            (
+                "REST ingest >= 1.5 x LangChain",
+                f"{rest} / {lc} = {rest / lc:.2f}" if lc else "no baseline",
+                rest / lc >= 1.5 if lc else None,
+            )
+        )
         # The same ratios in CPU time per passage: what they are on idle cores, whatever else the machine ran.
         cpu = mesh.get("ingest_rest_cpu_ms_per_passage")
-        raw_cpu = min(filter(None, (raw.get("backend_direct_cpu_ms"), raw.get("backend_one_call_cpu_ms"))),
-                      default=None) or raw.get("sentence_transformers_encode_cpu_ms")
+        raw_cpu = min(
+            filter(None, (raw.get("backend_direct_cpu_ms"), raw.get("backend_one_call_cpu_ms"))), default=None
+        ) or raw.get("sentence_transformers_encode_cpu_ms")
         if paired:
             ratio = statistics.median(r["raw_cpu_ms_per_passage"] / r["rest_cpu_ms_per_passage"] for r in paired)
-            rows.append(("REST ingest >= 0.85 x raw model, by CPU ms/passage, median of the same rounds",
-                         f"{ratio:.3f} (rounds: " + ", ".join(f"{r['raw_cpu_ms_per_passage']} / "
-                                                              f"{r['rest_cpu_ms_per_passage']}" for r in paired)
-                         + ")", ratio >= 0.85))
+            rows.append(
+                (
+                    "REST ingest >= 0.85 x raw model, by CPU ms/passage, median of the same rounds",
+                    f"{ratio:.3f} (rounds: "
+                    + ", ".join(f"{r['raw_cpu_ms_per_passage']} / {r['rest_cpu_ms_per_passage']}" for r in paired)
+                    + ")",
+                    ratio >= 0.85,
+                )
+            )
         elif cpu and raw_cpu:
-            rows.append(("REST ingest >= 0.85 x raw model, by CPU ms/passage", f"{raw_cpu} / {cpu} = "
-                         f"{raw_cpu / cpu:.2f}", raw_cpu / cpu >= 0.85))
+            rows.append(
+                (
+                    "REST ingest >= 0.85 x raw model, by CPU ms/passage",
+                    f"{raw_cpu} / {cpu} = {raw_cpu / cpu:.2f}",
+                    raw_cpu / cpu >= 0.85,
+                )
+            )
         lc_cpu = report.get("langchain", {}).get("ingest_cpu_ms_per_passage")
         if cpu and lc_cpu:
-            rows.append(("REST ingest >= 1.5 x LangChain, by CPU ms/passage", f"{lc_cpu} / {cpu} = "
-                         f"{lc_cpu / cpu:.2f}", lc_cpu / cpu >= 1.5))
+            rows.append(
+                (
+                    "REST ingest >= 1.5 x LangChain, by CPU ms/passage",
+                    f"{lc_cpu} / {cpu} = {lc_cpu / cpu:.2f}",
+                    lc_cpu / cpu >= 1.5,
+                )
+            )
     in_process = report.get("in_process", {}).get(runtime, {})
     for mode, limit in (("dense", 6.0), ("hybrid", 8.0)):
         one = mesh.get(f"rest_{mode}_1")
@@ -1029,35 +1219,65 @@ def targets(report: dict) -> list[tuple[str, str, bool | None]]:
         # store query called directly. For hybrid that is a fixed fusion, one store call where the default's
         # adaptive fusion makes three (evidence, feedback, payloads): a floor to read, not the same work to judge.
         for label, local, same_work in (
-                ("the search service's code", in_process.get("service", {}).get(f"{mode}_1"), True),
-                ("embedder + store.query" + ("" if mode == "dense" else ", relative_score: less work"),
-                 in_process.get(f"{mode}_1"), mode == "dense")):
+            ("the search service's code", in_process.get("service", {}).get(f"{mode}_1"), True),
+            (
+                "embedder + store.query" + ("" if mode == "dense" else ", relative_score: less work"),
+                in_process.get(f"{mode}_1"),
+                mode == "dense",
+            ),
+        ):
             if local:
                 extra = one["p50_ms"] - local["p50_ms"]
-                rows.append((f"REST {mode} p50 <= in process ({label}) + 2 ms",
-                             f"{one['p50_ms']} - {local['p50_ms']} = {extra:.2f} ms",
-                             extra <= 2.0 if same_work else None))
+                rows.append(
+                    (
+                        f"REST {mode} p50 <= in process ({label}) + 2 ms",
+                        f"{one['p50_ms']} - {local['p50_ms']} = {extra:.2f} ms",
+                        extra <= 2.0 if same_work else None,
+                    )
+                )
         top = mesh.get(f"rest_{mode}_32")
         if top:
             before = ISSUE_BEFORE[f"{mode}_qps_32"]
-            rows.append((f"32 clients {mode}: >= 3 x {before:g} q/s", f"{top['qps']} q/s ({top['qps'] / before:.2f}x)",
-                         top["qps"] >= 3 * before))
-            rows.append((f"32 clients {mode}: p99 <= 4 x p50", f"{top['p99_ms']} / {top['p50_ms']} = "
-                         f"{top['p99_ms'] / top['p50_ms']:.2f}", top["p99_ms"] <= 4 * top["p50_ms"]))
+            rows.append(
+                (
+                    f"32 clients {mode}: >= 3 x {before:g} q/s",
+                    f"{top['qps']} q/s ({top['qps'] / before:.2f}x)",
+                    top["qps"] >= 3 * before,
+                )
+            )
+            rows.append(
+                (
+                    f"32 clients {mode}: p99 <= 4 x p50",
+                    f"{top['p99_ms']} / {top['p50_ms']} = {top['p99_ms'] / top['p50_ms']:.2f}",
+                    top["p99_ms"] <= 4 * top["p50_ms"],
+                )
+            )
             if top.get("mesh_cpu_ms") and top.get("client_cpu_ms") and (cpus := report["machine"].get("cpus_usable")):
                 # Not a target: where the 32-client rate is bounded. The load generator runs on the same cores.
                 mesh_ms, client_ms = top["mesh_cpu_ms"], top["client_cpu_ms"]
-                rows.append((f"32 clients {mode}: CPU ms per query, mesh + this benchmark's client (both on these "
-                             f"{cpus} CPUs)", f"{mesh_ms} + {client_ms} = {mesh_ms + client_ms:.2f} ms: at most "
-                             f"{1000 * cpus / (mesh_ms + client_ms):.0f} q/s here; the mesh alone on them "
-                             f"{1000 * cpus / mesh_ms:.0f}", None))
+                rows.append(
+                    (
+                        f"32 clients {mode}: CPU ms per query, mesh + this benchmark's client (both on these "
+                        f"{cpus} CPUs)",
+                        f"{mesh_ms} + {client_ms} = {mesh_ms + client_ms:.2f} ms: at most "
+                        f"{1000 * cpus / (mesh_ms + client_ms):.0f} q/s here; the mesh alone on them "
+                        f"{1000 * cpus / mesh_ms:.0f}",
+                        None,
+                    )
+                )
     store = report.get("store", {}).get("data")
     if store:
         worst = max(v["p95_ms"] for v in store["queries_ms"].values())
-        rows.append((f"store at {store['points']:,}: every query kind p95 < 20 ms", f"worst p95 {worst} ms",
-                     worst < 20))
-        rows.append((f"store at {store['points']:,}: recall@10 >= 0.95", str(store["recall_at_10"]),
-                     store["recall_at_10"] >= 0.95))
+        rows.append(
+            (f"store at {store['points']:,}: every query kind p95 < 20 ms", f"worst p95 {worst} ms", worst < 20)
+        )
+        rows.append(
+            (
+                f"store at {store['points']:,}: recall@10 >= 0.95",
+                str(store["recall_at_10"]),
+                store["recall_at_10"] >= 0.95,
+            )
+        )
     return rows
 
 
@@ -1070,125 +1290,190 @@ def cpu_line(m: dict) -> str:
 
 def to_markdown(report: dict) -> str:
     m = report["machine"]
-    lines = [f"# ragmesh benchmark, {report['date']} on {m['host']}", "",
-             f"{m.get('cpus_usable')} usable CPUs (cgroup quota {m.get('cgroup_cpu_quota', 'n/a')}), "
-             f"{cpu_line(m)}, {m.get('ram_gib', '?')} GiB RAM, GPU: {m.get('gpu')}; load average at "
-             f"start {m['load_average']}; commit {m.get('commit', '?')}; {report['passages']} msmarco passages, "
-             f"{report['queries']} queries, embedder backend `{report['backend']}`.", "",
-             "Packages: " + ", ".join(f"{k} {v}" for k, v in m["packages"].items()), ""]
+    lines = [
+        f"# ragmesh benchmark, {report['date']} on {m['host']}",
+        "",
+        f"{m.get('cpus_usable')} usable CPUs (cgroup quota {m.get('cgroup_cpu_quota', 'n/a')}), "
+        f"{cpu_line(m)}, {m.get('ram_gib', '?')} GiB RAM, GPU: {m.get('gpu')}; load average at "
+        f"start {m['load_average']}; commit {m.get('commit', '?')}; {report['passages']} msmarco passages, "
+        f"{report['queries']} queries, embedder backend `{report['backend']}`.",
+        "",
+        "Packages: " + ", ".join(f"{k} {v}" for k, v in m["packages"].items()),
+        "",
+    ]
     lines += ["## Targets", "", "| target | measured | |", "|---|---|---|"]
     lines += [f"| {t} | {v} | {mark(ok)} |" for t, v, ok in targets(report)]
-    lines += ["", "## Ingest (passages/s)", "", "| path | " + " | ".join(report["runtimes"]) + " |",
-              "|---|" + "---|" * len(report["runtimes"])]
+    lines += [
+        "",
+        "## Ingest (passages/s)",
+        "",
+        "| path | " + " | ".join(report["runtimes"]) + " |",
+        "|---|" + "---|" * len(report["runtimes"]),
+    ]
 
     def row(label: str, get: Callable[[str], object]) -> None:
-        lines.append(f"| {label} | " + " | ".join(str(get(r) if get(r) is not None else "-")
-                                                  for r in report["runtimes"]) + " |")
+        lines.append(
+            f"| {label} | " + " | ".join(str(get(r) if get(r) is not None else "-") for r in report["runtimes"]) + " |"
+        )
 
     raw, mesh, local = report.get("raw_model", {}), report.get("mesh", {}), report.get("in_process", {})
-    row("raw model: sentence-transformers encode (batch 16)", lambda r: raw.get(r, {}).get(
-        "sentence_transformers_encode"))
-    row("raw model: the embedder's backend called directly, as the embedder runs it (runners x threads)",
-        lambda r: raw.get(r, {}).get("backend_direct"))
-    row("raw model: the embedder's backend called directly, one call at a time on every CPU (its own budget)",
-        lambda r: raw.get(r, {}).get("backend_one_call"))
+    row(
+        "raw model: sentence-transformers encode (batch 16)",
+        lambda r: raw.get(r, {}).get("sentence_transformers_encode"),
+    )
+    row(
+        "raw model: the embedder's backend called directly, as the embedder runs it (runners x threads)",
+        lambda r: raw.get(r, {}).get("backend_direct"),
+    )
+    row(
+        "raw model: the embedder's backend called directly, one call at a time on every CPU (its own budget)",
+        lambda r: raw.get(r, {}).get("backend_one_call"),
+    )
     row("embedder + store in process (no gRPC, no HTTP)", lambda r: local.get(r, {}).get("ingest_passages_per_second"))
-    row(f"REST /ingest/batch ({report['clients']} clients x {report['batch']}; median of the rounds below)",
-        lambda r: mesh.get(r, {}).get("ingest_rest_passages_per_second"))
-    row(f"gRPC IngestDocuments ({report['clients']} clients x {report['batch']})",
-        lambda r: mesh.get(r, {}).get("ingest_grpc_passages_per_second"))
+    row(
+        f"REST /ingest/batch ({report['clients']} clients x {report['batch']}; median of the rounds below)",
+        lambda r: mesh.get(r, {}).get("ingest_rest_passages_per_second"),
+    )
+    row(
+        f"gRPC IngestDocuments ({report['clients']} clients x {report['batch']})",
+        lambda r: mesh.get(r, {}).get("ingest_grpc_passages_per_second"),
+    )
     for label, before in report.get("baseline", {}).items():
         lines.append(f"| before ({label}): REST /ingest/batch | {before.get('ingest_rest_passages_per_second', '-')} |")
     lc = report.get("langchain", {})
-    lines.append(f"| LangChain + langchain-qdrant, same model (torch) | "
-                 f"{lc.get('ingest_passages_per_second', lc.get('skipped', '-'))} |")
-    lines += ["", "CPU ms per passage (all threads of the process doing the work; on a shared machine this, not the "
-              "wall rate, is what the work costs):", "", "| path | " + " | ".join(report["runtimes"]) + " |",
-              "|---|" + "---|" * len(report["runtimes"])]
+    lines.append(
+        f"| LangChain + langchain-qdrant, same model (torch) | "
+        f"{lc.get('ingest_passages_per_second', lc.get('skipped', '-'))} |"
+    )
+    lines += [
+        "",
+        "CPU ms per passage (all threads of the process doing the work; on a shared machine this, not the "
+        "wall rate, is what the work costs):",
+        "",
+        "| path | " + " | ".join(report["runtimes"]) + " |",
+        "|---|" + "---|" * len(report["runtimes"]),
+    ]
     row("raw model: sentence-transformers encode", lambda r: raw.get(r, {}).get("sentence_transformers_encode_cpu_ms"))
-    row("raw model: the embedder's backend (as the embedder runs it)", lambda r: raw.get(r, {}).get(
-        "backend_direct_cpu_ms"))
-    row("raw model: the embedder's backend (one call at a time)", lambda r: raw.get(r, {}).get(
-        "backend_one_call_cpu_ms"))
+    row(
+        "raw model: the embedder's backend (as the embedder runs it)",
+        lambda r: raw.get(r, {}).get("backend_direct_cpu_ms"),
+    )
+    row(
+        "raw model: the embedder's backend (one call at a time)",
+        lambda r: raw.get(r, {}).get("backend_one_call_cpu_ms"),
+    )
     row("embedder + store in process", lambda r: local.get(r, {}).get("ingest_cpu_ms_per_passage"))
     row("the mesh process, REST ingest", lambda r: mesh.get(r, {}).get("ingest_rest_cpu_ms_per_passage"))
     row("the mesh process, gRPC ingest", lambda r: mesh.get(r, {}).get("ingest_grpc_cpu_ms_per_passage"))
     for label, before in report.get("baseline", {}).items():
-        lines.append(f"| before ({label}): the mesh process, REST ingest | "
-                     f"{before.get('ingest_rest_cpu_ms_per_passage', '-')} |")
+        lines.append(
+            f"| before ({label}): the mesh process, REST ingest | {before.get('ingest_rest_cpu_ms_per_passage', '-')} |"
+        )
     lines.append(f"| LangChain + langchain-qdrant | {lc.get('ingest_cpu_ms_per_passage', '-')} |")
     for runtime in report["runtimes"]:
         if rounds := mesh.get(runtime, {}).get("ingest_rounds"):
-            lines += ["", f"REST ingest rounds ({runtime}), each into a new collection, each after a run of the raw "
-                      f"model ({mesh[runtime].get('raw_rounds_arrangement', '-')}) on the same cores:", "",
-                      "| round | raw model, passages/s | REST, passages/s | REST / raw | raw CPU ms/passage | "
-                      "REST CPU ms/passage (mesh process) | REST: model busy / starved, % of its threads' time | "
-                      "padding, % of the real tokens: raw / REST |",
-                      "|---|---|---|---|---|---|---|---|"]
+            lines += [
+                "",
+                f"REST ingest rounds ({runtime}), each into a new collection, each after a run of the raw "
+                f"model ({mesh[runtime].get('raw_rounds_arrangement', '-')}) on the same cores:",
+                "",
+                "| round | raw model, passages/s | REST, passages/s | REST / raw | raw CPU ms/passage | "
+                "REST CPU ms/passage (mesh process) | REST: model busy / starved, % of its threads' time | "
+                "padding, % of the real tokens: raw / REST |",
+                "|---|---|---|---|---|---|---|---|",
+            ]
             for index, r in enumerate(rounds, 1):
                 raw_rate = r.get("raw_passages_per_second")
                 ratio = f"{r['rest_passages_per_second'] / raw_rate:.3f}" if raw_rate else "-"
                 busy, starved = (r.get(key) for key in ("model_busy_pct", "model_starved_pct"))
                 model = "-" if busy is None else f"{busy} / {starved}"
-                padding = " / ".join("-" if r.get(key) is None else str(r[key])
-                                     for key in ("raw_padding_pct", "padding_pct"))
-                lines.append(f"| {index} | {raw_rate or '-'} | {r['rest_passages_per_second']} | {ratio} | "
-                             f"{r.get('raw_cpu_ms_per_passage', '-')} | {r['rest_cpu_ms_per_passage']} | {model} | "
-                             f"{padding} |")
+                padding = " / ".join(
+                    "-" if r.get(key) is None else str(r[key]) for key in ("raw_padding_pct", "padding_pct")
+                )
+                lines.append(
+                    f"| {index} | {raw_rate or '-'} | {r['rest_passages_per_second']} | {ratio} | "
+                    f"{r.get('raw_cpu_ms_per_passage', '-')} | {r['rest_cpu_ms_per_passage']} | {model} | "
+                    f"{padding} |"
+                )
             by_thread: dict[str, list[float]] = {}
             for r in rounds:
                 for name, ms in r.get("rest_cpu_ms_by_thread", {}).items():
                     by_thread.setdefault(name, []).append(ms)
             if by_thread:
                 medians = sorted(((statistics.median(v), name) for name, v in by_thread.items()), reverse=True)
-                lines += ["", "The mesh process's CPU ms per passage in those rounds, by thread (the kernel's names; "
-                          "median of the rounds): " + ", ".join(f"{name} {ms:.3f}" for ms, name in medians
-                                                                  if ms >= 0.005) + "."]
-    lines += ["", "## Search (top 10; ms; q/s; CPU ms per query of the mesh process and of this benchmark's client "
-              "(one client: `OneConnection`, a keep-alive connection on a blocking socket; more: aiohttp on one "
-              "event loop), which share the machine's cores)", "",
-              "| path | mode | clients | p50 | p95 | p99 | q/s | CPU ms/query: mesh, client |",
-              "|---|---|---|---|---|---|---|---|"]
+                lines += [
+                    "",
+                    "The mesh process's CPU ms per passage in those rounds, by thread (the kernel's names; "
+                    "median of the rounds): "
+                    + ", ".join(f"{name} {ms:.3f}" for ms, name in medians if ms >= 0.005)
+                    + ".",
+                ]
+    lines += [
+        "",
+        "## Search (top 10; ms; q/s; CPU ms per query of the mesh process and of this benchmark's client "
+        "(one client: `OneConnection`, a keep-alive connection on a blocking socket; more: aiohttp on one "
+        "event loop), which share the machine's cores)",
+        "",
+        "| path | mode | clients | p50 | p95 | p99 | q/s | CPU ms/query: mesh, client |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
 
     def search_rows(label: str, data: dict) -> None:
         for key, s in data.items():
             if key.endswith("_during_ingest"):
-                lines.append(f"| {label} rest, while {report['clients']} clients ingest "
-                             f"({s['ingest_passages_per_second']} passages/s) | dense | 1 | {s['p50_ms']} | "
-                             f"{s['p95_ms']} | {s['p99_ms']} | - | - |")
+                lines.append(
+                    f"| {label} rest, while {report['clients']} clients ingest "
+                    f"({s['ingest_passages_per_second']} passages/s) | dense | 1 | {s['p50_ms']} | "
+                    f"{s['p95_ms']} | {s['p99_ms']} | - | - |"
+                )
             elif isinstance(s, dict) and "p50_ms" in s:
                 parts = key.split("_")
                 transport = parts[0] if len(parts) == 3 and parts[0] != "x" else ""  # x_<mode>_<clients>: none
                 cpu = f"{s['mesh_cpu_ms']}, {s['client_cpu_ms']}" if "mesh_cpu_ms" in s else "-"
-                lines.append(f"| {label} {transport} | {parts[-2]} | {parts[-1]} | "
-                             f"{s['p50_ms']} | {s['p95_ms']} | {s['p99_ms']} | {s.get('qps', '-')} | {cpu} |")
+                lines.append(
+                    f"| {label} {transport} | {parts[-2]} | {parts[-1]} | "
+                    f"{s['p50_ms']} | {s['p95_ms']} | {s['p99_ms']} | {s.get('qps', '-')} | {cpu} |"
+                )
 
     for runtime in report["runtimes"]:
         search_rows(f"mesh ({runtime})", mesh.get(runtime, {}))
-        search_rows(f"in process ({runtime}): the search service's code, no gRPC/HTTP",
-                    {f"x_{k}": v for k, v in local.get(runtime, {}).get("service", {}).items()})
-        search_rows(f"in process ({runtime}): embedder + one store.query (hybrid: relative_score)",
-                    {f"x_{k}": v for k, v in local.get(runtime, {}).items()})
+        search_rows(
+            f"in process ({runtime}): the search service's code, no gRPC/HTTP",
+            {f"x_{k}": v for k, v in local.get(runtime, {}).get("service", {}).items()},
+        )
+        search_rows(
+            f"in process ({runtime}): embedder + one store.query (hybrid: relative_score)",
+            {f"x_{k}": v for k, v in local.get(runtime, {}).items()},
+        )
     for label, before in report.get("baseline", {}).items():
         search_rows(f"before ({label})", before)
     search_rows("LangChain", {f"x_{k}": v for k, v in lc.items()})
     turns = {m.get("rest_dense_1", {}).get("in_turns_with_in_process") for m in mesh.values()} - {None}
     if turns:
-        lines += ["", f"The mesh's one-client REST searches and the in-process ones were taken in turns ({max(turns)} "
-                  "blocks of the queries each, REST then in process, the mesh idle while this process searched), so "
-                  "that the VM's drift does not fall between the two sides of the '+ 2 ms' targets."]
+        lines += [
+            "",
+            f"The mesh's one-client REST searches and the in-process ones were taken in turns ({max(turns)} "
+            "blocks of the queries each, REST then in process, the mesh idle while this process searched), so "
+            "that the VM's drift does not fall between the two sides of the '+ 2 ms' targets.",
+        ]
     if hops := report.get("hops"):
         grpc_call, http_call = hops["grpc_unary"], hops["http_fastapi"]
-        lines += ["", f"The hops alone, nothing behind them (this run): a gRPC unary call on one event loop p50 "
-                  f"{grpc_call['p50_ms']} ms ({grpc_call['cpu_ms']} CPU ms); an HTTP round trip to a FastAPI route "
-                  f"p50 {http_call['p50_ms']} ms ({http_call['cpu_ms']} CPU ms, client included). In `ragmesh up` a "
-                  f"REST search crosses the HTTP hop, and the gateway calls the search service and it the embedder "
-                  f"in process (RAGMESH_IN_PROCESS_CALLS): at least {http_call['p50_ms']} ms over in process; with "
-                  f"the services run apart (`ragmesh serve`) it crosses two gRPC hops besides: at least "
-                  f"{hops['rest_search_floor_ms']} ms."]
-    lines += ["", f"Issue #9's figures for ragmesh before this work: REST ingest {ISSUE_BEFORE['ingest_rest']} "
-              f"passages/s, dense p50 {ISSUE_BEFORE['dense_p50']} ms, hybrid p50 {ISSUE_BEFORE['hybrid_p50']} ms, "
-              f"32 clients {ISSUE_BEFORE['dense_qps_32']:g} / {ISSUE_BEFORE['hybrid_qps_32']:g} q/s."]
+        lines += [
+            "",
+            f"The hops alone, nothing behind them (this run): a gRPC unary call on one event loop p50 "
+            f"{grpc_call['p50_ms']} ms ({grpc_call['cpu_ms']} CPU ms); an HTTP round trip to a FastAPI route "
+            f"p50 {http_call['p50_ms']} ms ({http_call['cpu_ms']} CPU ms, client included). In `ragmesh up` a "
+            f"REST search crosses the HTTP hop, and the gateway calls the search service and it the embedder "
+            f"in process (RAGMESH_IN_PROCESS_CALLS): at least {http_call['p50_ms']} ms over in process; with "
+            f"the services run apart (`ragmesh serve`) it crosses two gRPC hops besides: at least "
+            f"{hops['rest_search_floor_ms']} ms.",
+        ]
+    lines += [
+        "",
+        f"Issue #9's figures for ragmesh before this work: REST ingest {ISSUE_BEFORE['ingest_rest']} "
+        f"passages/s, dense p50 {ISSUE_BEFORE['dense_p50']} ms, hybrid p50 {ISSUE_BEFORE['hybrid_p50']} ms, "
+        f"32 clients {ISSUE_BEFORE['dense_qps_32']:g} / {ISSUE_BEFORE['hybrid_qps_32']:g} q/s.",
+    ]
     for name in ("store", "embedder"):
         section = report.get(name, {})
         lines += ["", f"## {name.capitalize()}", "", section.get("markdown") or f"skipped: {section.get('skipped')}"]
@@ -1212,8 +1497,18 @@ def section(report: dict, name: str, fn: Callable[[], object]):
 
 
 def baseline_pythonpath(src: Path) -> str:
-    packages = ["libs/api", "libs/common", "libs/store", "services/converter", "services/embedder",
-                "services/indexer", "services/search", "services/answer", "gateway", "cli"]
+    packages = [
+        "libs/api",
+        "libs/common",
+        "libs/store",
+        "services/converter",
+        "services/embedder",
+        "services/indexer",
+        "services/search",
+        "services/answer",
+        "gateway",
+        "cli",
+    ]
     return os.pathsep.join(str(src / p) for p in packages if (src / p).is_dir())
 
 
@@ -1223,20 +1518,37 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--queries", type=int, default=200, help="distinct queries (43 judged + passage prefixes)")
     parser.add_argument("--clients", type=int, default=4, help="ingest clients")
     parser.add_argument("--batch", type=int, default=32, help="documents per ingest request")
-    parser.add_argument("--ingest-rounds", type=int, default=3,
-                        help="REST ingests of the passages, each after a run of the raw model (medians are judged)")
+    parser.add_argument(
+        "--ingest-rounds",
+        type=int,
+        default=3,
+        help="REST ingests of the passages, each after a run of the raw model (medians are judged)",
+    )
     parser.add_argument("--search-clients", default="1,8,32")
     parser.add_argument("--per-client", type=int, default=25, help="search requests per client (at least --queries)")
     parser.add_argument("--store-points", type=int, default=20_000)
     parser.add_argument("--store-queries", type=int, default=200)
     parser.add_argument("--store-ef", default="32,64,128,256")
     parser.add_argument("--backend", default="local", choices=["local", "hash"])
-    parser.add_argument("--baseline-src", type=Path, action="append", default=[],
-                        help="another checkout to run the mesh section on too (before/after)")
-    parser.add_argument("--runtime", action="append", default=[],
-                        help="only these dense runtimes of the local backend (default: every one it offers)")
-    parser.add_argument("--skip", action="append", default=[],
-                        choices=["raw", "mesh", "in-process", "hops", "langchain", "store", "embedder"])
+    parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        action="append",
+        default=[],
+        help="another checkout to run the mesh section on too (before/after)",
+    )
+    parser.add_argument(
+        "--runtime",
+        action="append",
+        default=[],
+        help="only these dense runtimes of the local backend (default: every one it offers)",
+    )
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        choices=["raw", "mesh", "in-process", "hops", "langchain", "store", "embedder"],
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, hash embedder: seconds")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args(argv)
@@ -1250,8 +1562,15 @@ def main(argv: list[str] | None = None) -> Path:
     corpus, queries = load_data(args.passages, args.queries)
     texts = [c["text"] for c in corpus]
     now = datetime.now(UTC)
-    report: dict = {"date": now.isoformat(timespec="seconds"), "machine": machine(), "passages": len(corpus),
-                    "queries": len(queries), "clients": args.clients, "batch": args.batch, "backend": args.backend}
+    report: dict = {
+        "date": now.isoformat(timespec="seconds"),
+        "machine": machine(),
+        "passages": len(corpus),
+        "queries": len(queries),
+        "clients": args.clients,
+        "batch": args.batch,
+        "backend": args.backend,
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"{now:%Y-%m-%d}-{report['machine']['host']}"
 
@@ -1267,7 +1586,7 @@ def main(argv: list[str] | None = None) -> Path:
     report["runtimes"], report["main_runtime"] = found, found[0]
     for runtime in found:
         if "raw" not in args.skip:
-            if (raw := section(report, f"raw model ({runtime})", lambda r=runtime: raw_model(args.backend, r, texts))):
+            if raw := section(report, f"raw model ({runtime})", lambda r=runtime: raw_model(args.backend, r, texts)):
                 report.setdefault("raw_model", {})[runtime] = raw
                 save()
         local = None
@@ -1282,8 +1601,11 @@ def main(argv: list[str] | None = None) -> Path:
                 raw = report.get("raw_model", {}).get(runtime)
                 rounds = RawRounds(args.backend, runtime, raw, texts) if raw else None
                 try:
-                    mesh = section(report, f"mesh ({runtime})", lambda e=env, r=rounds, lo=local: mesh_section(
-                        e, corpus, queries, args, raw=r, local=lo))
+                    mesh = section(
+                        report,
+                        f"mesh ({runtime})",
+                        lambda e=env, r=rounds, lo=local: mesh_section(e, corpus, queries, args, raw=r, local=lo),
+                    )
                 finally:
                     if rounds is not None:
                         rounds.close()
@@ -1296,8 +1618,9 @@ def main(argv: list[str] | None = None) -> Path:
                 # The in-process searches, taken in turns with the mesh's one-client searches (alone without them).
                 taken = report.get("mesh", {}).get(runtime, {}).pop("in_process_searches", {})
                 for mode in MODES:
-                    searched = taken.get(mode) or section(report, f"in process ({runtime}, {mode})",
-                                                          lambda m=mode, lo=local: lo.searches(m, queries))
+                    searched = taken.get(mode) or section(
+                        report, f"in process ({runtime}, {mode})", lambda m=mode, lo=local: lo.searches(m, queries)
+                    )
                     if searched:
                         report["in_process"][runtime][f"{mode}_1"] = searched["direct"]
                         report["in_process"][runtime].setdefault("service", {})[f"{mode}_1"] = searched["service"]
@@ -1306,13 +1629,16 @@ def main(argv: list[str] | None = None) -> Path:
             if local:
                 local.close()
     if "hops" not in args.skip:
-        if (hops := section(report, "hops", lambda: hops_section(200 if args.smoke else 2000))):
+        if hops := section(report, "hops", lambda: hops_section(200 if args.smoke else 2000)):
             report["hops"] = hops
             save()
     for src in args.baseline_src:
         env = mesh_env(args.backend, found[0])
-        before = section(report, f"baseline {src}", lambda e=env, s=src: mesh_section(
-            e, corpus, queries, args, pythonpath=baseline_pythonpath(s.resolve())))
+        before = section(
+            report,
+            f"baseline {src}",
+            lambda e=env, s=src: mesh_section(e, corpus, queries, args, pythonpath=baseline_pythonpath(s.resolve())),
+        )
         if before:
             report.setdefault("baseline", {})[str(src)] = before
             save()
@@ -1322,17 +1648,22 @@ def main(argv: list[str] | None = None) -> Path:
         try:
             import langchain_qdrant  # noqa: F401
         except ImportError:
-            report["langchain"] = {"skipped": "langchain-qdrant is not installed: pip install -c constraints.txt "
-                                              "-r bench/requirements.txt (make bench does)"}
+            report["langchain"] = {
+                "skipped": "langchain-qdrant is not installed: pip install -c constraints.txt "
+                "-r bench/requirements.txt (make bench does)"
+            }
         else:
-            report["langchain"] = section(report, "langchain", lambda: langchain_section(corpus, queries,
-                                                                                         args.batch)) or {}
+            report["langchain"] = (
+                section(report, "langchain", lambda: langchain_section(corpus, queries, args.batch)) or {}
+            )
     for name in ("store", "embedder"):
         report[name] = {"skipped": f"not run (--skip {name} / --smoke)"}
     if "store" not in args.skip:
-        report["store"] = module_section("bench.bench_store", [
-            "--points", str(args.store_points), "--queries", str(args.store_queries), "--ef", args.store_ef],
-            timeout=6 * 3600)
+        report["store"] = module_section(
+            "bench.bench_store",
+            ["--points", str(args.store_points), "--queries", str(args.store_queries), "--ef", args.store_ef],
+            timeout=6 * 3600,
+        )
     if "embedder" not in args.skip:
         report["embedder"] = module_section("bench.bench_embedder", [], timeout=1800)
     save()

@@ -66,8 +66,10 @@ def summary(reports: Sequence[tuple[str, dict]], last: int = 6) -> str:
     for name, report in reports:
         if name in shown:
             machine = report["machine"]
-            lines.append(f"- {name}: {report.get('date', '?')[:16]}, commit {machine.get('commit', '?')}, "
-                         f"{cpu_line(machine)}, {machine.get('cpus_usable', '?')} CPUs")
+            lines.append(
+                f"- {name}: {report.get('date', '?')[:16]}, commit {machine.get('commit', '?')}, "
+                f"{cpu_line(machine)}, {machine.get('cpus_usable', '?')} CPUs"
+            )
     return "\n".join(lines) + "\n"
 
 

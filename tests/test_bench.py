@@ -22,8 +22,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_the_benchmark_report_runs_end_to_end_at_a_tiny_size(tmp_path):
     # This checkout as its own baseline: the before/after section runs too.
-    done = subprocess.run([sys.executable, "-m", "bench.report", "--smoke", "--out", str(tmp_path), "--baseline-src",
-                           str(ROOT)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.report", "--smoke", "--out", str(tmp_path), "--baseline-src", str(ROOT)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     [json_path] = tmp_path.glob("*.json")
     report = json.loads(json_path.read_text())
@@ -38,8 +43,9 @@ def test_the_benchmark_report_runs_end_to_end_at_a_tiny_size(tmp_path):
     # The REST ingest is measured in rounds, each into a new collection after a run of the raw model, so the judged
     # ratio compares the two under the same conditions; the figure shown is the rounds' median.
     rounds = mesh["ingest_rounds"]
-    assert len(rounds) == 3 and all(r["raw_passages_per_second"] > 0 and r["rest_passages_per_second"] > 0
-                                    for r in rounds)
+    assert len(rounds) == 3 and all(
+        r["raw_passages_per_second"] > 0 and r["rest_passages_per_second"] > 0 for r in rounds
+    )
     assert mesh["ingest_rest_passages_per_second"] == statistics.median(r["rest_passages_per_second"] for r in rounds)
     # Each round says how much of the embedder's model threads' time went to the model (from its own metrics).
     assert all(0 < r["model_busy_pct"] <= 100 and 0 <= r["model_starved_pct"] <= 100 for r in rounds)
@@ -65,8 +71,12 @@ def test_the_benchmark_report_runs_end_to_end_at_a_tiny_size(tmp_path):
     # the VM's drift does not fall between the two sides of the "+ 2 ms" targets.
     for mode in ("dense", "hybrid"):
         assert mesh[f"rest_{mode}_1"]["in_turns_with_in_process"] == 5
-        assert mesh[f"rest_{mode}_1"]["n"] == report["queries"] == report["in_process"]["hash"][f"{mode}_1"]["n"] \
+        assert (
+            mesh[f"rest_{mode}_1"]["n"]
+            == report["queries"]
+            == report["in_process"]["hash"][f"{mode}_1"]["n"]
             == report["in_process"]["hash"]["service"][f"{mode}_1"]["n"]
+        )
     assert "in_process_searches" not in mesh
     before = report["baseline"][str(ROOT)]
     assert before["rest_dense_1"]["p50_ms"] > 0 and before["ingest_rest_passages_per_second"] > 0
@@ -77,8 +87,10 @@ def test_the_benchmark_report_runs_end_to_end_at_a_tiny_size(tmp_path):
     assert "skipped" in report["langchain"]  # the LangChain part is named, with why it did not run
     markdown = json_path.with_suffix(".md").read_text()
     assert "## Targets" in markdown and "| REST dense p50 <= 6 ms (1 client) |" in markdown
-    assert f"usable CPUs (cgroup quota {report['machine'].get('cgroup_cpu_quota', 'n/a')}), " \
-           f"{cpu_line(report['machine'])}, " in markdown.splitlines()[2]
+    assert (
+        f"usable CPUs (cgroup quota {report['machine'].get('cgroup_cpu_quota', 'n/a')}), "
+        f"{cpu_line(report['machine'])}, " in markdown.splitlines()[2]
+    )
     assert "| REST hybrid p50 <= in process (the search service's code) + 2 ms |" in markdown
     assert "store at 1,000: recall@10 >= 0.95" in markdown
     assert "The hops alone, nothing behind them" in markdown
@@ -86,8 +98,9 @@ def test_the_benchmark_report_runs_end_to_end_at_a_tiny_size(tmp_path):
     assert "clients ingest (" in markdown  # search during a bulk ingest
     assert "REST ingest >= 0.85 x raw model (same runtime), median of rounds taken in turns" in markdown
     assert "REST ingest rounds (hash)" in markdown
-    assert "| REST: model busy / starved, % of its threads' time | padding, % of the real tokens: raw / REST |" \
-        in markdown
+    assert (
+        "| REST: model busy / starved, % of its threads' time | padding, % of the real tokens: raw / REST |" in markdown
+    )
     assert "The mesh process's CPU ms per passage in those rounds, by thread" in markdown
     assert "one-client REST searches and the in-process ones were taken in turns" in markdown
     assert f"| before ({ROOT}) rest | dense | 1 |" in markdown
@@ -95,9 +108,27 @@ def test_the_benchmark_report_runs_end_to_end_at_a_tiny_size(tmp_path):
 
 def test_the_service_ceiling_benchmark_runs_every_row_at_a_tiny_size(tmp_path):
     out = tmp_path / "overhead.json"
-    done = subprocess.run([sys.executable, "-m", "bench.bench_embedder_overhead", "--seconds", "0.2", "--rounds", "1",
-                           "--clients", "2", "--request-size", "8", "--json", str(out)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.bench_embedder_overhead",
+            "--seconds",
+            "0.2",
+            "--rounds",
+            "1",
+            "--clients",
+            "2",
+            "--request-size",
+            "8",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads(out.read_text())["data"]
     rows = [value for value in data.values() if isinstance(value, dict) and "texts_per_second" in value]
@@ -107,10 +138,29 @@ def test_the_service_ceiling_benchmark_runs_every_row_at_a_tiny_size(tmp_path):
 def test_the_embedder_benchmark_compares_the_forward_pass_with_the_service_fed_texts_and_token_ids(tmp_path):
     # What a GPU run reports (the service against the model's own forward rate), here on the CPU at a tiny size.
     out = tmp_path / "embedder.json"
-    done = subprocess.run([sys.executable, "-m", "bench.bench_embedder", "--runtimes", "onnx-int8", "--rounds", "1",
-                           "--passages", "48", "--forward", "--forward-seconds", "0.5", "--skip-st",
-                           "--json", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.bench_embedder",
+            "--runtimes",
+            "onnx-int8",
+            "--rounds",
+            "1",
+            "--passages",
+            "48",
+            "--forward",
+            "--forward-seconds",
+            "0.5",
+            "--skip-st",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     forward = json.loads(out.read_text())["data"]["runtimes"]["onnx-int8"]["forward"]
     assert forward["forward_passages_per_second"] > 0
@@ -177,13 +227,16 @@ def test_the_forward_rate_captures_every_cuda_graph_before_its_clock_starts(monk
     backend.bucketed = True
     clock = bench_embedder.time.perf_counter
     monkeypatch.setattr(bench_embedder, "time", SimpleNamespace(perf_counter=lambda: events.append("clock") or clock()))
-    passages = ["a short one", "a passage of a few more words than that one has",
-                "and the longest passage of the three, which runs on for quite a few more words than the others"]
+    passages = [
+        "a short one",
+        "a passage of a few more words than that one has",
+        "and the longest passage of the three, which runs on for quite a few more words than the others",
+    ]
     batches = [bench_embedder.padded_batch(backend, backend.prepare(passages), np.array([i])) for i in range(3)]
     assert len({b.input_ids.shape for b in batches}) == 3
     assert bench_embedder.forward_rate(backend, passages, batches) > 0
     assert events.count("capture") == len(backend.graphs) >= 2  # widths 16 and 32 at least, each captured once
-    assert "capture" not in events[events.index("clock"):]
+    assert "capture" not in events[events.index("clock") :]
 
 
 def test_with_unpadded_on_the_padded_model_is_timed_too_and_unpadded_comes_back_on():
@@ -227,8 +280,13 @@ def test_the_gpu_cost_model_fits_the_recorded_h200_run_as_the_readme_quotes_it(t
     # README, "On a GPU": ~2.7 ms a call besides ~117 ns a padded token, fitted to the 2026-11-27 H200 run, and
     # what that predicts for smaller budgets; rebuilt here from the recorded JSON and the tokenizer alone.
     out = tmp_path / "cost.json"
-    done = subprocess.run([sys.executable, "-m", "bench.gpu_cost", "--json", str(out)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.gpu_cost", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(out.read_text())["data"]
     assert round(result["call_ms"], 1) == 2.7 and round(result["padded_token_ns"]) == 117
@@ -244,8 +302,11 @@ def test_the_gpu_cost_model_fits_the_recorded_h200_run_as_the_readme_quotes_it(t
     assert rows[131072]["unpadded"] > max(rows[b][way] for b in rows for way in ("eager", "cuda graphs"))
     # And unpadded as CUDA graphs (each call's row padded to its token bucket): the most of all, at every budget.
     assert round(rows[131072]["unpadded cuda graphs"], 2) == 1.27
-    assert all(row["unpadded cuda graphs"] > max(v for k, v in row.items() if k not in ("budget", "calls",
-                                                  "padding_percent", "unpadded cuda graphs")) for row in rows.values())
+    assert all(
+        row["unpadded cuda graphs"]
+        > max(v for k, v in row.items() if k not in ("budget", "calls", "padding_percent", "unpadded cuda graphs"))
+        for row in rows.values()
+    )
 
 
 def test_padding_is_counted_over_the_micro_batches_as_the_model_receives_them():
@@ -272,11 +333,33 @@ def test_the_gpu_shapes_benchmark_runs_every_row_at_a_tiny_size(tmp_path):
     # Made for a GPU; on the CPU it only shows that it works (micro-batches of 4 keep the warming of every shape short,
     # and 2 clients x 8 texts the service runs: 16 x 128 in flight took ~45 s to drain on a slow VM).
     out = tmp_path / "shapes.json"
-    done = subprocess.run([sys.executable, "-m", "bench.bench_gpu_shapes", "--batches", "2", "--passages", "40",
-                           "--seconds", "0.3", "--forward-passages", "32", "--clients", "2", "--request-size", "8",
-                           "--warm", "--json", str(out)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=240,
-                          env={**os.environ, "RAGMESH_EMBEDDER_BATCH_SIZE": "4"})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.bench_gpu_shapes",
+            "--batches",
+            "2",
+            "--passages",
+            "40",
+            "--seconds",
+            "0.3",
+            "--forward-passages",
+            "32",
+            "--clients",
+            "2",
+            "--request-size",
+            "8",
+            "--warm",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "RAGMESH_EMBEDDER_BATCH_SIZE": "4"},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads(out.read_text())["data"]
     # No cuDNN rows: they are for CUDA only.
@@ -289,10 +372,31 @@ def test_the_gpu_shapes_benchmark_runs_every_row_at_a_tiny_size(tmp_path):
 
 
 def test_the_ab_benchmark_runs_both_sides_at_a_tiny_size():
-    done = subprocess.run([sys.executable, "-m", "bench.bench_ab", "--backend", "hash", "--passages", "64",
-                           "--rounds", "1", "--passes", "1", "--a", "RAGMESH_EMBEDDER_RUNNERS=2", "--search", "dense",
-                           "--search-clients", "2"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.bench_ab",
+            "--backend",
+            "hash",
+            "--passages",
+            "64",
+            "--rounds",
+            "1",
+            "--passes",
+            "1",
+            "--a",
+            "RAGMESH_EMBEDDER_RUNNERS=2",
+            "--search",
+            "dense",
+            "--search-clients",
+            "2",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["settings"]["A"] == {"RAGMESH_EMBEDDER_RUNNERS": "2"}
@@ -306,9 +410,27 @@ def test_the_ab_benchmark_runs_both_sides_at_a_tiny_size():
 
 
 def test_the_ab_benchmark_can_ingest_one_side_into_collections_made_beforehand():
-    done = subprocess.run([sys.executable, "-m", "bench.bench_ab", "--backend", "hash", "--passages", "64",
-                           "--rounds", "1", "--passes", "1", "--existing", "a"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.bench_ab",
+            "--backend",
+            "hash",
+            "--passages",
+            "64",
+            "--rounds",
+            "1",
+            "--passes",
+            "1",
+            "--existing",
+            "a",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["existing"] == "a" and summary["settings"] == {"A": {}, "B": {}}
@@ -320,11 +442,13 @@ def test_the_ab_benchmark_can_ingest_one_side_into_collections_made_beforehand()
 
 def _beir(folder: Path, corpus: dict[str, str], queries: dict[str, str], qrels: dict[str, str]) -> None:
     (folder / "qrels").mkdir(parents=True)
-    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, "title": "", "text": t}) + "\n"
-                                                 for i, t in corpus.items()))
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": i, "title": "", "text": t}) + "\n" for i, t in corpus.items())
+    )
     (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": i, "text": t}) + "\n" for i, t in queries.items()))
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n"
-                                               + "".join(f"{q}\t{d}\t1\n" for q, d in qrels.items()))
+    (folder / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, d in qrels.items())
+    )
 
 
 def test_the_keyword_check_queries_only_passages_its_words_identify(tmp_path):
@@ -332,14 +456,36 @@ def test_the_keyword_check_queries_only_passages_its_words_identify(tmp_path):
     with a near-duplicate in the corpus the judgment would be a coin toss between equal matches."""
     from qdrant_edge import Bm25
 
-    rare = ["amberly", "basaltic", "cobaltine", "dravite", "emberglow", "feldspar", "garnetite", "halite", "iolite",
-            "jadeite", "kyanite", "larimar", "malachite", "nephrite", "obsidian", "peridot", "quartzite", "rhodonite"]
-    corpus = {f"d{i}": f"The river bank holds {' '.join(rare[3 * i:3 * i + 3])} near the old mill."
-              for i in range(6)}
+    rare = [
+        "amberly",
+        "basaltic",
+        "cobaltine",
+        "dravite",
+        "emberglow",
+        "feldspar",
+        "garnetite",
+        "halite",
+        "iolite",
+        "jadeite",
+        "kyanite",
+        "larimar",
+        "malachite",
+        "nephrite",
+        "obsidian",
+        "peridot",
+        "quartzite",
+        "rhodonite",
+    ]
+    corpus = {f"d{i}": f"The river bank holds {' '.join(rare[3 * i : 3 * i + 3])} near the old mill." for i in range(6)}
     corpus["d6"] = corpus["d5"]  # a duplicate: neither copy can be a known item
     _beir(tmp_path / "tiny", corpus, {"q0": "river bank"}, {"q0": "d0"})
-    done = subprocess.run([sys.executable, "-m", "bench.make_checks", str(tmp_path / "tiny"), str(tmp_path / "checks")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.make_checks", str(tmp_path / "tiny"), str(tmp_path / "checks")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     folder = tmp_path / "checks" / "tiny-keyword"
     queries = {q["_id"]: q["text"] for q in map(json.loads, (folder / "queries.jsonl").read_text().splitlines())}
@@ -364,29 +510,64 @@ def test_the_fusion_benchmark_runs_every_variant_on_a_tiny_collection(tmp_path):
 
     from bench.report import embedder_settings
 
-    corpus = {f"d{i}": text for i, text in enumerate([
-        "The river bank floods every spring near the old mill.", "Basalt is a volcanic rock rich in iron.",
-        "A bank account earns interest on the money deposited.", "Malachite is a green copper carbonate mineral.",
-        "Mills ground grain into flour using water power.", "Interest rates are set by the central bank."])}
-    _beir(tmp_path / "tiny", corpus, {"q0": "where does the river flood", "q1": "green copper mineral"},
-          {"q0": "d0", "q1": "d3"})
+    corpus = {
+        f"d{i}": text
+        for i, text in enumerate(
+            [
+                "The river bank floods every spring near the old mill.",
+                "Basalt is a volcanic rock rich in iron.",
+                "A bank account earns interest on the money deposited.",
+                "Malachite is a green copper carbonate mineral.",
+                "Mills ground grain into flour using water power.",
+                "Interest rates are set by the central bank.",
+            ]
+        )
+    }
+    _beir(
+        tmp_path / "tiny",
+        corpus,
+        {"q0": "where does the river flood", "q1": "green copper mineral"},
+        {"q0": "d0", "q1": "d3"},
+    )
     embedder = build_embedder(embedder_settings("local", "onnx"))
     store = EdgeStore(tmp_path / "data", embedder.info.dimension)
     try:
         texts = list(corpus.values())
         vectors = asyncio.run(embedder.embed(texts, InputType.DOCUMENT))
         store.ensure_collection("tiny")
-        store.upsert("tiny", [ChunkPoint(id=f"00000000-0000-0000-0000-{i:012d}", dense=dense.tolist(),
-                                         sparse=Sparse(sparse.indices, sparse.values),
-                                         payload={"doc_id": doc_id, "chunk_index": 0, "text": text})
-                              for i, (doc_id, text, dense, sparse) in enumerate(
-                                  zip(corpus, texts, vectors.dense, vectors.sparse, strict=True))])
+        store.upsert(
+            "tiny",
+            [
+                ChunkPoint(
+                    id=f"00000000-0000-0000-0000-{i:012d}",
+                    dense=dense.tolist(),
+                    sparse=Sparse(sparse.indices, sparse.values),
+                    payload={"doc_id": doc_id, "chunk_index": 0, "text": text},
+                )
+                for i, (doc_id, text, dense, sparse) in enumerate(
+                    zip(corpus, texts, vectors.dense, vectors.sparse, strict=True)
+                )
+            ],
+        )
     finally:
         store.close()
         embedder.close()
-    done = subprocess.run([sys.executable, "-m", "bench.bench_fusion", "--data-dir", str(tmp_path / "data"),
-                           "--collection", "tiny", str(tmp_path / "tiny")], cwd=ROOT, capture_output=True, text=True,
-                          timeout=240)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.bench_fusion",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--collection",
+            "tiny",
+            str(tmp_path / "tiny"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     for condition in ("as-is", "bm25-noise", "dense-noise"):
         assert f"tiny, {condition}: 2 queries" in done.stdout
@@ -456,18 +637,27 @@ def test_the_one_client_load_generator_reads_whole_answers_on_one_connection_and
 
 def _report(date: str, commit: str, dense_p50: float) -> dict:
     """The least of a `bench.report` JSON that judges one target (dense p50 at one client)."""
-    return {"date": date, "machine": {"commit": commit, "cpu_model": "AMD EPYC", "cpus_usable": 2},
-            "main_runtime": "onnx", "mesh": {"onnx": {"rest_dense_1": {"p50_ms": dense_p50}}}}
+    return {
+        "date": date,
+        "machine": {"commit": commit, "cpu_model": "AMD EPYC", "cpus_usable": 2},
+        "main_runtime": "onnx",
+        "mesh": {"onnx": {"rest_dense_1": {"p50_ms": dense_p50}}},
+    }
 
 
 def test_the_summary_counts_each_target_over_the_recorded_reports_and_marks_the_misses(tmp_path):
     from bench import summary
 
-    files = {"b.json": _report("2026-11-26T10:00:00", "bbbbbbb", 6.4),
-             "a.json": _report("2026-11-25T10:00:00", "aaaaaaa", 5.1),
-             "2026-11-24-store.json": {"name": "store", "markdown": "", "data": {
-                 "points": 1000, "recall_at_10": 0.97, "queries_ms": {"dense": {"p50_ms": 1.0, "p95_ms": 25.0}}}},
-             "reindex.json": {"passages": 10, "reindex": {}}}  # another benchmark's file: not a report
+    files = {
+        "b.json": _report("2026-11-26T10:00:00", "bbbbbbb", 6.4),
+        "a.json": _report("2026-11-25T10:00:00", "aaaaaaa", 5.1),
+        "2026-11-24-store.json": {
+            "name": "store",
+            "markdown": "",
+            "data": {"points": 1000, "recall_at_10": 0.97, "queries_ms": {"dense": {"p50_ms": 1.0, "p95_ms": 25.0}}},
+        },
+        "reindex.json": {"passages": 10, "reindex": {}},
+    }  # another benchmark's file: not a report
     for name, data in files.items():
         (tmp_path / name).write_text(json.dumps(data))
     text = summary.main([*(str(tmp_path / name) for name in files), "--last", "2"])
@@ -484,11 +674,18 @@ def test_the_summary_counts_each_target_over_the_recorded_reports_and_marks_the_
 
 
 def test_a_report_names_the_vector_extensions_the_models_kernels_pick_from():
-    """"AMD EPYC" is a 3x range of int8 speed on these VMs: a report says whether the CPU has VNNI, AMX or only AVX2."""
+    """'AMD EPYC' is a 3x range of int8 speed on these VMs: a report says whether the CPU has VNNI, AMX or only
+    AVX2."""
     from bench import report, summary
 
-    zen2 = ["processor\t: 0", "model name\t: AMD EPYC", "flags\t\t: fpu sse2 avx fma avx2 bmi2", "",
-            "processor\t: 1", "flags\t\t: fpu avx2 avx512f"]  # the first CPU's flags are taken
+    zen2 = [
+        "processor\t: 0",
+        "model name\t: AMD EPYC",
+        "flags\t\t: fpu sse2 avx fma avx2 bmi2",
+        "",
+        "processor\t: 1",
+        "flags\t\t: fpu avx2 avx512f",
+    ]  # the first CPU's flags are taken
     sapphire = ["flags : avx2 avx512f avx512_vnni avx512_bf16 amx_int8 amx_tile"]
     graviton = ["Features\t: fp asimd asimddp sve i8mm bf16"]
     assert report.cpu_extensions(zen2) == ["avx2"]
@@ -520,11 +717,16 @@ def test_the_mesh_is_measured_with_the_processes_it_started():
     memory must count them, or the mesh would look cheaper than it is."""
     from bench.report import cpu_seconds, rss_mb
 
-    child = ("import time; held = bytearray(160 * 2**20); print('ready', flush=True); end = time.process_time() + 0.6"
-             "\nwhile time.process_time() < end: pass\nprint('spun', flush=True); time.sleep(60)")
+    child = (
+        "import time; held = bytearray(160 * 2**20); print('ready', flush=True); end = time.process_time() + 0.6"
+        "\nwhile time.process_time() < end: pass\nprint('spun', flush=True); time.sleep(60)"
+    )
     parent = subprocess.Popen(
         [sys.executable, "-c", f"import subprocess, sys; subprocess.run([sys.executable, '-c', {child!r}])"],
-        stdout=subprocess.PIPE, text=True, start_new_session=True)
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         assert parent.stdout.readline() == "ready\n"
         assert parent.stdout.readline() == "spun\n"

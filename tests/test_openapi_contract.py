@@ -30,13 +30,29 @@ async def _schemathesis(url: str, tmp_path: Path) -> tuple[int, str]:
     process = await asyncio.create_subprocess_exec(
         # Every check is on by default in schemathesis 4 (`--checks all` would also mark each one as set on the
         # command line, which outranks the per-operation settings in schemathesis.toml).
-        str(ST), "run", f"{url}/openapi.json", "--phases", "coverage,fuzzing,stateful",
-        "--max-examples", MAX_EXAMPLES, "--seed", SEED, "--no-color", "--request-timeout", "60",
+        str(ST),
+        "run",
+        f"{url}/openapi.json",
+        "--phases",
+        "coverage,fuzzing,stateful",
+        "--max-examples",
+        MAX_EXAMPLES,
+        "--seed",
+        SEED,
+        "--no-color",
+        "--request-timeout",
+        "60",
         # Every check runs, max_response_time too, but as "answers before the client gives up", not as a speed
         # test: timings belong in bench/, and this machine is shared.
-        "--max-response-time", "60",
-        "--report", "junit", "--report-dir", str(tmp_path),
-        cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        "--max-response-time",
+        "60",
+        "--report",
+        "junit",
+        "--report-dir",
+        str(tmp_path),
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
         env={**os.environ, "SCHEMATHESIS_TELEMETRY": "false", "COLUMNS": "200"},
     )
     output, _ = await process.communicate()
@@ -85,10 +101,13 @@ async def test_whole_numbers_beyond_64_bits_filter_as_numbers_not_a_server_error
 
     addrs = {f"{name}_addr": addr for name, addr in mesh.addrs.items()}
     async with run_gateway(GatewaySettings(http_port=0, **addrs)) as url, httpx.AsyncClient(base_url=url) as http:
-        ingested = await http.post("/api/v1/ingest", json={"text": "Big numbers.", "metadata": {"n": 3e249},
-                                                           "collection": "big"})
+        ingested = await http.post(
+            "/api/v1/ingest", json={"text": "Big numbers.", "metadata": {"n": 3e249}, "collection": "big"}
+        )
         assert ingested.status_code == 200, ingested.text
-        found = await http.post("/api/v1/search", json={"query": "big numbers", "collection": "big",
-                                                        "filters": {"n": [3e249, 1.5, True, "x"]}})
+        found = await http.post(
+            "/api/v1/search",
+            json={"query": "big numbers", "collection": "big", "filters": {"n": [3e249, 1.5, True, "x"]}},
+        )
         assert found.status_code == 200, found.text
         assert [hit["metadata"]["n"] for hit in found.json()["results"]] == [pytest.approx(3e249)]

@@ -30,10 +30,14 @@ def test_generated_stubs_match_the_protos(tmp_path):
     gen.generate(tmp_path)
     committed = ROOT / "libs" / "api"
     fresh = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
-    stale = [str(rel) for rel in fresh if not (committed / rel).exists() or not filecmp.cmp(
-        tmp_path / rel, committed / rel, shallow=False)]
+    stale = [
+        str(rel)
+        for rel in fresh
+        if not (committed / rel).exists() or not filecmp.cmp(tmp_path / rel, committed / rel, shallow=False)
+    ]
     extra = sorted(
-        str(p.relative_to(committed)) for p in (committed / "ragmesh").rglob("*.py*")
+        str(p.relative_to(committed))
+        for p in (committed / "ragmesh").rglob("*.py*")
         if p.is_file() and "__pycache__" not in p.parts and not (tmp_path / p.relative_to(committed)).exists()
     )
     assert not stale and not extra, f"stubs drifted from protos/ (run `make protos`): {stale} {extra}"
@@ -54,8 +58,9 @@ RELEASE = ROOT / "protos" / "releases" / "v1.0.0.binpb"
 
 
 def test_no_breaking_change_since_the_first_release():
-    result = subprocess.run([_buf(), "breaking", "--against", str(RELEASE)], cwd=ROOT, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [_buf(), "breaking", "--against", str(RELEASE)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -67,7 +72,8 @@ def test_buf_breaking_catches_a_renumbered_field(tmp_path):
     changed = text.replace("string query = 1;", "string query = 99;", 1)
     assert changed != text
     proto.write_text(changed)
-    result = subprocess.run([_buf(), "breaking", "--against", str(RELEASE)], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [_buf(), "breaking", "--against", str(RELEASE)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode != 0
     assert "query" in result.stdout + result.stderr

@@ -19,8 +19,9 @@ from rich.table import Table
 from .console import err as console
 from .console import out
 
-app = typer.Typer(help="ragmesh: a RAG platform as a gRPC microservices mesh.", no_args_is_help=True,
-                  pretty_exceptions_enable=False)
+app = typer.Typer(
+    help="ragmesh: a RAG platform as a gRPC microservices mesh.", no_args_is_help=True, pretty_exceptions_enable=False
+)
 
 
 # Documents per IngestDocuments call, and the most bytes one call may carry.
@@ -98,11 +99,22 @@ def serve(
 
 @app.command()
 def mcp(
-    remote: Annotated[str | None, typer.Option(envvar="RAGMESH_REMOTE_URL", help=(
-        "A remote gateway (https://host): bridge to it instead of a local mesh. Local files under "
-        "RAGMESH_MCP_ROOTS are read here and uploaded; the gateway's own tools are proxied."))] = None,
-    api_key: Annotated[str | None, typer.Option(envvar="RAGMESH_REMOTE_API_KEY", help=(
-        "The remote gateway's API key (sent as Authorization: Bearer)."))] = None,
+    remote: Annotated[
+        str | None,
+        typer.Option(
+            envvar="RAGMESH_REMOTE_URL",
+            help=(
+                "A remote gateway (https://host): bridge to it instead of a local mesh. Local files under "
+                "RAGMESH_MCP_ROOTS are read here and uploaded; the gateway's own tools are proxied."
+            ),
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="RAGMESH_REMOTE_API_KEY", help=("The remote gateway's API key (sent as Authorization: Bearer).")
+        ),
+    ] = None,
 ) -> None:
     """Serve the MCP tools over stdio (for Claude Desktop and IDEs) against a running mesh (RAGMESH_*_ADDR;
     RAGMESH_MCP_READ_ONLY, RAGMESH_MCP_ROOTS), or with --remote as a bridge to a remote gateway. Logs go to
@@ -140,8 +152,8 @@ def ingest(
     ),
 ) -> None:
     """Ingest files and folders through the indexer, with a progress bar. Folders are walked with the rules of
-`ragmesh index` (.gitignore, default skips, secrets never read, binaries skipped); each file's document id is
-its path relative to the argument it came from. Exits 1 if any file failed."""
+    `ragmesh index` (.gitignore, default skips, secrets never read, binaries skipped); each file's document id is
+    its path relative to the argument it came from. Exits 1 if any file failed."""
     from .jobs_cli import walk_for_ingest
 
     for path in paths:
@@ -206,8 +218,9 @@ async def _ingest(files: list[Path], collection: str, target: str, rels: dict[Pa
                         busy |= {i: wait for i in range(len(pending)) if i not in done}
                     if busy:
                         wait = max(busy.values())
-                        progress.console.print(f"the mesh is busy (RESOURCE_EXHAUSTED): retrying {len(busy)} "
-                                               f"document(s) in {wait:g} s")
+                        progress.console.print(
+                            f"the mesh is busy (RESOURCE_EXHAUSTED): retrying {len(busy)} document(s) in {wait:g} s"
+                        )
                         await asyncio.sleep(wait)
                     pending = [pending[i] for i in sorted(busy)]
     finally:
@@ -244,11 +257,22 @@ def index(
     path: Annotated[Path, typer.Argument(help="The folder (a codebase, a document share) or file to index.")],
     collection: Annotated[str, typer.Option("--collection", "-c", help="Target collection.")] = "default",
     prune: Annotated[bool, typer.Option(help="Delete documents whose files are gone from the folder.")] = False,
-    fresh_for: Annotated[int, typer.Option(min=0, help=(
-        "Seconds the documents stay fresh; `ragmesh sync` re-runs the folder after that (0: no limit)."))] = 0,
-    upload: Annotated[bool, typer.Option(help=(
-        "Read the files here and send them (as ZIP archive jobs) instead of letting the indexer read the "
-        "folder: for an indexer on another machine. No prune, no datasource."))] = False,
+    fresh_for: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help=("Seconds the documents stay fresh; `ragmesh sync` re-runs the folder after that (0: no limit)."),
+        ),
+    ] = 0,
+    upload: Annotated[
+        bool,
+        typer.Option(
+            help=(
+                "Read the files here and send them (as ZIP archive jobs) instead of letting the indexer read the "
+                "folder: for an indexer on another machine. No prune, no datasource."
+            )
+        ),
+    ] = False,
     wait: Annotated[bool, typer.Option(help="Follow the job with a progress bar until it finishes.")] = True,
     indexer: Annotated[str, typer.Option(envvar="RAGMESH_INDEXER_ADDR", help="Indexer address.")] = default_addr(
         "indexer"
@@ -262,8 +286,9 @@ def index(
 
     if not path.exists():
         raise typer.BadParameter(f"{path} is not a file or folder", param_hint="PATH")
-    code = _run_code(jobs_cli.index(path.resolve(), collection, indexer, prune=prune, fresh_for=fresh_for,
-                                    upload=upload, watch=wait))
+    code = _run_code(
+        jobs_cli.index(path.resolve(), collection, indexer, prune=prune, fresh_for=fresh_for, upload=upload, watch=wait)
+    )
     raise typer.Exit(code)
 
 
@@ -322,27 +347,63 @@ def sync(
     hash, changed ones replaced, and with the folder's --prune deleted ones removed. Exits 1 if any failed."""
     from . import jobs_cli
 
-    raise typer.Exit(_run_code(jobs_cli.sync(indexer, collection, everything=all_, watch=wait, expired=expired,
-                                             prune_expired=prune_expired)))
+    raise typer.Exit(
+        _run_code(
+            jobs_cli.sync(
+                indexer, collection, everything=all_, watch=wait, expired=expired, prune_expired=prune_expired
+            )
+        )
+    )
 
 
 @app.command()
 def reindex(
     name: Annotated[str, typer.Argument(help="The collection.")],
-    chunk_tokens: Annotated[int | None, typer.Option(min=16, max=8192, help=(
-        "Largest chunk of the new version, in model tokens (default: the current version's)."))] = None,
-    chunk_overlap_tokens: Annotated[int | None, typer.Option(min=0, max=4095, help=(
-        "Tokens shared by consecutive chunks, less than half of --chunk-tokens (default: the current "
-        "version's)."))] = None,
-    model: Annotated[str, typer.Option(help=(
-        "The embedding model of the new version, by the embedder's name (default: the current version's)."))] = "",
-    tolerance: Annotated[float | None, typer.Option(min=0.0, max=1.0, help=(
-        "How much lower the new version's nDCG@10 on the golden set may be, 0..1 (default: the indexer's)."))] = None,
+    chunk_tokens: Annotated[
+        int | None,
+        typer.Option(
+            min=16,
+            max=8192,
+            help=("Largest chunk of the new version, in model tokens (default: the current version's)."),
+        ),
+    ] = None,
+    chunk_overlap_tokens: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=4095,
+            help=(
+                "Tokens shared by consecutive chunks, less than half of --chunk-tokens (default: the current "
+                "version's)."
+            ),
+        ),
+    ] = None,
+    model: Annotated[
+        str,
+        typer.Option(
+            help=("The embedding model of the new version, by the embedder's name (default: the current version's).")
+        ),
+    ] = "",
+    tolerance: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help=("How much lower the new version's nDCG@10 on the golden set may be, 0..1 (default: the indexer's)."),
+        ),
+    ] = None,
     force: Annotated[bool, typer.Option(help="Switch even when the gate finds the new version worse.")] = False,
-    retention: Annotated[int | None, typer.Option(min=0, max=365 * 24 * 3600, help=(
-        "Seconds to keep the replaced version for `ragmesh rollback` (default: the indexer's)."))] = None,
-    wait: Annotated[bool, typer.Option(help=(
-        "Follow the job until it ends and print the gate's decision with both scores."))] = False,
+    retention: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=365 * 24 * 3600,
+            help=("Seconds to keep the replaced version for `ragmesh rollback` (default: the indexer's)."),
+        ),
+    ] = None,
+    wait: Annotated[
+        bool, typer.Option(help=("Follow the job until it ends and print the gate's decision with both scores."))
+    ] = False,
     indexer: Annotated[str, typer.Option(envvar="RAGMESH_INDEXER_ADDR", help="Indexer address.")] = default_addr(
         "indexer"
     ),
@@ -355,11 +416,24 @@ def reindex(
     from . import versions_cli
 
     if chunk_tokens is not None and chunk_overlap_tokens is not None and chunk_overlap_tokens >= chunk_tokens // 2:
-        raise typer.BadParameter(f"must be less than half of --chunk-tokens ({chunk_tokens})",
-                                 param_hint="--chunk-overlap-tokens")
-    raise typer.Exit(_run_code(versions_cli.reindex(
-        indexer, name, chunk_tokens=chunk_tokens, chunk_overlap_tokens=chunk_overlap_tokens, model=model,
-        tolerance=tolerance, force=force, retention=retention, wait=wait)))
+        raise typer.BadParameter(
+            f"must be less than half of --chunk-tokens ({chunk_tokens})", param_hint="--chunk-overlap-tokens"
+        )
+    raise typer.Exit(
+        _run_code(
+            versions_cli.reindex(
+                indexer,
+                name,
+                chunk_tokens=chunk_tokens,
+                chunk_overlap_tokens=chunk_overlap_tokens,
+                model=model,
+                tolerance=tolerance,
+                force=force,
+                retention=retention,
+                wait=wait,
+            )
+        )
+    )
 
 
 @app.command()
@@ -456,8 +530,13 @@ def snapshot(
 
     def run() -> None:
         manifest = take(_store_dir(data_dir), output)
-        counts = ", ".join(f"{name} ({c['documents']} documents, {c['chunks']} chunks)"
-                           for name, c in manifest["collections"].items()) or "no collections"
+        counts = (
+            ", ".join(
+                f"{name} ({c['documents']} documents, {c['chunks']} chunks)"
+                for name, c in manifest["collections"].items()
+            )
+            or "no collections"
+        )
         console.print(f"snapshot {output}: {counts}", soft_wrap=True)
 
     _backup(run)
@@ -476,8 +555,7 @@ def restore(
     def run() -> None:
         target = _store_dir(data_dir)
         manifest = put_back(archive, target, force=force)
-        console.print(f"restored {len(manifest['collections'])} collection(s) into {target.resolve()}",
-                      soft_wrap=True)
+        console.print(f"restored {len(manifest['collections'])} collection(s) into {target.resolve()}", soft_wrap=True)
 
     _backup(run)
 
@@ -485,11 +563,26 @@ def restore(
 @app.command()
 def chat(
     collection: Annotated[str, typer.Option("--collection", "-c", help="The collection to talk about.")] = "default",
-    model: Annotated[str, typer.Option("--model", "-m", envvar="RAGMESH_ANSWER_MODEL", help=(
-        "The chat model (it must support tool calling); default RAGMESH_ANSWER_MODEL."))] = "",
-    base_url: Annotated[str, typer.Option("--base-url", envvar="RAGMESH_ANSWER_BASE_URL", help=(
-        "An OpenAI-compatible API, e.g. http://localhost:11434/v1 for Ollama; default OpenAI's. The key is read "
-        "from RAGMESH_ANSWER_API_KEY."))] = "",
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            "-m",
+            envvar="RAGMESH_ANSWER_MODEL",
+            help=("The chat model (it must support tool calling); default RAGMESH_ANSWER_MODEL."),
+        ),
+    ] = "",
+    base_url: Annotated[
+        str,
+        typer.Option(
+            "--base-url",
+            envvar="RAGMESH_ANSWER_BASE_URL",
+            help=(
+                "An OpenAI-compatible API, e.g. http://localhost:11434/v1 for Ollama; default OpenAI's. "
+                "The key is read from RAGMESH_ANSWER_API_KEY."
+            ),
+        ),
+    ] = "",
     max_rounds: Annotated[int, typer.Option(min=1, max=10, help="Tool-calling rounds per question at most.")] = 4,
     top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, max=20, help="Passages per search.")] = 5,
     search_addr: Annotated[str, typer.Option("--search", envvar="RAGMESH_SEARCH_ADDR", help="Search address.")] = (
@@ -511,33 +604,69 @@ def chat(
         console.print(f"ragmesh: {exc.code if isinstance(exc, ConfigError) else exc.message}")
         raise typer.Exit(2) from None
     if not model:
-        console.print("ragmesh chat needs a chat model with tool calling: set RAGMESH_ANSWER_MODEL (and "
-                      "RAGMESH_ANSWER_BASE_URL for a local server such as Ollama or vLLM), or pass --model")
+        console.print(
+            "ragmesh chat needs a chat model with tool calling: set RAGMESH_ANSWER_MODEL (and "
+            "RAGMESH_ANSWER_BASE_URL for a local server such as Ollama or vLLM), or pass --model"
+        )
         raise typer.Exit(2)
     from .chat import repl
 
-    code = asyncio.run(repl(model_name=model, base_url=base_url, api_key=os.environ.get("RAGMESH_ANSWER_API_KEY"),
-                            search_addr=search_addr, collection=collection, top_k=top_k, max_rounds=max_rounds))
+    code = asyncio.run(
+        repl(
+            model_name=model,
+            base_url=base_url,
+            api_key=os.environ.get("RAGMESH_ANSWER_API_KEY"),
+            search_addr=search_addr,
+            collection=collection,
+            top_k=top_k,
+            max_rounds=max_rounds,
+        )
+    )
     raise typer.Exit(code)
 
 
 @app.command("eval")
 def eval_(
-    dataset: Annotated[list[Path] | None, typer.Argument(help=(
-        "BEIR dataset folder(s): corpus.jsonl, queries.jsonl, qrels/test.tsv. Several are measured one after "
-        "the other, with a summary line. None: score --collection on its golden set."))] = None,
-    mode: Annotated[list[str], typer.Option("--mode", "-m", help=(
-        "Mode(s) to evaluate: dense, sparse, hybrid, semantic, keyword, optionally with a fusion "
-        "(hybrid:adaptive, hybrid:relative_score, hybrid:rrf, hybrid:dbsf). Default: all of them; without a "
-        "dataset, the search service's default mode (and no fusion variants)."))] = [],  # noqa: B006
-    collection: Annotated[str, typer.Option("--collection", "-c", help=(
-        "The collection to ingest into and search (default: eval-<dataset folder name>); with several datasets, "
-        "all of them use it (for query sets over one corpus). Without a dataset: the collection to score on its "
-        "golden set."))] = "",
+    dataset: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help=(
+                "BEIR dataset folder(s): corpus.jsonl, queries.jsonl, qrels/test.tsv. Several are measured one after "
+                "the other, with a summary line. None: score --collection on its golden set."
+            )
+        ),
+    ] = None,
+    mode: Annotated[
+        list[str],
+        typer.Option(
+            "--mode",
+            "-m",
+            help=(
+                "Mode(s) to evaluate: dense, sparse, hybrid, semantic, keyword, optionally with a fusion "
+                "(hybrid:adaptive, hybrid:relative_score, hybrid:rrf, hybrid:dbsf). Default: all of them; without a "
+                "dataset, the search service's default mode (and no fusion variants)."
+            ),
+        ),
+    ] = [],  # noqa: B006
+    collection: Annotated[
+        str,
+        typer.Option(
+            "--collection",
+            "-c",
+            help=(
+                "The collection to ingest into and search (default: eval-<dataset folder name>); with several "
+                "datasets, all of them use it (for query sets over one corpus). Without a dataset: the collection "
+                "to score on its "
+                "golden set."
+            ),
+        ),
+    ] = "",
     reuse: Annotated[bool, typer.Option(help="Skip ingestion when the collection already holds the corpus.")] = True,
     limit_queries: Annotated[int, typer.Option(min=0, help="Evaluate only the first N judged queries (0: all).")] = 0,
-    save_golden: Annotated[bool, typer.Option(help=(
-        "Also store the judged queries measured as the collection's golden set (at most 1000)."))] = False,
+    save_golden: Annotated[
+        bool,
+        typer.Option(help=("Also store the judged queries measured as the collection's golden set (at most 1000).")),
+    ] = False,
     json_path: Annotated[Path | None, typer.Option("--json", help="Also write the results as JSON here.")] = None,
     indexer: Annotated[str, typer.Option(envvar="RAGMESH_INDEXER_ADDR", help="Indexer address.")] = default_addr(
         "indexer"
@@ -555,8 +684,10 @@ def eval_(
     service keeps in the collection's history."""
     if not dataset:
         if not collection:
-            raise typer.BadParameter("give a BEIR dataset folder, or --collection to score a collection on its "
-                                     "golden set", param_hint="DATASET")
+            raise typer.BadParameter(
+                "give a BEIR dataset folder, or --collection to score a collection on its golden set",
+                param_hint="DATASET",
+            )
         from . import golden_cli
 
         try:
@@ -566,12 +697,17 @@ def eval_(
         raise typer.Exit(_run_code(golden_cli.evaluate(collection, mode, json_path, search_addr)))
     from . import eval_cli
 
-    _run(eval_cli.run(dataset, mode, collection, reuse, limit_queries, json_path, indexer, search_addr,
-                      save_golden=save_golden))
+    _run(
+        eval_cli.run(
+            dataset, mode, collection, reuse, limit_queries, json_path, indexer, search_addr, save_golden=save_golden
+        )
+    )
 
 
-golden_app = typer.Typer(help="A collection's golden set: judged queries its search quality is scored on "
-                              "(`ragmesh eval --collection C`).", no_args_is_help=True)
+golden_app = typer.Typer(
+    help="A collection's golden set: judged queries its search quality is scored on (`ragmesh eval --collection C`).",
+    no_args_is_help=True,
+)
 app.add_typer(golden_app, name="golden")
 _SEARCH_OPTION = typer.Option("--search", envvar="RAGMESH_SEARCH_ADDR", help="Search address.")
 
@@ -581,8 +717,9 @@ def golden_upload(
     collection: Annotated[str, typer.Argument(help="The collection (it must hold the dataset's corpus).")],
     dataset: Annotated[Path, typer.Argument(help="A BEIR dataset folder: queries.jsonl and qrels/<split>.tsv.")],
     split: Annotated[str, typer.Option(help="The qrels split.")] = "test",
-    limit_queries: Annotated[int, typer.Option(min=0, max=1000, help=(
-        "Only the first N judged queries by id (0: all, at most 1000)."))] = 0,
+    limit_queries: Annotated[
+        int, typer.Option(min=0, max=1000, help=("Only the first N judged queries by id (0: all, at most 1000)."))
+    ] = 0,
     search_addr: Annotated[str, _SEARCH_OPTION] = default_addr("search"),
 ) -> None:
     """Store a BEIR dataset's judged queries as the collection's golden set, replacing the one it had. The qrels'

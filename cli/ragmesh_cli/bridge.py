@@ -55,8 +55,16 @@ class RemoteError(Exception):
 class Remote:
     """REST calls to the remote gateway with the bearer key, retried with backoff (Retry-After honoured)."""
 
-    def __init__(self, url: str, api_key: str | None, *, attempts: int = 6, backoff: float = 0.5,
-                 max_delay: float = 30.0, timeout: float = 300.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        api_key: str | None,
+        *,
+        attempts: int = 6,
+        backoff: float = 0.5,
+        max_delay: float = 30.0,
+        timeout: float = 300.0,
+    ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.url = url.rstrip("/")
         self.api_key = api_key
@@ -72,8 +80,14 @@ class Remote:
                 response = await self.http.request(method, path, **kwargs)
             except httpx.TransportError as exc:
                 if last:
-                    raise RemoteError(503, {"code": "UNAVAILABLE", "reason": "REMOTE_UNREACHABLE",
-                                            "message": f"{self.url} did not answer: {exc}"}) from None
+                    raise RemoteError(
+                        503,
+                        {
+                            "code": "UNAVAILABLE",
+                            "reason": "REMOTE_UNREACHABLE",
+                            "message": f"{self.url} did not answer: {exc}",
+                        },
+                    ) from None
                 await asyncio.sleep(self._delay(attempt, None))
                 continue
             if response.status_code in RETRY_STATUSES and not last:
@@ -94,7 +108,7 @@ class Remote:
         if retry_after:
             with contextlib.suppress(ValueError):
                 return min(max(float(retry_after), 0.0), self.max_delay)
-        return min(self.backoff * 2 ** attempt, self.max_delay)
+        return min(self.backoff * 2**attempt, self.max_delay)
 
     async def close(self) -> None:
         await self.http.aclose()
@@ -103,22 +117,35 @@ class Remote:
 def error_result(body: dict[str, Any]) -> CallToolResult:
     """A tool error in the shape the gateway's MCP tools use: structured {"error": {...}}, text "REASON: msg"."""
     text = f"{body.get('reason')}: {body.get('message')}\n{json.dumps({'error': body}, ensure_ascii=False)}"
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content={"error": body},
-                          is_error=True)
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content={"error": body}, is_error=True
+    )
 
 
 def local_error(exc: RagmeshError) -> dict[str, Any]:
-    return {"code": exc.code.name, "reason": exc.reason, "message": exc.message,
-            "details": {**exc.metadata, "domain": exc.domain or DOMAIN}, "request_id": "", "trace_id": ""}
+    return {
+        "code": exc.code.name,
+        "reason": exc.reason,
+        "message": exc.message,
+        "details": {**exc.metadata, "domain": exc.domain or DOMAIN},
+        "request_id": "",
+        "trace_id": "",
+    }
 
 
 class Bridge(MCPServer):
     """The local tools, plus the remote gateway's tools proxied (listed and called through `self.session`)."""
 
     def __init__(self, remote: Remote, roots: tuple[Path, ...], *, archive_bytes: int) -> None:
-        super().__init__("ragmesh-bridge", title="ragmesh (remote)", version="1.0.0", instructions=(
-            "ragmesh on a remote gateway. `convert_and_ingest` uploads local files or folders (under the allowed "
-            "roots) and indexes them; `search` then `fetch_document` read what is stored."))
+        super().__init__(
+            "ragmesh-bridge",
+            title="ragmesh (remote)",
+            version="1.0.0",
+            instructions=(
+                "ragmesh on a remote gateway. `convert_and_ingest` uploads local files or folders (under the allowed "
+                "roots) and indexes them; `search` then `fetch_document` read what is stored."
+            ),
+        )
         self.remote = remote
         self.roots = roots
         self.archive_bytes = archive_bytes
@@ -127,15 +154,21 @@ class Bridge(MCPServer):
 
     async def list_tools(self):  # type: ignore[override]
         local = await super().list_tools()
-        remote = [t for t in (await self.session.list_tools()).tools if t.name not in LOCAL_TOOLS] \
-            if self.session else []
+        remote = (
+            [t for t in (await self.session.list_tools()).tools if t.name not in LOCAL_TOOLS] if self.session else []
+        )
         return [*local, *remote]
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         if name not in LOCAL_TOOLS:
             if self.session is None:
-                return error_result({"code": "UNAVAILABLE", "reason": "REMOTE_UNREACHABLE",
-                                     "message": "not connected to the remote gateway's /mcp"})
+                return error_result(
+                    {
+                        "code": "UNAVAILABLE",
+                        "reason": "REMOTE_UNREACHABLE",
+                        "message": "not connected to the remote gateway's /mcp",
+                    }
+                )
             return await self.session.call_tool(name, arguments)
         try:
             return await super().call_tool(name, arguments, context)
@@ -152,9 +185,17 @@ class Bridge(MCPServer):
 
         @self.tool(annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=True))
         async def convert_to_text(
-            path: Annotated[str, Field(min_length=1, max_length=4096, description=(
-                "A file on this machine (under RAGMESH_MCP_ROOTS; relative to the first root), or an http(s) "
-                "URL."))],
+            path: Annotated[
+                str,
+                Field(
+                    min_length=1,
+                    max_length=4096,
+                    description=(
+                        "A file on this machine (under RAGMESH_MCP_ROOTS; relative to the first root), or an http(s) "
+                        "URL."
+                    ),
+                ),
+            ],
         ) -> dict[str, Any]:
             """Convert a local file (PDF, DOCX, PPTX, XLSX, HTML, EPUB, source code, ...) or a URL to Markdown
             with the remote converter, without storing it."""
@@ -166,11 +207,22 @@ class Bridge(MCPServer):
             data = await asyncio.to_thread(local.read_bytes)
             return await bridge.remote.request("POST", "/api/v1/convert", files={"file": (local.name, data)})
 
-        @self.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
-                                               open_world_hint=True))
+        @self.tool(
+            annotations=ToolAnnotations(
+                read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=True
+            )
+        )
         async def convert_and_ingest(
-            path: Annotated[str, Field(min_length=1, max_length=4096, description=(
-                "A file or folder on this machine, under RAGMESH_MCP_ROOTS (relative to the first root)."))],
+            path: Annotated[
+                str,
+                Field(
+                    min_length=1,
+                    max_length=4096,
+                    description=(
+                        "A file or folder on this machine, under RAGMESH_MCP_ROOTS (relative to the first root)."
+                    ),
+                ),
+            ],
             ctx: Context,
             collection: Annotated[str, Field(description="The remote collection.")] = "default",
         ) -> dict[str, Any]:
@@ -189,12 +241,18 @@ class Bridge(MCPServer):
         job_ids = []
         for group in groups:
             data = await asyncio.to_thread(zip_files, group)
-            accepted = await self.remote.request("POST", "/api/v1/jobs/archive", data={"collection": collection},
-                                                 files={"file": (f"{local.name}.zip", data, "application/zip")})
+            accepted = await self.remote.request(
+                "POST",
+                "/api/v1/jobs/archive",
+                data={"collection": collection},
+                files={"file": (f"{local.name}.zip", data, "application/zip")},
+            )
             job_ids.append(accepted["job_id"])
         jobs = await self._follow(job_ids, len(walked.files), ctx)
         return {
-            "collection": collection, "files": len(walked.files), "job_ids": job_ids,
+            "collection": collection,
+            "files": len(walked.files),
+            "job_ids": job_ids,
             "state": "done" if all(j["state"] == "done" for j in jobs) else "incomplete",
             **{key: sum(j[key] for j in jobs) for key in ("indexed", "unchanged", "failed")},
             "errors": [e for j in jobs for e in j["errors"]],
@@ -214,17 +272,19 @@ class Bridge(MCPServer):
             await asyncio.sleep(JOB_POLL_SECONDS)
 
 
-async def serve(remote_url: str, api_key: str | None, roots: tuple[Path, ...], *,
-                archive_bytes: int = 16 * 1024 * 1024) -> None:
+async def serve(
+    remote_url: str, api_key: str | None, roots: tuple[Path, ...], *, archive_bytes: int = 16 * 1024 * 1024
+) -> None:
     """Serve the bridge over stdio until stdin closes; logs go to stderr."""
     log_to_stderr()
     remote = Remote(remote_url, api_key)
     bridge = Bridge(remote, roots, archive_bytes=archive_bytes)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        async with httpx2.AsyncClient(headers=headers, timeout=300) as http, Client(
-            streamable_http_client(f"{remote.url}/mcp", http_client=http)
-        ) as session:
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=300) as http,
+            Client(streamable_http_client(f"{remote.url}/mcp", http_client=http)) as session,
+        ):
             bridge.session = session
             log.info("bridging MCP over stdio to %s/mcp", remote.url)
             await bridge.run_stdio_async()

@@ -34,23 +34,37 @@ SYSTEM = (
     "question, say so."
 )
 TOOLS = [
-    {"type": "function", "function": {
-        "name": "search",
-        "description": "Search the user's documents; returns the best matching passages (snippets) with their "
-                       "doc_id and ref.",
-        "parameters": {"type": "object", "properties": {
-            "query": {"type": "string", "description": "What to look for, in natural language."},
-            "top_k": {"type": "integer", "minimum": 1, "maximum": 20, "description": "How many passages (5)."},
-        }, "required": ["query"]},
-    }},
-    {"type": "function", "function": {
-        "name": "fetch_document",
-        "description": "Read a whole document by the doc_id a search result gave.",
-        "parameters": {"type": "object", "properties": {
-            "doc_id": {"type": "string", "description": "The document's id, from a search result."},
-            "collection": {"type": "string", "description": "Its collection (default: the chat's)."},
-        }, "required": ["doc_id"]},
-    }},
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "description": "Search the user's documents; returns the best matching passages (snippets) with their "
+            "doc_id and ref.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What to look for, in natural language."},
+                    "top_k": {"type": "integer", "minimum": 1, "maximum": 20, "description": "How many passages (5)."},
+                },
+                "required": ["query"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "fetch_document",
+            "description": "Read a whole document by the doc_id a search result gave.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "doc_id": {"type": "string", "description": "The document's id, from a search result."},
+                    "collection": {"type": "string", "description": "Its collection (default: the chat's)."},
+                },
+                "required": ["doc_id"],
+            },
+        },
+    },
 ]
 
 
@@ -67,8 +81,17 @@ class Ref:
 class Chat:
     """One conversation: the messages so far and the documents the tools have returned."""
 
-    def __init__(self, model, search, *, collection: str, top_k: int = 5, max_rounds: int = 4,
-                 out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> None:
+    def __init__(
+        self,
+        model,
+        search,
+        *,
+        collection: str,
+        top_k: int = 5,
+        max_rounds: int = 4,
+        out: TextIO = sys.stdout,
+        err: TextIO = sys.stderr,
+    ) -> None:
         self.model = model
         self.search = search
         self.collection = collection
@@ -94,25 +117,42 @@ class Chat:
     async def _search(self, query: str, top_k: int | None = None) -> dict[str, Any]:
         from ragmesh.search.v1 import search_service_pb2 as pb
 
-        reply = await self.search.call("Search", pb.SearchRequest(
-            query=query, collections=[self.collection], top_k=max(1, min(int(top_k or self.top_k), 20))))
+        reply = await self.search.call(
+            "Search",
+            pb.SearchRequest(
+                query=query, collections=[self.collection], top_k=max(1, min(int(top_k or self.top_k), 20))
+            ),
+        )
         results = []
         for r in reply.results:
             ref = self._ref(r.doc_id, r.collection, r.title)
             text = " ".join(r.text.split())
-            results.append({"ref": ref.number, "doc_id": r.doc_id, "collection": r.collection, "title": r.title,
-                            "score": round(r.score, 3),
-                            "snippet": text if len(text) <= SNIPPET_CHARS else text[: SNIPPET_CHARS - 1] + "…"})
+            results.append(
+                {
+                    "ref": ref.number,
+                    "doc_id": r.doc_id,
+                    "collection": r.collection,
+                    "title": r.title,
+                    "score": round(r.score, 3),
+                    "snippet": text if len(text) <= SNIPPET_CHARS else text[: SNIPPET_CHARS - 1] + "…",
+                }
+            )
         return {"results": results}
 
     async def _fetch(self, doc_id: str, collection: str | None = None) -> dict[str, Any]:
         from ragmesh.search.v1 import search_service_pb2 as pb
 
-        document = await self.search.call("GetDocument", pb.GetDocumentRequest(
-            collection=collection or self.collection, doc_id=doc_id))
+        document = await self.search.call(
+            "GetDocument", pb.GetDocumentRequest(collection=collection or self.collection, doc_id=doc_id)
+        )
         ref = self._ref(document.doc_id, document.collection, document.title)
-        return {"ref": ref.number, "doc_id": document.doc_id, "collection": document.collection,
-                "title": document.title, "text": document.text[:DOCUMENT_CHARS]}
+        return {
+            "ref": ref.number,
+            "doc_id": document.doc_id,
+            "collection": document.collection,
+            "title": document.title,
+            "text": document.text[:DOCUMENT_CHARS],
+        }
 
     async def run_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """A tool's result as the model sees it; a failure is reported to the model, not raised."""
@@ -124,8 +164,12 @@ class Chat:
                 result = await self._fetch(arguments["doc_id"], arguments.get("collection"))
                 self._note(f"fetch_document {result['doc_id']!r}: {len(result['text'])} characters")
             else:
-                result = {"error": {"reason": "TOOL_CALL_INVALID",
-                                    "message": f"unknown tool or missing arguments: {name}({arguments})"}}
+                result = {
+                    "error": {
+                        "reason": "TOOL_CALL_INVALID",
+                        "message": f"unknown tool or missing arguments: {name}({arguments})",
+                    }
+                }
                 self._note(f"{name}: invalid call")
         except RagmeshError as exc:
             result = {"error": {"reason": exc.reason, "message": exc.message}}
@@ -166,8 +210,9 @@ class Chat:
                     return completion.text, self._cited(completion.text)
                 for call in completion.tool_calls:
                     result = await self.run_tool(call.name, call.parsed())
-                    self.messages.append({"role": "tool", "tool_call_id": call.id,
-                                          "content": json.dumps(result, ensure_ascii=False)})
+                    self.messages.append(
+                        {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result, ensure_ascii=False)}
+                    )
         except BaseException:
             del self.messages[start:]
             raise
@@ -179,16 +224,31 @@ class Chat:
         return [by_number[n] for n in dict.fromkeys(numbers) if n in by_number]
 
 
-async def repl(*, model_name: str, base_url: str, api_key: str | None, search_addr: str, collection: str,
-               top_k: int, max_rounds: int, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+async def repl(
+    *,
+    model_name: str,
+    base_url: str,
+    api_key: str | None,
+    search_addr: str,
+    collection: str,
+    top_k: int,
+    max_rounds: int,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+) -> int:
     """Read questions until /exit or end of input; returns the exit code."""
     from ragmesh.search.v1 import search_service_pb2 as pb
     from ragmesh.search.v1 import search_service_pb2_grpc as pb_grpc
     from ragmesh_answer.chat_model import ChatModel
     from ragmesh_common.clients import ServiceClient
 
-    search = ServiceClient("search", search_addr, pb_grpc.SearchServiceStub, timeout=30,
-                           idempotent=("Search", "GetDocument", "ListCollections"))
+    search = ServiceClient(
+        "search",
+        search_addr,
+        pb_grpc.SearchServiceStub,
+        timeout=30,
+        idempotent=("Search", "GetDocument", "ListCollections"),
+    )
     model = ChatModel(model=model_name, base_url=base_url, api_key=api_key, temperature=0.1)
     try:
         try:
@@ -198,8 +258,10 @@ async def repl(*, model_name: str, base_url: str, api_key: str | None, search_ad
             return 1
         info = next((c for c in listed.collections if c.name == collection), None)
         held = f"{info.documents} documents" if info else "not created yet"
-        err.write(f"ragmesh chat: collection {collection!r} ({held}), model {model_name!r} at {model.base_url}\n"
-                  "Ask a question; /new starts a new conversation, /exit (or Ctrl-D) quits.\n")
+        err.write(
+            f"ragmesh chat: collection {collection!r} ({held}), model {model_name!r} at {model.base_url}\n"
+            "Ask a question; /new starts a new conversation, /exit (or Ctrl-D) quits.\n"
+        )
         chat = Chat(model, search, collection=collection, top_k=top_k, max_rounds=max_rounds, out=out, err=err)
         while True:
             try:

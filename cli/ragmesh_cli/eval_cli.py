@@ -17,8 +17,18 @@ from .console import err as console
 from .console import out
 
 
-async def run(datasets: Path | Sequence[Path], modes: list[str], collection: str, reuse: bool, limit_queries: int,
-              json_path: Path | None, indexer_addr: str, search_addr: str, *, save_golden: bool = False) -> None:
+async def run(
+    datasets: Path | Sequence[Path],
+    modes: list[str],
+    collection: str,
+    reuse: bool,
+    limit_queries: int,
+    json_path: Path | None,
+    indexer_addr: str,
+    search_addr: str,
+    *,
+    save_golden: bool = False,
+) -> None:
     """Measure every dataset (tables on stderr), then the summary line; JSON of all of it on stdout or in
     `json_path`. With `save_golden`, each dataset's judged queries (those measured) become its collection's
     golden set, so `ragmesh eval --collection C` can score the collection again later without the dataset."""
@@ -33,16 +43,18 @@ async def run(datasets: Path | Sequence[Path], modes: list[str], collection: str
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     indexer = ServiceClient("indexer", indexer_addr, indexer_grpc.IndexerServiceStub, timeout=3600)
-    search = ServiceClient("search", search_addr, search_grpc.SearchServiceStub, timeout=60,
-                           idempotent=("Search", "ListCollections"))
+    search = ServiceClient(
+        "search", search_addr, search_grpc.SearchServiceStub, timeout=60, idempotent=("Search", "ListCollections")
+    )
     results, comparisons = [], []
     try:
         for dataset_dir, dataset in zip(dataset_dirs, loaded, strict=True):
             name = collection or "eval-" + "".join(c if c.isalnum() else "-" for c in dataset_dir.name.lower())[:58]
             scores = await _evaluate(dataset_dir, dataset, specs, name, reuse, limit_queries, indexer, search)
             if save_golden:
-                golden = golden_cli.capped(golden_cli.golden_queries(dataset.queries, dataset.qrels, limit_queries),
-                                           limit_queries)
+                golden = golden_cli.capped(
+                    golden_cli.golden_queries(dataset.queries, dataset.qrels, limit_queries), limit_queries
+                )
                 request = search_pb.SetGoldenSetRequest(collection=name, queries=golden)
                 console.print(golden_cli.stored(await search.call("SetGoldenSet", request)))
             results.append(evaluation.results_json(dataset_dir, name, scores))
@@ -59,14 +71,23 @@ async def run(datasets: Path | Sequence[Path], modes: list[str], collection: str
         out.print_json(document)
 
 
-async def _evaluate(dataset_dir: Path, dataset: evaluation.Dataset, specs: list[evaluation.SearchSpec],
-                    collection: str, reuse: bool, limit_queries: int, indexer: ServiceClient,
-                    search: ServiceClient) -> list[evaluation.ModeScores]:
+async def _evaluate(
+    dataset_dir: Path,
+    dataset: evaluation.Dataset,
+    specs: list[evaluation.SearchSpec],
+    collection: str,
+    reuse: bool,
+    limit_queries: int,
+    indexer: ServiceClient,
+    search: ServiceClient,
+) -> list[evaluation.ModeScores]:
     """Ingest (unless reused) and run every mode on one dataset; print its table and the default's per-query
     comparison with the better single mode."""
     query_ids = dataset.judged_queries(limit_queries or None)
-    console.print(f"{dataset_dir}: {len(dataset.corpus)} documents, {len(query_ids)} judged queries "
-                  f"(of {len(dataset.queries)}) → collection {collection!r}")
+    console.print(
+        f"{dataset_dir}: {len(dataset.corpus)} documents, {len(query_ids)} judged queries "
+        f"(of {len(dataset.queries)}) → collection {collection!r}"
+    )
     held = await evaluation.collection_documents(search, collection)
     if reuse and held == len(dataset.corpus):
         console.print(f"reusing {collection!r} ({held} documents)")
@@ -84,9 +105,16 @@ async def _evaluate(dataset_dir: Path, dataset: evaluation.Dataset, specs: list[
     for column in ("nDCG@10", "recall@10", "recall@100", "MRR@10", "nDCG@10 (retrieved)", "p50 ms", "p95 ms"):
         table.add_column(column, justify="right")
     for s in scores:
-        table.add_row(s.mode, f"{s.ndcg_at_10:.3f}", f"{s.recall_at_10:.3f}", f"{s.recall_at_100:.3f}",
-                      f"{s.mrr_at_10:.3f}", f"{s.ndcg_at_10_retrieved:.3f}", f"{s.latency_p50_ms:.1f}",
-                      f"{s.latency_p95_ms:.1f}")
+        table.add_row(
+            s.mode,
+            f"{s.ndcg_at_10:.3f}",
+            f"{s.recall_at_10:.3f}",
+            f"{s.recall_at_100:.3f}",
+            f"{s.mrr_at_10:.3f}",
+            f"{s.ndcg_at_10_retrieved:.3f}",
+            f"{s.latency_p50_ms:.1f}",
+            f"{s.latency_p95_ms:.1f}",
+        )
     console.print(table)
     if (comparison := evaluation.compare(scores)) is not None:
         console.print(comparison.line())

@@ -42,8 +42,16 @@ from ragmesh_common.relevance import mrr_at_k, ndcg_at_k, ndcg_retrieved_at_k, r
 
 # Modes `ragmesh eval` runs by default: the single modes, the presets and the fusion variants.
 # Each name is "<mode>" or "<mode>:<fusion>" (fusion: rrf, dbsf); see `SearchSpec.parse`.
-DEFAULT_SPECS = ("dense", "sparse", "hybrid", "hybrid:relative_score", "hybrid:rrf", "hybrid:dbsf", "semantic",
-                 "keyword")
+DEFAULT_SPECS = (
+    "dense",
+    "sparse",
+    "hybrid",
+    "hybrid:relative_score",
+    "hybrid:rrf",
+    "hybrid:dbsf",
+    "semantic",
+    "keyword",
+)
 MAX_DEPTH = 100  # the search service's largest top_k, and the depth of recall@100
 _INGEST_BATCH_DOCS = 64
 _INGEST_BATCH_BYTES = 4 * 1024 * 1024
@@ -68,8 +76,9 @@ def load_dataset(path: Path, split: str = "test") -> Dataset:
     """Read a BEIR dataset directory; ValueError with the file named if something is missing or malformed."""
     corpus_file = path / "corpus.jsonl"
     if not corpus_file.is_file():
-        raise ValueError(f"{corpus_file} is missing "
-                         f"(a BEIR dataset has corpus.jsonl, queries.jsonl, qrels/{split}.tsv)")
+        raise ValueError(
+            f"{corpus_file} is missing (a BEIR dataset has corpus.jsonl, queries.jsonl, qrels/{split}.tsv)"
+        )
     queries, qrels = load_judgments(path, split)
     corpus = {str(d["_id"]): (str(d.get("title") or ""), str(d.get("text") or "")) for d in _jsonl(corpus_file)}
     return Dataset(corpus, queries, qrels)
@@ -133,8 +142,9 @@ class ModeScores:
     per_query_ndcg_at_10: dict[str, float] = field(default_factory=dict)
 
 
-def score_run(mode: str, runs: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]],
-              latencies_ms: Sequence[float]) -> ModeScores:
+def score_run(
+    mode: str, runs: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]], latencies_ms: Sequence[float]
+) -> ModeScores:
     """Mean metrics of `runs` (query id -> ranked doc ids) against `qrels`."""
     n = len(runs)
 
@@ -142,7 +152,8 @@ def score_run(mode: str, runs: Mapping[str, Sequence[str]], qrels: Mapping[str, 
         return sum(metric(ranked, qrels[q]) for q, ranked in runs.items()) / n if n else 0.0
 
     return ModeScores(
-        mode=mode, queries=n,
+        mode=mode,
+        queries=n,
         ndcg_at_10=mean(lambda r, g: ndcg_at_k(r, g, 10)),
         recall_at_10=mean(lambda r, g: recall_at_k(r, g, 10)),
         recall_at_100=mean(lambda r, g: recall_at_k(r, g, 100)),
@@ -176,12 +187,15 @@ class Comparison:
         return self.default_ndcg_at_10 >= self.best_single_ndcg_at_10
 
     def line(self) -> str:
-        return (f"{self.default} vs {self.best_single}: {self.wins} wins, {self.losses} losses, {self.ties} ties "
-                f"(nDCG@10 {self.default_ndcg_at_10:.3f} vs {self.best_single_ndcg_at_10:.3f})")
+        return (
+            f"{self.default} vs {self.best_single}: {self.wins} wins, {self.losses} losses, {self.ties} ties "
+            f"(nDCG@10 {self.default_ndcg_at_10:.3f} vs {self.best_single_ndcg_at_10:.3f})"
+        )
 
 
-def compare(scores: Sequence[ModeScores], default: str = DEFAULT_MODE,
-            singles: Sequence[str] = SINGLE_MODES) -> Comparison | None:
+def compare(
+    scores: Sequence[ModeScores], default: str = DEFAULT_MODE, singles: Sequence[str] = SINGLE_MODES
+) -> Comparison | None:
     """The default against the better of the single modes that were run; None unless both sides were run."""
     by_mode = {s.mode: s for s in scores}
     candidates = [by_mode[m] for m in singles if m in by_mode]
@@ -222,14 +236,17 @@ class SearchSpec:
         modes = {n.removeprefix("SEARCH_MODE_").lower(): v for n, v in pb.SearchMode.items() if v}
         fusions = {n.removeprefix("FUSION_").lower(): v for n, v in pb.Fusion.items() if v}
         if mode not in modes or (fusion and fusion not in fusions):
-            raise ValueError(f"unknown mode {name!r}: use one of {', '.join(modes)}, optionally with "
-                             f":{' or :'.join(fusions)} (e.g. hybrid:dbsf)")
+            raise ValueError(
+                f"unknown mode {name!r}: use one of {', '.join(modes)}, optionally with "
+                f":{' or :'.join(fusions)} (e.g. hybrid:dbsf)"
+            )
         return cls(name, modes[mode], fusions.get(fusion, 0))
 
 
 # --- the runner --------------------------------------------------------------------------------------------
-async def ingest_corpus(dataset: Dataset, collection: str, indexer: ServiceClient,
-                        progress: Callable[[int], None] = lambda n: None) -> int:
+async def ingest_corpus(
+    dataset: Dataset, collection: str, indexer: ServiceClient, progress: Callable[[int], None] = lambda n: None
+) -> int:
     """Ingest every corpus document (doc_id = the corpus id) through IngestDocuments; return how many failed."""
     from ragmesh.indexer.v1 import indexer_service_pb2 as pb
 
@@ -256,16 +273,23 @@ async def ingest_corpus(dataset: Dataset, collection: str, indexer: ServiceClien
     return failed
 
 
-async def run_queries(dataset: Dataset, query_ids: Sequence[str], spec: SearchSpec, collection: str,
-                      search: ServiceClient) -> ModeScores:
+async def run_queries(
+    dataset: Dataset, query_ids: Sequence[str], spec: SearchSpec, collection: str, search: ServiceClient
+) -> ModeScores:
     """Every query through Search (top 100 documents, best chunk per document), scored."""
     from ragmesh.search.v1 import search_service_pb2 as pb
 
     runs: dict[str, list[str]] = {}
     latencies: list[float] = []
     for qid in query_ids:
-        request = pb.SearchRequest(query=dataset.queries[qid], collections=[collection], top_k=MAX_DEPTH,
-                                   mode=spec.mode, fusion=spec.fusion, group_by_document=True)
+        request = pb.SearchRequest(
+            query=dataset.queries[qid],
+            collections=[collection],
+            top_k=MAX_DEPTH,
+            mode=spec.mode,
+            fusion=spec.fusion,
+            group_by_document=True,
+        )
         started = time.perf_counter()
         reply = await search.call("Search", request)
         latencies.append((time.perf_counter() - started) * 1000)
@@ -285,12 +309,18 @@ def results_json(dataset_dir: Path, collection: str, scores: Sequence[ModeScores
     """One dataset's results: every mode's metrics (with per-query nDCG@10) and the default against the better
     single mode."""
     comparison = compare(scores)
-    return {"dataset": str(dataset_dir), "collection": collection, "modes": [asdict(s) for s in scores],
-            "default_vs_best_single": ({**asdict(comparison), "holds": comparison.holds} if comparison else None)}
+    return {
+        "dataset": str(dataset_dir),
+        "collection": collection,
+        "modes": [asdict(s) for s in scores],
+        "default_vs_best_single": ({**asdict(comparison), "holds": comparison.holds} if comparison else None),
+    }
 
 
 def summary_json(results: Sequence[dict]) -> dict:
     """Several datasets' results and the count of those where the default held."""
     held = [r["default_vs_best_single"] for r in results if r["default_vs_best_single"] is not None]
-    return {"datasets": list(results), "summary": {"default_at_least_best_single": sum(c["holds"] for c in held),
-                                                   "compared": len(held)}}
+    return {
+        "datasets": list(results),
+        "summary": {"default_at_least_best_single": sum(c["holds"] for c in held), "compared": len(held)},
+    }

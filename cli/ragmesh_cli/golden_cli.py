@@ -24,34 +24,47 @@ MODE_NAMES = {value: name for name, value in MODES.items()}
 
 
 def search_client(target: str, timeout: float = 60) -> ServiceClient:
-    return ServiceClient("search", target, pb_grpc.SearchServiceStub, timeout=timeout,
-                         idempotent=("GetGoldenSet", "SetGoldenSet", "DeleteGoldenSet", "ListEvaluations"))
+    return ServiceClient(
+        "search",
+        target,
+        pb_grpc.SearchServiceStub,
+        timeout=timeout,
+        idempotent=("GetGoldenSet", "SetGoldenSet", "DeleteGoldenSet", "ListEvaluations"),
+    )
 
 
-def golden_queries(queries: Mapping[str, str], qrels: Mapping[str, Mapping[str, int]],
-                   limit: int = 0) -> list[pb.GoldenQuery]:
+def golden_queries(
+    queries: Mapping[str, str], qrels: Mapping[str, Mapping[str, int]], limit: int = 0
+) -> list[pb.GoldenQuery]:
     """The judged queries of a BEIR dataset as golden queries: those with a relevant document (grade > 0), by
     sorted id, at most `limit` (0: all), each with its relevant documents only (a grade of 0 or below counts
     nothing in nDCG, recall or MRR)."""
     ids = sorted(q for q in queries if any(g > 0 for g in qrels.get(q, {}).values()))
     ids = ids[:limit] if limit else ids
-    return [pb.GoldenQuery(query_id=q, text=queries[q], relevant={d: g for d, g in qrels[q].items() if g > 0})
-            for q in ids]
+    return [
+        pb.GoldenQuery(query_id=q, text=queries[q], relevant={d: g for d, g in qrels[q].items() if g > 0}) for q in ids
+    ]
 
 
 def capped(golden: list[pb.GoldenQuery], limit: int) -> list[pb.GoldenQuery]:
     """At most the service's limit of queries; says so on stderr when the dataset has more (and no limit)."""
     if not limit and len(golden) > validation.GOLDEN_MAX_QUERIES:
-        err.print(f"the dataset has {len(golden)} judged queries; a golden set holds at most "
-                  f"{validation.GOLDEN_MAX_QUERIES}: keeping the first {validation.GOLDEN_MAX_QUERIES} by id "
-                  "(--limit-queries to choose fewer)", style="yellow", soft_wrap=True)
-        return golden[:validation.GOLDEN_MAX_QUERIES]
+        err.print(
+            f"the dataset has {len(golden)} judged queries; a golden set holds at most "
+            f"{validation.GOLDEN_MAX_QUERIES}: keeping the first {validation.GOLDEN_MAX_QUERIES} by id "
+            "(--limit-queries to choose fewer)",
+            style="yellow",
+            soft_wrap=True,
+        )
+        return golden[: validation.GOLDEN_MAX_QUERIES]
     return golden
 
 
 def stored(reply: pb.SetGoldenSetResponse) -> str:
-    return (f"golden set of {reply.collection!r}: {reply.queries} queries, {reply.judgments} judgments "
-            f"(id {reply.golden_set_id})")
+    return (
+        f"golden set of {reply.collection!r}: {reply.queries} queries, {reply.judgments} judgments "
+        f"(id {reply.golden_set_id})"
+    )
 
 
 async def call(search_addr: str, method: str, request, *, timeout: float = 60):
@@ -73,21 +86,39 @@ async def upload(collection: str, dataset_dir: Path, split: str, limit: int, sea
         return 1
     reply = await call(search_addr, "SetGoldenSet", pb.SetGoldenSetRequest(collection=collection, queries=golden))
     err.print(stored(reply))
-    out.print_json(json.dumps({"collection": reply.collection, "queries": reply.queries,
-                               "judgments": reply.judgments, "golden_set_id": reply.golden_set_id,
-                               "updated_at": reply.updated_at}))
+    out.print_json(
+        json.dumps(
+            {
+                "collection": reply.collection,
+                "queries": reply.queries,
+                "judgments": reply.judgments,
+                "golden_set_id": reply.golden_set_id,
+                "updated_at": reply.updated_at,
+            }
+        )
+    )
     return 0
 
 
 async def show(collection: str, search_addr: str) -> int:
     """`ragmesh golden show`: the set as JSON on stdout, a summary on stderr."""
     reply = await call(search_addr, "GetGoldenSet", pb.GetGoldenSetRequest(collection=collection))
-    err.print(f"golden set of {reply.collection!r}: {len(reply.queries)} queries, stored {reply.updated_at} "
-              f"(id {reply.golden_set_id})")
-    out.print_json(json.dumps({"collection": reply.collection, "updated_at": reply.updated_at,
-                               "golden_set_id": reply.golden_set_id,
-                               "queries": [{"query_id": q.query_id, "text": q.text, "relevant": dict(q.relevant)}
-                                           for q in reply.queries]}))
+    err.print(
+        f"golden set of {reply.collection!r}: {len(reply.queries)} queries, stored {reply.updated_at} "
+        f"(id {reply.golden_set_id})"
+    )
+    out.print_json(
+        json.dumps(
+            {
+                "collection": reply.collection,
+                "updated_at": reply.updated_at,
+                "golden_set_id": reply.golden_set_id,
+                "queries": [
+                    {"query_id": q.query_id, "text": q.text, "relevant": dict(q.relevant)} for q in reply.queries
+                ],
+            }
+        )
+    )
     return 0
 
 
@@ -103,15 +134,25 @@ def parse_modes(names: Sequence[str]) -> list[int]:
     DATASET`'s: a collection is scored with its own fusion)."""
     unknown = [n for n in names if n not in MODES]
     if unknown:
-        raise ValueError(f"unknown mode {unknown[0]!r}: use one of {', '.join(MODES)} (a collection is scored with "
-                         "its own fusion; hybrid:<fusion> is for `ragmesh eval DATASET`)")
+        raise ValueError(
+            f"unknown mode {unknown[0]!r}: use one of {', '.join(MODES)} (a collection is scored with "
+            "its own fusion; hybrid:<fusion> is for `ragmesh eval DATASET`)"
+        )
     return [MODES[n] for n in dict.fromkeys(names)]
 
 
 def evaluation_json(e: pb.Evaluation) -> dict:
-    return {"mode": MODE_NAMES.get(e.mode, "?"), "evaluated_at": e.evaluated_at, "queries": e.queries,
-            **{name: round(getattr(e, name), 6) for name, _ in METRICS}, "documents": e.documents,
-            "chunks": e.chunks, "model": e.model, "golden_set_id": e.golden_set_id, "took_ms": e.took_ms}
+    return {
+        "mode": MODE_NAMES.get(e.mode, "?"),
+        "evaluated_at": e.evaluated_at,
+        "queries": e.queries,
+        **{name: round(getattr(e, name), 6) for name, _ in METRICS},
+        "documents": e.documents,
+        "chunks": e.chunks,
+        "model": e.model,
+        "golden_set_id": e.golden_set_id,
+        "took_ms": e.took_ms,
+    }
 
 
 async def evaluate(collection: str, modes: Sequence[str], json_path: Path | None, search_addr: str) -> int:
@@ -121,19 +162,24 @@ async def evaluate(collection: str, modes: Sequence[str], json_path: Path | None
     values = parse_modes(modes)
     client = search_client(search_addr, timeout=3600)
     try:
-        reply = await client.call("EvaluateCollection",
-                                  pb.EvaluateCollectionRequest(collection=collection, modes=values))
+        reply = await client.call(
+            "EvaluateCollection", pb.EvaluateCollectionRequest(collection=collection, modes=values)
+        )
         previous: dict[int, pb.Evaluation | None] = {}
         for e in reply.evaluations:
-            history = await client.call("ListEvaluations", pb.ListEvaluationsRequest(
-                collection=collection, mode=e.mode, limit=2))
+            history = await client.call(
+                "ListEvaluations", pb.ListEvaluationsRequest(collection=collection, mode=e.mode, limit=2)
+            )
             earlier = history.evaluations[:-1]
             previous[e.mode] = earlier[-1] if earlier else None
     finally:
         await client.close()
 
-    table = Table(title=f"{collection or 'default'}: golden set, {reply.evaluations[0].queries} queries"
-                  if reply.evaluations else collection)
+    table = Table(
+        title=f"{collection or 'default'}: golden set, {reply.evaluations[0].queries} queries"
+        if reply.evaluations
+        else collection
+    )
     table.add_column("mode", no_wrap=True)
     for _, label in METRICS:
         table.add_column(label, justify="right")
@@ -156,13 +202,18 @@ async def evaluate(collection: str, modes: Sequence[str], json_path: Path | None
         if before is None:
             err.print(f"{entry['mode']}: first evaluation, nothing to compare with yet")
             continue
-        changes = ", ".join(f"{label} {getattr(e, name):.3f} ({getattr(e, name) - getattr(before, name):+.3f})"
-                            for name, label in METRICS)
+        changes = ", ".join(
+            f"{label} {getattr(e, name):.3f} ({getattr(e, name) - getattr(before, name):+.3f})"
+            for name, label in METRICS
+        )
         err.print(f"{entry['mode']}: {changes} since {before.evaluated_at}", soft_wrap=True)
         if before.golden_set_id != e.golden_set_id:
-            err.print(f"{entry['mode']}: the golden set changed since the previous evaluation "
-                      f"({before.golden_set_id} -> {e.golden_set_id}): the change is not like for like",
-                      style="yellow", soft_wrap=True)
+            err.print(
+                f"{entry['mode']}: the golden set changed since the previous evaluation "
+                f"({before.golden_set_id} -> {e.golden_set_id}): the change is not like for like",
+                style="yellow",
+                soft_wrap=True,
+            )
     document = json.dumps({"collection": collection or "default", "evaluations": results}, indent=2)
     if json_path:
         await asyncio.to_thread(json_path.write_text, document + "\n", encoding="utf-8")

@@ -16,8 +16,14 @@ from rich.table import Table
 
 from .console import err, out
 
-STATE_NAMES = {pb.JOB_STATE_QUEUED: "queued", pb.JOB_STATE_RUNNING: "running", pb.JOB_STATE_DONE: "done",
-               pb.JOB_STATE_FAILED: "failed", pb.JOB_STATE_CANCELLED: "cancelled", pb.JOB_STATE_REJECTED: "rejected"}
+STATE_NAMES = {
+    pb.JOB_STATE_QUEUED: "queued",
+    pb.JOB_STATE_RUNNING: "running",
+    pb.JOB_STATE_DONE: "done",
+    pb.JOB_STATE_FAILED: "failed",
+    pb.JOB_STATE_CANCELLED: "cancelled",
+    pb.JOB_STATE_REJECTED: "rejected",
+}
 FINAL = (pb.JOB_STATE_DONE, pb.JOB_STATE_FAILED, pb.JOB_STATE_CANCELLED, pb.JOB_STATE_REJECTED)
 POLL_SECONDS = 0.5
 # Uploads (`ragmesh index --upload`) go as ZIP archives of at most this many bytes each.
@@ -25,8 +31,13 @@ UPLOAD_ARCHIVE_BYTES = 32 * 1024 * 1024
 
 
 def indexer_client(target: str) -> ServiceClient:
-    return ServiceClient("indexer", target, pb_grpc.IndexerServiceStub, timeout=600,
-                         idempotent=("GetJob", "ListJobs", "CancelJob", "ListDatasources", "ListExpiredDocuments"))
+    return ServiceClient(
+        "indexer",
+        target,
+        pb_grpc.IndexerServiceStub,
+        timeout=600,
+        idempotent=("GetJob", "ListJobs", "CancelJob", "ListDatasources", "ListExpiredDocuments"),
+    )
 
 
 def handled(job: pb.Job) -> int:
@@ -38,16 +49,27 @@ async def follow(client: ServiceClient, jobs: Sequence[pb.Job], *, watch: bool =
     current = {job.job_id: job for job in jobs}
     if not watch:
         return list(current.values())
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[state]}"),
-               TimeElapsedColumn())
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[state]}"),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=err, transient=False) as progress:
-        tasks = {job_id: progress.add_task(f"{job.kind} {job.source}"[:60], total=max(job.total, 1),
-                                           state=STATE_NAMES.get(job.state, "?"))
-                 for job_id, job in current.items()}
+        tasks = {
+            job_id: progress.add_task(
+                f"{job.kind} {job.source}"[:60], total=max(job.total, 1), state=STATE_NAMES.get(job.state, "?")
+            )
+            for job_id, job in current.items()
+        }
         while True:
             for job_id, job in current.items():
-                progress.update(tasks[job_id], completed=handled(job) if job.total else 1 if job.state in FINAL else 0,
-                                state=f"{STATE_NAMES.get(job.state, '?')} · {job.failed} failed")
+                progress.update(
+                    tasks[job_id],
+                    completed=handled(job) if job.total else 1 if job.state in FINAL else 0,
+                    state=f"{STATE_NAMES.get(job.state, '?')} · {job.failed} failed",
+                )
             pending = [job_id for job_id, job in current.items() if job.state not in FINAL]
             if not pending:
                 return list(current.values())
@@ -67,12 +89,36 @@ def _size(n: float) -> str:
 def summary(jobs: Sequence[pb.Job], *, details: bool = True) -> None:
     """The summary table on stdout, then (with `details`) each failed document and each file skipped for a
     reason worth telling (empty files are skipped quietly)."""
-    table = Table("job", "collection", "state", "total", "indexed", "unchanged", "failed", "skipped", "deleted",
-                  "bytes", "docs/s", "MB/s", title="jobs")
+    table = Table(
+        "job",
+        "collection",
+        "state",
+        "total",
+        "indexed",
+        "unchanged",
+        "failed",
+        "skipped",
+        "deleted",
+        "bytes",
+        "docs/s",
+        "MB/s",
+        title="jobs",
+    )
     for job in jobs:
-        table.add_row(job.job_id, job.collection, STATE_NAMES.get(job.state, "?"), str(job.total),
-                      str(job.indexed), str(job.unchanged), str(job.failed), str(job.skipped), str(job.deleted),
-                      _size(job.bytes), f"{job.documents_per_second:.1f}", f"{job.bytes_per_second / 1e6:.2f}")
+        table.add_row(
+            job.job_id,
+            job.collection,
+            STATE_NAMES.get(job.state, "?"),
+            str(job.total),
+            str(job.indexed),
+            str(job.unchanged),
+            str(job.failed),
+            str(job.skipped),
+            str(job.deleted),
+            _size(job.bytes),
+            f"{job.documents_per_second:.1f}",
+            f"{job.bytes_per_second / 1e6:.2f}",
+        )
     out.print(table)
     if not details:
         return
@@ -94,16 +140,18 @@ def exit_code(jobs: Sequence[pb.Job]) -> int:
     return 1 if any(j.failed or j.state == pb.JOB_STATE_FAILED for j in jobs) else 0
 
 
-async def index(path: Path, collection: str, target: str, *, prune: bool, fresh_for: int, upload: bool,
-                watch: bool) -> int:
+async def index(
+    path: Path, collection: str, target: str, *, prune: bool, fresh_for: int, upload: bool, watch: bool
+) -> int:
     """A folder job on the indexer (or, with `upload`, this machine's files sent as archive jobs)."""
     client = indexer_client(target)
     try:
         if upload:
             jobs = await _upload(client, path, collection)
         else:
-            request = pb.CreateJobRequest(collection=collection, folder=str(path), prune=prune,
-                                          fresh_for_seconds=fresh_for)
+            request = pb.CreateJobRequest(
+                collection=collection, folder=str(path), prune=prune, fresh_for_seconds=fresh_for
+            )
             jobs = [(await client.call("CreateJob", request)).job]
         finished = await follow(client, jobs, watch=watch)
     finally:
@@ -149,8 +197,9 @@ async def jobs_show(target: str, job_id: str, *, watch: bool, cancel: bool) -> i
     return 0
 
 
-async def sync(target: str, collection: str, *, everything: bool, watch: bool, expired: bool,
-               prune_expired: bool) -> int:
+async def sync(
+    target: str, collection: str, *, everything: bool, watch: bool, expired: bool, prune_expired: bool
+) -> int:
     client = indexer_client(target)
     try:
         if expired or prune_expired:
@@ -172,14 +221,16 @@ async def _expired(client: ServiceClient, collection: str, *, prune: bool) -> in
         err.print("name the collection (--collection)", style="red")
         return 2
     if prune:
-        deleted = (await client.call("PruneExpiredDocuments",
-                                     pb.PruneExpiredDocumentsRequest(collection=collection))).doc_ids
+        deleted = (
+            await client.call("PruneExpiredDocuments", pb.PruneExpiredDocumentsRequest(collection=collection))
+        ).doc_ids
         err.print(f"{len(deleted)} expired documents deleted from {collection!r}")
         for doc_id in deleted:
             out.print(doc_id)
         return 0
-    documents = (await client.call("ListExpiredDocuments",
-                                   pb.ListExpiredDocumentsRequest(collection=collection))).documents
+    documents = (
+        await client.call("ListExpiredDocuments", pb.ListExpiredDocumentsRequest(collection=collection))
+    ).documents
     table = Table("document", "fresh until", "datasource", title=f"expired in {collection}")
     for d in documents:
         table.add_row(d.doc_id, d.fresh_until, d.datasource_id)

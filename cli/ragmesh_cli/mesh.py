@@ -105,8 +105,12 @@ async def run(names: Sequence[str], *, local: bool) -> None:
                 url = await stack.enter_async_context(run_gateway(load(settings_class("gateway"))))
                 log.info("gateway serving REST on %s/api/v1 and MCP on %s/mcp", url, url)
             frozen = freeze_startup_heap()
-            log.info("ragmesh ready: %s on %s's event loop (%d start-up objects kept out of garbage collection)",
-                     ", ".join(names), loop_name(asyncio.get_running_loop()), frozen)
+            log.info(
+                "ragmesh ready: %s on %s's event loop (%d start-up objects kept out of garbage collection)",
+                ", ".join(names),
+                loop_name(asyncio.get_running_loop()),
+                frozen,
+            )
             await stop.wait()
             log.info("shutting down: draining in-flight calls")
     finally:
@@ -121,8 +125,9 @@ async def _open_shared_store(settings):
     from ragmesh_common.clients import ServiceClient
     from ragmesh_store.aio import open_store_for
 
-    embedder = ServiceClient("embedder", settings.embedder_addr, embedder_grpc.EmbedderServiceStub, timeout=10,
-                             idempotent=("GetModelInfo",))
+    embedder = ServiceClient(
+        "embedder", settings.embedder_addr, embedder_grpc.EmbedderServiceStub, timeout=10, idempotent=("GetModelInfo",)
+    )
     try:
         return await open_store_for("indexer+search", embedder, settings.embedder_wait_seconds)
     finally:

@@ -17,29 +17,47 @@ from .golden_cli import METRICS, evaluation_json
 DECISIONS = {
     "switched": "switched: the new version is not worse on the golden set",
     "rejected": "rejected: the new version is worse on the golden set by more than the tolerance; the collection "
-                "keeps the current version",
+    "keeps the current version",
     "forced": "forced: switched past the gate",
     "no_golden_set": "switched without a gate: the collection has no golden set",
 }
 
 
 def settings_json(s: search_pb.IndexSettings) -> dict:
-    return {"model": s.model, "model_id": s.model_id, "dimension": s.dimension, "sparse_model_id": s.sparse_model_id,
-            "chunk_tokens": s.chunk_tokens, "chunk_overlap_tokens": s.chunk_overlap_tokens,
-            "chunker_fingerprint": s.chunker_fingerprint}
+    return {
+        "model": s.model,
+        "model_id": s.model_id,
+        "dimension": s.dimension,
+        "sparse_model_id": s.sparse_model_id,
+        "chunk_tokens": s.chunk_tokens,
+        "chunk_overlap_tokens": s.chunk_overlap_tokens,
+        "chunker_fingerprint": s.chunker_fingerprint,
+    }
 
 
 def reindex_json(job: pb.Job) -> dict:
     """The job's state and its re-index fields, as the REST API writes them."""
     r = job.reindex
-    return {"job_id": job.job_id, "collection": job.collection, "state": jobs_cli.STATE_NAMES.get(job.state, "?"),
-            "total": job.total, "indexed": job.indexed, "failed": job.failed, "error": job.error,
-            "from_version": r.from_version, "to_version": r.to_version, "settings": settings_json(r.settings),
-            "tolerance": r.tolerance, "force": r.force, "retention_seconds": r.retention_seconds,
-            "decision": r.decision or None,
-            "current": {**evaluation_json(r.current), "version": r.current.version} if r.HasField("current") else None,
-            "candidate": ({**evaluation_json(r.candidate), "version": r.candidate.version}
-                          if r.HasField("candidate") else None)}
+    return {
+        "job_id": job.job_id,
+        "collection": job.collection,
+        "state": jobs_cli.STATE_NAMES.get(job.state, "?"),
+        "total": job.total,
+        "indexed": job.indexed,
+        "failed": job.failed,
+        "error": job.error,
+        "from_version": r.from_version,
+        "to_version": r.to_version,
+        "settings": settings_json(r.settings),
+        "tolerance": r.tolerance,
+        "force": r.force,
+        "retention_seconds": r.retention_seconds,
+        "decision": r.decision or None,
+        "current": {**evaluation_json(r.current), "version": r.current.version} if r.HasField("current") else None,
+        "candidate": (
+            {**evaluation_json(r.candidate), "version": r.candidate.version} if r.HasField("candidate") else None
+        ),
+    }
 
 
 def describe(job: pb.Job) -> None:
@@ -48,21 +66,29 @@ def describe(job: pb.Job) -> None:
     state = jobs_cli.STATE_NAMES.get(job.state, "?")
     style = "red" if job.state in (pb.JOB_STATE_REJECTED, pb.JOB_STATE_FAILED) else None
     if job.state == pb.JOB_STATE_FAILED:
-        err.print(f"re-index of {job.collection!r} into version {r.to_version} failed: {job.error}", style=style,
-                  soft_wrap=True)
+        err.print(
+            f"re-index of {job.collection!r} into version {r.to_version} failed: {job.error}",
+            style=style,
+            soft_wrap=True,
+        )
     elif job.state == pb.JOB_STATE_CANCELLED:
-        err.print(f"re-index of {job.collection!r} into version {r.to_version} was cancelled; the collection keeps "
-                  f"version {r.from_version}", soft_wrap=True)
+        err.print(
+            f"re-index of {job.collection!r} into version {r.to_version} was cancelled; the collection keeps "
+            f"version {r.from_version}",
+            soft_wrap=True,
+        )
     else:
         now = r.from_version if job.state == pb.JOB_STATE_REJECTED else r.to_version
-        err.print(f"{job.collection}: {DECISIONS.get(r.decision, r.decision or state)} (version {r.from_version} -> "
-                  f"{r.to_version}, tolerance {r.tolerance:g}); searches use version {now}", style=style,
-                  soft_wrap=True)
+        err.print(
+            f"{job.collection}: {DECISIONS.get(r.decision, r.decision or state)} (version {r.from_version} -> "
+            f"{r.to_version}, tolerance {r.tolerance:g}); searches use version {now}",
+            style=style,
+            soft_wrap=True,
+        )
     for label, e, version in (("current", r.current, r.from_version), ("candidate", r.candidate, r.to_version)):
         if r.HasField(label):
             scores = ", ".join(f"{name} {getattr(e, key):.3f}" for key, name in METRICS)
-            err.print(f"  {label} (version {e.version or version}): {scores} over {e.queries} queries",
-                      soft_wrap=True)
+            err.print(f"  {label} (version {e.version or version}): {scores} over {e.queries} queries", soft_wrap=True)
 
 
 def exit_code(job: pb.Job) -> int:
@@ -70,20 +96,39 @@ def exit_code(job: pb.Job) -> int:
     return 1 if job.state in (pb.JOB_STATE_REJECTED, pb.JOB_STATE_FAILED, pb.JOB_STATE_CANCELLED) else 0
 
 
-async def reindex(target: str, collection: str, *, chunk_tokens: int | None, chunk_overlap_tokens: int | None,
-                  model: str, tolerance: float | None, force: bool, retention: int | None, wait: bool) -> int:
+async def reindex(
+    target: str,
+    collection: str,
+    *,
+    chunk_tokens: int | None,
+    chunk_overlap_tokens: int | None,
+    model: str,
+    tolerance: float | None,
+    force: bool,
+    retention: int | None,
+    wait: bool,
+) -> int:
     """Queue the re-index; with `wait`, follow it to its end and print the gate's decision with both scores.
     Exits 1 when the job ends rejected, failed or cancelled."""
     client = jobs_cli.indexer_client(target)
     try:
         request = pb.ReindexCollectionRequest(
-            collection=collection, chunk_tokens=chunk_tokens, chunk_overlap_tokens=chunk_overlap_tokens, model=model,
-            tolerance=tolerance, force=force, retention_seconds=retention)
+            collection=collection,
+            chunk_tokens=chunk_tokens,
+            chunk_overlap_tokens=chunk_overlap_tokens,
+            model=model,
+            tolerance=tolerance,
+            force=force,
+            retention_seconds=retention,
+        )
         job = (await client.call("ReindexCollection", request)).job
         r, s = job.reindex, job.reindex.settings
-        err.print(f"re-indexing {job.collection!r} from version {r.from_version} into version {r.to_version} "
-                  f"(model {s.model or s.model_id or 'default'}, {s.chunk_tokens} tokens per chunk, overlap "
-                  f"{s.chunk_overlap_tokens}) as job {job.job_id}", soft_wrap=True)
+        err.print(
+            f"re-indexing {job.collection!r} from version {r.from_version} into version {r.to_version} "
+            f"(model {s.model or s.model_id or 'default'}, {s.chunk_tokens} tokens per chunk, overlap "
+            f"{s.chunk_overlap_tokens}) as job {job.job_id}",
+            soft_wrap=True,
+        )
         if wait:
             (job,) = await jobs_cli.follow(client, [job])
     finally:
@@ -103,8 +148,14 @@ async def rollback(target: str, collection: str) -> int:
         reply = await client.call("RollbackCollection", pb.RollbackCollectionRequest(collection=collection))
     finally:
         await client.close()
-    err.print(f"{reply.collection}: searches use version {reply.version} again; version {reply.replaced_version} "
-              "is kept for a rollback until its retention passes", soft_wrap=True)
-    out.print_json(json.dumps({"collection": reply.collection, "version": reply.version,
-                               "replaced_version": reply.replaced_version}))
+    err.print(
+        f"{reply.collection}: searches use version {reply.version} again; version {reply.replaced_version} "
+        "is kept for a rollback until its retention passes",
+        soft_wrap=True,
+    )
+    out.print_json(
+        json.dumps(
+            {"collection": reply.collection, "version": reply.version, "replaced_version": reply.replaced_version}
+        )
+    )
     return 0

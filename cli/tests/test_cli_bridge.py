@@ -34,8 +34,11 @@ async def gateway_url(mesh_factory):
 
 
 def bridge(url: str, roots: Path, key: str = KEY) -> StdioServerParameters:
-    return StdioServerParameters(command=RAGMESH, args=["mcp", "--remote", url, "--api-key", key],
-                                 env={"RAGMESH_MCP_ROOTS": str(roots), "RAGMESH_LOG_LEVEL": "INFO"})
+    return StdioServerParameters(
+        command=RAGMESH,
+        args=["mcp", "--remote", url, "--api-key", key],
+        env={"RAGMESH_MCP_ROOTS": str(roots), "RAGMESH_LOG_LEVEL": "INFO"},
+    )
 
 
 async def test_bridge_ingests_a_local_folder_and_proxies_the_remote_tools(gateway_url, tmp_path):
@@ -53,15 +56,16 @@ async def test_bridge_ingests_a_local_folder_and_proxies_the_remote_tools(gatewa
     async with Client(bridge(gateway_url, laptop)) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         assert {"convert_to_text", "convert_and_ingest", "search", "fetch_document", "get_job"} <= names
-        result = await client.call_tool("convert_and_ingest", {"path": "notes", "collection": "laptop"},
-                                        progress_callback=on_progress)
+        result = await client.call_tool(
+            "convert_and_ingest", {"path": "notes", "collection": "laptop"}, progress_callback=on_progress
+        )
         assert not result.is_error, result.content
         summary = result.structured_content
         assert (summary["state"], summary["files"], summary["indexed"], summary["failed"]) == ("done", 3, 3, 0)
         assert summary["skipped_files"] == [{"path": ".env", "reason": "SECRET"}]
         assert progress and progress[-1][:2] == (3, 3)
 
-        hits = (await client.call_tool("search", {"query": "ferry to the glacier", "collection": "laptop"}))
+        hits = await client.call_tool("search", {"query": "ferry to the glacier", "collection": "laptop"})
         assert hits.structured_content["results"][0]["doc_id"] == "trip.md"
         fetched = await client.call_tool("fetch_document", {"doc_id": "src/greet.py", "collection": "laptop"})
         assert fetched.structured_content["text"] == CODE  # verbatim, through the remote store

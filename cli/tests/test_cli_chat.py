@@ -30,8 +30,13 @@ async def mesh(mesh_factory):
 
 def chat_env(mesh, fake_chat, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGMESH_", "OTEL_"))}
-    return {**env, "RAGMESH_SEARCH_ADDR": mesh.addrs["search"], "RAGMESH_ANSWER_BASE_URL": fake_chat.url,
-            "TERM": "dumb", **extra}
+    return {
+        **env,
+        "RAGMESH_SEARCH_ADDR": mesh.addrs["search"],
+        "RAGMESH_ANSWER_BASE_URL": fake_chat.url,
+        "TERM": "dumb",
+        **extra,
+    }
 
 
 async def expect(child: pexpect.spawn, pattern: str) -> None:
@@ -41,8 +46,14 @@ async def expect(child: pexpect.spawn, pattern: str) -> None:
 
 async def test_chat_answers_through_search_and_fetch_tool_calls_and_lists_its_sources(mesh, fake_chat):
     fake_chat.reset()
-    child = pexpect.spawn(RAGMESH, ["chat", "--collection", "zoo", "--model", "fake-chat"],
-                          env=chat_env(mesh, fake_chat), encoding="utf-8", timeout=60, dimensions=(50, 160))
+    child = pexpect.spawn(
+        RAGMESH,
+        ["chat", "--collection", "zoo", "--model", "fake-chat"],
+        env=chat_env(mesh, fake_chat),
+        encoding="utf-8",
+        timeout=60,
+        dimensions=(50, 160),
+    )
     try:
         await expect(child, "collection 'zoo' (3 documents), model 'fake-chat'")
         await expect(child, "you> ")
@@ -81,9 +92,17 @@ async def test_chat_answers_through_search_and_fetch_tool_calls_and_lists_its_so
 async def test_chat_without_a_model_or_with_a_bad_collection_exits_2_saying_why(mesh, fake_chat):
     env = chat_env(mesh, fake_chat)
     env.pop("RAGMESH_ANSWER_BASE_URL")
-    proc = await asyncio.to_thread(subprocess.run, [RAGMESH, "chat"], env=env, capture_output=True, text=True,
-                                   timeout=60, stdin=subprocess.DEVNULL)
+    proc = await asyncio.to_thread(
+        subprocess.run, [RAGMESH, "chat"], env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+    )
     assert proc.returncode == 2 and "RAGMESH_ANSWER_MODEL" in proc.stderr
-    proc = await asyncio.to_thread(subprocess.run, [RAGMESH, "chat", "-c", "Bad Name", "-m", "x"], env=env,
-                                   capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    proc = await asyncio.to_thread(
+        subprocess.run,
+        [RAGMESH, "chat", "-c", "Bad Name", "-m", "x"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 2 and "collection name 'Bad Name' is invalid" in proc.stderr

@@ -66,8 +66,11 @@ def test_score_run_averages_over_queries():
 
 
 def test_queries_without_a_relevant_judgment_are_skipped():
-    dataset = Dataset(corpus={}, queries={"q2": "b", "q1": "a", "q3": "c", "q4": "d"},
-                      qrels={"q1": {"d1": 1}, "q2": {"d1": 0}, "q4": {"d2": 2}})
+    dataset = Dataset(
+        corpus={},
+        queries={"q2": "b", "q1": "a", "q3": "c", "q4": "d"},
+        qrels={"q1": {"d1": 1}, "q2": {"d1": 0}, "q4": {"d2": 2}},
+    )
     assert dataset.judged_queries() == ["q1", "q4"]
     assert dataset.judged_queries(1) == ["q1"]
 
@@ -81,8 +84,12 @@ def _write(root: Path, corpus: list[dict], queries: list[dict], qrels: str) -> P
 
 
 def test_load_dataset_reads_beir_files(tmp_path):
-    root = _write(tmp_path / "ds", [{"_id": "d1", "title": "T", "text": "hello"}, {"_id": 2, "text": "x"}],
-                  [{"_id": "q1", "text": "hi"}], "query-id\tcorpus-id\tscore\nq1\td1\t2\n")
+    root = _write(
+        tmp_path / "ds",
+        [{"_id": "d1", "title": "T", "text": "hello"}, {"_id": 2, "text": "x"}],
+        [{"_id": "q1", "text": "hi"}],
+        "query-id\tcorpus-id\tscore\nq1\td1\t2\n",
+    )
     dataset = load_dataset(root)
     assert dataset.corpus == {"d1": ("T", "hello"), "2": ("", "x")}
     assert dataset.queries == {"q1": "hi"}
@@ -131,5 +138,6 @@ def test_the_default_is_compared_per_query_with_the_better_single_mode():
     assert "hybrid vs dense: 1 wins, 1 losses, 1 ties" in comparison.line()
     worse = score_run("hybrid", {"q1": ["x"], "q2": ["x"], "q3": ["x"]}, qrels, [])
     assert summary_line([comparison, compare([dense, sparse, worse]), None]) == (
-        "hybrid (default) >= best single mode on 1 of 2 sets")
+        "hybrid (default) >= best single mode on 1 of 2 sets"
+    )
     assert compare([sparse, dense]) is None  # the default was not run

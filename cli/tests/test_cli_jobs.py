@@ -81,8 +81,7 @@ async def test_index_upload_sends_the_files_as_an_archive_job(mesh, tmp_path):
     (tmp_path / "lib").mkdir()
     (tmp_path / "lib" / "util.go").write_text("package lib\n\nfunc Util() int { return 1 }\n")
     (tmp_path / "id_rsa").write_text("-----BEGIN KEY-----\n")
-    result = await invoke(["index", str(tmp_path), "-c", "cli-upload", "--upload",
-                           "--indexer", mesh.addrs["indexer"]])
+    result = await invoke(["index", str(tmp_path), "-c", "cli-upload", "--upload", "--indexer", mesh.addrs["indexer"]])
     assert result.exit_code == 0, result.output
     assert row(result.stdout)[1:6] == ["cli-upload", "done", "1", "1", "0"]
     assert "skipped id_rsa: SECRET" in result.stderr

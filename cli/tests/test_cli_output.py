@@ -19,8 +19,9 @@ TRICKY = "Call [bold]f[/bold] with xs[0] and [link=http://x]here[/link]; never [
 async def test_search_prints_brackets_in_results_verbatim(mesh_factory):
     mesh = await mesh_factory()
     reply = await mesh.stub("indexer").IngestDocument(
-        pb.IngestDocumentRequest(document=pb.DocumentInput(collection="markup", doc_id="m1", title="[b]t[/b]",
-                                                           text=TRICKY))
+        pb.IngestDocumentRequest(
+            document=pb.DocumentInput(collection="markup", doc_id="m1", title="[b]t[/b]", text=TRICKY)
+        )
     )
     assert reply.result.chunks == 1
     runner = CliRunner()

@@ -35,21 +35,36 @@ async def mesh(mesh_factory):
 
 
 async def fill(mesh, collection: str) -> None:
-    await mesh.stub("indexer").IngestDocument(pb.IngestDocumentRequest(document=pb.DocumentInput(
-        collection=collection, doc_id=DOCUMENTS[0]["doc_id"], text=DOCUMENTS[0]["text"])))
-    async for _ in mesh.stub("indexer").IngestDocuments(pb.IngestDocumentsRequest(documents=[
-            pb.DocumentInput(collection=collection, doc_id=d["doc_id"], text=d["text"]) for d in DOCUMENTS[1:]])):
+    await mesh.stub("indexer").IngestDocument(
+        pb.IngestDocumentRequest(
+            document=pb.DocumentInput(collection=collection, doc_id=DOCUMENTS[0]["doc_id"], text=DOCUMENTS[0]["text"])
+        )
+    )
+    async for _ in mesh.stub("indexer").IngestDocuments(
+        pb.IngestDocumentsRequest(
+            documents=[
+                pb.DocumentInput(collection=collection, doc_id=d["doc_id"], text=d["text"]) for d in DOCUMENTS[1:]
+            ]
+        )
+    ):
         pass
-    await mesh.stub("search").SetGoldenSet(search_pb.SetGoldenSetRequest(collection=collection, queries=[
-        search_pb.GoldenQuery(query_id=q["query_id"], text=q["text"], relevant=q["relevant"])
-        for q in GOLDEN["queries"]]))
+    await mesh.stub("search").SetGoldenSet(
+        search_pb.SetGoldenSetRequest(
+            collection=collection,
+            queries=[
+                search_pb.GoldenQuery(query_id=q["query_id"], text=q["text"], relevant=q["relevant"])
+                for q in GOLDEN["queries"]
+            ],
+        )
+    )
 
 
 async def test_e2e_reindex_wait_switches_then_rollback_switches_back(mesh):
     await fill(mesh, "cli-better")
     indexer = ["--indexer", mesh.addrs["indexer"]]
-    result = await invoke(["reindex", "cli-better", "--chunk-tokens", "32", "--chunk-overlap-tokens", "0", "--wait",
-                           *indexer])
+    result = await invoke(
+        ["reindex", "cli-better", "--chunk-tokens", "32", "--chunk-overlap-tokens", "0", "--wait", *indexer]
+    )
     assert result.exit_code == 0, result.output
     job = json.loads(result.stdout)
     assert (job["state"], job["decision"], job["from_version"], job["to_version"]) == ("done", "switched", 1, 2)
@@ -70,8 +85,21 @@ async def test_e2e_reindex_wait_switches_then_rollback_switches_back(mesh):
 
 async def test_e2e_reindex_wait_exits_1_when_the_gate_rejects_with_both_scores(mesh):
     await fill(mesh, "cli-worse")
-    result = await invoke(["reindex", "cli-worse", "--chunk-tokens", "16", "--chunk-overlap-tokens", "0",
-                           "--tolerance", "0", "--wait", "--indexer", mesh.addrs["indexer"]])
+    result = await invoke(
+        [
+            "reindex",
+            "cli-worse",
+            "--chunk-tokens",
+            "16",
+            "--chunk-overlap-tokens",
+            "0",
+            "--tolerance",
+            "0",
+            "--wait",
+            "--indexer",
+            mesh.addrs["indexer"],
+        ]
+    )
     assert result.exit_code == 1, result.output
     job = json.loads(result.stdout)
     assert (job["state"], job["decision"]) == ("rejected", "rejected")

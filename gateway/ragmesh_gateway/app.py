@@ -53,7 +53,7 @@ def create_app(settings: GatewaySettings, clients: MeshClients | None = None) ->
     app = FastAPI(
         title="ragmesh",
         summary="Retrieval (RAG) over a gRPC mesh: ingest, convert, search and fetch documents, and answer "
-                "questions with cited sources.",
+        "questions with cited sources.",
         version="1.0.0",
         lifespan=lifespan,
     )
@@ -77,7 +77,9 @@ def create_app(settings: GatewaySettings, clients: MeshClients | None = None) ->
     app.add_middleware(HttpMetricsMiddleware, metrics=telemetry.metrics(HttpMetrics))
     if settings.cors_origins:
         app.add_middleware(
-            CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["*"],
+            CORSMiddleware,
+            allow_origins=list(settings.cors_origins),
+            allow_methods=["*"],
             allow_headers=["Authorization", "Content-Type", REQUEST_ID_HEADER, *MCP_HEADERS],
             expose_headers=[REQUEST_ID_HEADER, "Mcp-Session-Id"],
         )
@@ -119,8 +121,10 @@ def require_declared_scopes(routers: Iterable[APIRouter]) -> None:
             continue
         for route in router.routes:
             if isinstance(route, APIRoute) and route_scope(route.dependant) is None:
-                raise RuntimeError(f"{sorted(route.methods)} {route.path} declares no scope: add "
-                                   "dependencies=[require_scope('read'|'write'|'admin')]")
+                raise RuntimeError(
+                    f"{sorted(route.methods)} {route.path} declares no scope: add "
+                    "dependencies=[require_scope('read'|'write'|'admin')]"
+                )
 
 
 class _EmbeddedServer(uvicorn.Server):
@@ -146,12 +150,17 @@ async def run_gateway(settings: GatewaySettings, clients: MeshClients | None = N
     except OSError as exc:
         sock.close()
         if exc.errno != errno.EADDRINUSE:
-            raise ConfigError(f"the gateway cannot listen on {settings.http_host}:{settings.http_port}: "
-                              f"{exc.strerror}; check RAGMESH_HTTP_HOST and RAGMESH_HTTP_PORT") from None
+            raise ConfigError(
+                f"the gateway cannot listen on {settings.http_host}:{settings.http_port}: "
+                f"{exc.strerror}; check RAGMESH_HTTP_HOST and RAGMESH_HTTP_PORT"
+            ) from None
         raise port_in_use("the gateway", settings.http_host, settings.http_port, "RAGMESH_HTTP_PORT") from None
     port = sock.getsockname()[1]
     config = uvicorn.Config(
-        create_app(settings, clients), log_config=None, lifespan="on", access_log=False,
+        create_app(settings, clients),
+        log_config=None,
+        lifespan="on",
+        access_log=False,
         timeout_graceful_shutdown=settings.shutdown_grace_seconds,
     )
     server = _EmbeddedServer(config)

@@ -95,8 +95,11 @@ def parse_api_keys(value: object) -> object:
                 limit = -1.0
             if not math.isfinite(limit) or limit < 0:
                 raise ValueError(f"{where} has rate {rate[:20]!r}; use requests per second (0 = unlimited)")
-        keys.append(ApiKey(secret=SecretStr(secret), scope=scope or "admin", collections=names, rate_limit=limit,
-                           position=position))
+        keys.append(
+            ApiKey(
+                secret=SecretStr(secret), scope=scope or "admin", collections=names, rate_limit=limit, position=position
+            )
+        )
     return tuple(keys)
 
 
@@ -117,8 +120,10 @@ class Principal(BaseModel):
         """PERMISSION_DENIED SCOPE_INSUFFICIENT unless this principal's scope covers `scope`."""
         if not self.allows(scope):
             raise RagmeshError(
-                grpc.StatusCode.PERMISSION_DENIED, "SCOPE_INSUFFICIENT",
-                f"this API key has scope {self.scope!r}; this needs {scope!r}", DOMAIN,
+                grpc.StatusCode.PERMISSION_DENIED,
+                "SCOPE_INSUFFICIENT",
+                f"this API key has scope {self.scope!r}; this needs {scope!r}",
+                DOMAIN,
                 {"scope": self.scope, "required_scope": scope},
             )
 
@@ -130,8 +135,10 @@ class Principal(BaseModel):
         for name in names:
             if not self.may_touch(name):
                 raise RagmeshError(
-                    grpc.StatusCode.PERMISSION_DENIED, "COLLECTION_FORBIDDEN",
-                    f"this API key may not use collection {name[:80]!r}", DOMAIN,
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    "COLLECTION_FORBIDDEN",
+                    f"this API key may not use collection {name[:80]!r}",
+                    DOMAIN,
                     {"collection": name[:80], "allowed_collections": ",".join(sorted(self.collections or ()))},
                 )
 
@@ -149,8 +156,10 @@ def authenticate(authorization: str | None, keys: Sequence[ApiKey], client_addre
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
         raise RagmeshError(
-            grpc.StatusCode.UNAUTHENTICATED, "API_KEY_MISSING",
-            "this API needs an API key: send 'Authorization: Bearer <key>'", DOMAIN,
+            grpc.StatusCode.UNAUTHENTICATED,
+            "API_KEY_MISSING",
+            "this API needs an API key: send 'Authorization: Bearer <key>'",
+            DOMAIN,
         )
     presented = token.encode()
     found: ApiKey | None = None
@@ -159,8 +168,9 @@ def authenticate(authorization: str | None, keys: Sequence[ApiKey], client_addre
             found = key
     if found is None:
         raise RagmeshError(grpc.StatusCode.UNAUTHENTICATED, "API_KEY_INVALID", "the API key is not valid", DOMAIN)
-    return Principal(scope=found.scope, collections=found.collections, client=f"key:{found.position}",
-                     rate_limit=found.rate_limit)
+    return Principal(
+        scope=found.scope, collections=found.collections, client=f"key:{found.position}", rate_limit=found.rate_limit
+    )
 
 
 def check_api_key(authorization: str | None, keys: Sequence[ApiKey]) -> Principal:
@@ -173,8 +183,9 @@ class RateLimiter:
     """Token buckets, one per client (a key, or an address without keys): `rate` requests/s on average and
     bursts of `burst`. Thread-safe; idle full buckets are dropped once there are more than `max_clients`."""
 
-    def __init__(self, rate: float, burst: int, *, max_clients: int = 10_000,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, rate: float, burst: int, *, max_clients: int = 10_000, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.rate = rate
         self.burst = burst
         self._max_clients = max_clients
@@ -208,9 +219,12 @@ class RateLimiter:
         wait = self.acquire(principal.client, principal.rate_limit)
         if wait > 0:
             raise RagmeshError(
-                grpc.StatusCode.RESOURCE_EXHAUSTED, "RATE_LIMITED",
-                f"too many requests; retry in {wait:.2f} s", DOMAIN,
-                {"retry_after_seconds": f"{wait:.3f}"}, retry_after=wait,
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "RATE_LIMITED",
+                f"too many requests; retry in {wait:.2f} s",
+                DOMAIN,
+                {"retry_after_seconds": f"{wait:.3f}"},
+                retry_after=wait,
             )
 
 
@@ -245,8 +259,9 @@ def request_principal(request: Request) -> Principal:
     principal = getattr(request.state, "principal", None)
     if principal is None:
         state = request.app.state
-        principal = authenticate(request.headers.get("authorization"), state.settings.api_keys,
-                                 request.client.host if request.client else "")
+        principal = authenticate(
+            request.headers.get("authorization"), state.settings.api_keys, request.client.host if request.client else ""
+        )
         state.rate_limiter.check(principal)
         request.state.principal = principal
     return principal

@@ -76,8 +76,12 @@ _MODES: dict[str, int] = {
     "keyword": search_pb.SEARCH_MODE_KEYWORD,
 }
 _MODE_NAMES = {value: name for name, value in _MODES.items()}
-_FUSIONS: dict[str, int] = {"rrf": search_pb.FUSION_RRF, "dbsf": search_pb.FUSION_DBSF,
-                            "relative_score": search_pb.FUSION_RELATIVE_SCORE, "adaptive": search_pb.FUSION_ADAPTIVE}
+_FUSIONS: dict[str, int] = {
+    "rrf": search_pb.FUSION_RRF,
+    "dbsf": search_pb.FUSION_DBSF,
+    "relative_score": search_pb.FUSION_RELATIVE_SCORE,
+    "adaptive": search_pb.FUSION_ADAPTIVE,
+}
 _FUSION_NAMES = {value: name for name, value in _FUSIONS.items()}
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -119,37 +123,80 @@ class MeshClients:
         # IngestDocument(s) is idempotent by design (deterministic point ids, unchanged content skipped),
         # so a call that never reached the indexer may be retried.
         self.converter = ServiceClient(
-            "converter", addr["converter"], ConverterServiceStub, timeout=timeout,
-            idempotent=("Convert",), max_message_bytes=size, caller="gateway",
+            "converter",
+            addr["converter"],
+            ConverterServiceStub,
+            timeout=timeout,
+            idempotent=("Convert",),
+            max_message_bytes=size,
+            caller="gateway",
         )
         self.embedder = ServiceClient(
-            "embedder", addr["embedder"], EmbedderServiceStub, timeout=timeout,
-            idempotent=("Embed", "GetModelInfo"), max_message_bytes=size, caller="gateway",
+            "embedder",
+            addr["embedder"],
+            EmbedderServiceStub,
+            timeout=timeout,
+            idempotent=("Embed", "GetModelInfo"),
+            max_message_bytes=size,
+            caller="gateway",
         )
         self.indexer = ServiceClient(
-            "indexer", addr["indexer"], IndexerServiceStub, timeout=timeout,
-            idempotent=("IngestDocument", "IngestDocuments", "DeleteDocument", "CreateCollection",
-                        "DeleteCollection", "GetJob", "ListJobs", "CancelJob", "ListDatasources",
-                        "ListExpiredDocuments", "PruneExpiredDocuments"),
-            max_message_bytes=size, caller="gateway",
+            "indexer",
+            addr["indexer"],
+            IndexerServiceStub,
+            timeout=timeout,
+            idempotent=(
+                "IngestDocument",
+                "IngestDocuments",
+                "DeleteDocument",
+                "CreateCollection",
+                "DeleteCollection",
+                "GetJob",
+                "ListJobs",
+                "CancelJob",
+                "ListDatasources",
+                "ListExpiredDocuments",
+                "PruneExpiredDocuments",
+            ),
+            max_message_bytes=size,
+            caller="gateway",
         )
         self.search_client = ServiceClient(
-            "search", addr["search"], SearchServiceStub, timeout=timeout,
-            idempotent=("Search", "GetDocument", "ListCollections", "SetGoldenSet", "GetGoldenSet", "DeleteGoldenSet",
-                        "ListEvaluations"),
-            max_message_bytes=size, caller="gateway",
+            "search",
+            addr["search"],
+            SearchServiceStub,
+            timeout=timeout,
+            idempotent=(
+                "Search",
+                "GetDocument",
+                "ListCollections",
+                "SetGoldenSet",
+                "GetGoldenSet",
+                "DeleteGoldenSet",
+                "ListEvaluations",
+            ),
+            max_message_bytes=size,
+            caller="gateway",
         )
         # Ask and AskStream store a turn in the session, so they are not retried.
         self.answer = ServiceClient(
-            "answer", addr["answer"], AnswerServiceStub, timeout=settings.gateway_answer_timeout_seconds,
-            idempotent=("GetSession", "DeleteSession"), max_message_bytes=size, caller="gateway",
+            "answer",
+            addr["answer"],
+            AnswerServiceStub,
+            timeout=settings.gateway_answer_timeout_seconds,
+            idempotent=("GetSession", "DeleteSession"),
+            max_message_bytes=size,
+            caller="gateway",
         )
 
     @property
     def services(self) -> dict[str, ServiceClient]:
         return {
-            "converter": self.converter, "embedder": self.embedder,
-            "indexer": self.indexer, "search": self.search_client, "answer": self.answer,
+            "converter": self.converter,
+            "embedder": self.embedder,
+            "indexer": self.indexer,
+            "search": self.search_client,
+            "answer": self.answer,
         }
 
     async def close(self) -> None:
@@ -158,8 +205,13 @@ class MeshClients:
     # --- ingestion ---------------------------------------------------------------------------------------
     @_unicode_checked
     async def ingest_text(
-        self, text: str, *, collection: str = validation.DEFAULT_COLLECTION, doc_id: str | None = None,
-        title: str | None = None, metadata: Mapping[str, Any] | None = None,
+        self,
+        text: str,
+        *,
+        collection: str = validation.DEFAULT_COLLECTION,
+        doc_id: str | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> IngestResult:
         """Ingest plain text or Markdown."""
         document = _document(collection, doc_id, title, metadata)
@@ -168,8 +220,15 @@ class MeshClients:
 
     @_unicode_checked
     async def ingest_file(
-        self, data: bytes, *, filename: str, mime_type: str = "", collection: str = validation.DEFAULT_COLLECTION,
-        doc_id: str | None = None, title: str | None = None, metadata: Mapping[str, Any] | None = None,
+        self,
+        data: bytes,
+        *,
+        filename: str,
+        mime_type: str = "",
+        collection: str = validation.DEFAULT_COLLECTION,
+        doc_id: str | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> IngestResult:
         """Ingest a file's bytes; the indexer converts it first."""
         document = _document(collection, doc_id, title, metadata)
@@ -178,8 +237,13 @@ class MeshClients:
 
     @_unicode_checked
     async def ingest_url(
-        self, url: str, *, collection: str = validation.DEFAULT_COLLECTION, doc_id: str | None = None,
-        title: str | None = None, metadata: Mapping[str, Any] | None = None,
+        self,
+        url: str,
+        *,
+        collection: str = validation.DEFAULT_COLLECTION,
+        doc_id: str | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> IngestResult:
         """Fetch an http(s) URL, convert and ingest it."""
         document = _document(collection, doc_id, title, metadata)
@@ -210,16 +274,21 @@ class MeshClients:
             else:
                 results[event.index] = _ingest_result(event.result)
         return [
-            r if r is not None else RagmeshError(
-                grpc.StatusCode.INTERNAL, "INGEST_RESULT_MISSING",
-                "the indexer finished the batch without a result for this document", "gateway.ragmesh",
+            r
+            if r is not None
+            else RagmeshError(
+                grpc.StatusCode.INTERNAL,
+                "INGEST_RESULT_MISSING",
+                "the indexer finished the batch without a result for this document",
+                "gateway.ragmesh",
             )
             for r in results
         ]
 
     async def _ingest(self, document: idx_pb.DocumentInput) -> IngestResult:
         response = await self.indexer.call(
-            "IngestDocument", idx_pb.IngestDocumentRequest(document=document),
+            "IngestDocument",
+            idx_pb.IngestDocumentRequest(document=document),
             timeout=self.settings.gateway_ingest_timeout_seconds,
         )
         return _ingest_result(response.result)
@@ -253,10 +322,17 @@ class MeshClients:
     # --- search and documents ----------------------------------------------------------------------------
     @_unicode_checked
     async def search(
-        self, query: str, *, collections: Sequence[str] = (validation.DEFAULT_COLLECTION,), top_k: int = 5,
-        mode: SearchModeName = "hybrid", filters: Mapping[str, Any] | None = None,
-        group_by_document: bool = False, score_threshold: float | None = None,
-        fusion: FusionName | None = None, rrf_k: int | None = None,
+        self,
+        query: str,
+        *,
+        collections: Sequence[str] = (validation.DEFAULT_COLLECTION,),
+        top_k: int = 5,
+        mode: SearchModeName = "hybrid",
+        filters: Mapping[str, Any] | None = None,
+        group_by_document: bool = False,
+        score_threshold: float | None = None,
+        fusion: FusionName | None = None,
+        rrf_k: int | None = None,
     ) -> SearchResponse:
         """Search one or more collections (the search service fans out over several and merges)."""
         names = [
@@ -265,8 +341,13 @@ class MeshClients:
         ]
         started = time.perf_counter()
         request = search_pb.SearchRequest(
-            query=query, collections=names, top_k=top_k, mode=_MODES[mode], group_by_document=group_by_document,
-            fusion=_FUSIONS[fusion] if fusion else search_pb.FUSION_UNSPECIFIED, rrf_k=rrf_k,
+            query=query,
+            collections=names,
+            top_k=top_k,
+            mode=_MODES[mode],
+            group_by_document=group_by_document,
+            fusion=_FUSIONS[fusion] if fusion else search_pb.FUSION_UNSPECIFIED,
+            rrf_k=rrf_k,
         )
         if filters:
             request.filters.CopyFrom(_struct(filters))
@@ -279,9 +360,19 @@ class MeshClients:
             fusion=_FUSION_NAMES.get(response.fusion),
             results=[
                 SearchHit(
-                    doc_id=r.doc_id, chunk_id=r.chunk_id, chunk_index=r.chunk_index, text=r.text, score=r.score,
-                    title=r.title, collection=r.collection, metadata=_plain(r.metadata), source=r.source,
-                    filename=r.filename, url=r.url, mime_type=r.mime_type, location=_location(r),
+                    doc_id=r.doc_id,
+                    chunk_id=r.chunk_id,
+                    chunk_index=r.chunk_index,
+                    text=r.text,
+                    score=r.score,
+                    title=r.title,
+                    collection=r.collection,
+                    metadata=_plain(r.metadata),
+                    source=r.source,
+                    filename=r.filename,
+                    url=r.url,
+                    mime_type=r.mime_type,
+                    location=_location(r),
                 )
                 for r in response.results
             ],
@@ -292,33 +383,46 @@ class MeshClients:
     @_unicode_checked
     async def get_document(self, doc_id: str, *, collection: str = validation.DEFAULT_COLLECTION) -> Document:
         """A whole document: its chunks in order and their text joined."""
-        request = search_pb.GetDocumentRequest(
-            collection=_collection(collection), doc_id=_doc_id(doc_id)
-        )
+        request = search_pb.GetDocumentRequest(collection=_collection(collection), doc_id=_doc_id(doc_id))
         d = await self.search_client.call("GetDocument", request)
         return Document(
-            doc_id=d.doc_id, collection=d.collection, title=d.title, text=d.text,
-            chunks=[Chunk(chunk_id=c.chunk_id, chunk_index=c.chunk_index, text=c.text, location=_location(c))
-                    for c in d.chunks],
-            metadata=_plain(d.metadata), source=d.source, filename=d.filename, url=d.url, mime_type=d.mime_type,
-            content_hash=d.content_hash, ingested_at=d.ingested_at,
+            doc_id=d.doc_id,
+            collection=d.collection,
+            title=d.title,
+            text=d.text,
+            chunks=[
+                Chunk(chunk_id=c.chunk_id, chunk_index=c.chunk_index, text=c.text, location=_location(c))
+                for c in d.chunks
+            ],
+            metadata=_plain(d.metadata),
+            source=d.source,
+            filename=d.filename,
+            url=d.url,
+            mime_type=d.mime_type,
+            content_hash=d.content_hash,
+            ingested_at=d.ingested_at,
         )
 
     @_unicode_checked
     async def delete_document(self, doc_id: str, *, collection: str = validation.DEFAULT_COLLECTION) -> int:
         """Delete all chunks of a document; returns how many were deleted."""
-        request = idx_pb.DeleteDocumentRequest(
-            collection=_collection(collection), doc_id=_doc_id(doc_id)
-        )
+        request = idx_pb.DeleteDocumentRequest(collection=_collection(collection), doc_id=_doc_id(doc_id))
         response = await self.indexer.call("DeleteDocument", request)
         return response.deleted_chunks
 
     async def list_collections(self) -> list[CollectionInfo]:
         """The collections with their document and chunk counts, and their versions."""
         response = await self.search_client.call("ListCollections", search_pb.ListCollectionsRequest())
-        return [CollectionInfo(name=c.name, documents=c.documents, chunks=c.chunks, version=c.version or 1,
-                               versions=[_collection_version(v) for v in c.versions])
-                for c in response.collections]
+        return [
+            CollectionInfo(
+                name=c.name,
+                documents=c.documents,
+                chunks=c.chunks,
+                version=c.version or 1,
+                versions=[_collection_version(v) for v in c.versions],
+            )
+            for c in response.collections
+        ]
 
     async def delete_collection(self, name: str, *, confirm: bool) -> int:
         """Delete a collection and everything in it; refuses (CONFIRMATION_REQUIRED) unless `confirm`.
@@ -342,20 +446,31 @@ class MeshClients:
             for doc_id, grade in q.relevant.items():
                 if not 0 <= grade <= validation.GOLDEN_MAX_GRADE:  # before it meets protobuf's int32
                     raise invalid_argument(
-                        "GOLDEN_GRADE_INVALID", f"queries[{i}]: document {doc_id[:80]!r} has grade {grade}; grades are "
-                        f"0..{validation.GOLDEN_MAX_GRADE} (0: judged not relevant)", field=f"queries[{i}].relevant",
-                        query_id=q.query_id[:80], grade=grade)
+                        "GOLDEN_GRADE_INVALID",
+                        f"queries[{i}]: document {doc_id[:80]!r} has grade {grade}; grades are "
+                        f"0..{validation.GOLDEN_MAX_GRADE} (0: judged not relevant)",
+                        field=f"queries[{i}].relevant",
+                        query_id=q.query_id[:80],
+                        grade=grade,
+                    )
             request.queries.append(search_pb.GoldenQuery(query_id=q.query_id, text=q.text, relevant=q.relevant))
         r = await self.search_client.call("SetGoldenSet", request)
-        return GoldenSetSummary(collection=r.collection, queries=r.queries, judgments=r.judgments,
-                                updated_at=r.updated_at, golden_set_id=r.golden_set_id)
+        return GoldenSetSummary(
+            collection=r.collection,
+            queries=r.queries,
+            judgments=r.judgments,
+            updated_at=r.updated_at,
+            golden_set_id=r.golden_set_id,
+        )
 
     async def get_golden_set(self, collection: str) -> GoldenSetResponse:
         """A collection's golden set (NOT_FOUND GOLDEN_SET_NOT_FOUND when it has none)."""
         request = search_pb.GetGoldenSetRequest(collection=_collection(collection, field="name"))
         r = await self.search_client.call("GetGoldenSet", request)
         return GoldenSetResponse(
-            collection=r.collection, updated_at=r.updated_at, golden_set_id=r.golden_set_id,
+            collection=r.collection,
+            updated_at=r.updated_at,
+            golden_set_id=r.golden_set_id,
             queries=[GoldenQuery(query_id=q.query_id, text=q.text, relevant=dict(q.relevant)) for q in r.queries],
         )
 
@@ -364,34 +479,47 @@ class MeshClients:
         request = search_pb.DeleteGoldenSetRequest(collection=_collection(collection, field="name"))
         return (await self.search_client.call("DeleteGoldenSet", request)).deleted_queries
 
-    async def evaluate_collection(self, collection: str, modes: Sequence[SearchModeName] = (),
-                                  version: int | None = None) -> list[Evaluation]:
+    async def evaluate_collection(
+        self, collection: str, modes: Sequence[SearchModeName] = (), version: int | None = None
+    ) -> list[Evaluation]:
         """Score a collection's current index (or another `version` it keeps) on its golden set (each mode;
         default: the service's default mode); the active version's scores are added to its history. Runs every
         golden query, so it has the ingest deadline."""
-        request = search_pb.EvaluateCollectionRequest(collection=_collection(collection, field="name"),
-                                                      modes=[_MODES[m] for m in modes], version=version or 0)
-        response = await self.search_client.call("EvaluateCollection", request,
-                                                 timeout=self.settings.gateway_ingest_timeout_seconds)
+        request = search_pb.EvaluateCollectionRequest(
+            collection=_collection(collection, field="name"), modes=[_MODES[m] for m in modes], version=version or 0
+        )
+        response = await self.search_client.call(
+            "EvaluateCollection", request, timeout=self.settings.gateway_ingest_timeout_seconds
+        )
         return [_evaluation(e) for e in response.evaluations]
 
-    async def list_evaluations(self, collection: str, *, mode: SearchModeName | None = None,
-                               limit: int = 0) -> list[Evaluation]:
+    async def list_evaluations(
+        self, collection: str, *, mode: SearchModeName | None = None, limit: int = 0
+    ) -> list[Evaluation]:
         """A collection's evaluation history, oldest first (one mode's when given; the newest `limit`)."""
-        request = search_pb.ListEvaluationsRequest(collection=_collection(collection, field="name"),
-                                                   mode=_MODES[mode] if mode else 0, limit=limit)
+        request = search_pb.ListEvaluationsRequest(
+            collection=_collection(collection, field="name"), mode=_MODES[mode] if mode else 0, limit=limit
+        )
         return [_evaluation(e) for e in (await self.search_client.call("ListEvaluations", request)).evaluations]
 
     # --- jobs ---------------------------------------------------------------------------------------------
     @_unicode_checked
     async def create_job(
-        self, *, collection: str = validation.DEFAULT_COLLECTION, urls: Sequence[str] | None = None,
-        documents: Sequence[BatchDocument] | None = None, folder: str | None = None,
-        archive: bytes | None = None, archive_name: str = "", prune: bool = False, fresh_for_seconds: int = 0,
+        self,
+        *,
+        collection: str = validation.DEFAULT_COLLECTION,
+        urls: Sequence[str] | None = None,
+        documents: Sequence[BatchDocument] | None = None,
+        folder: str | None = None,
+        archive: bytes | None = None,
+        archive_name: str = "",
+        prune: bool = False,
+        fresh_for_seconds: int = 0,
     ) -> Job:
         """Queue a bulk ingestion job (one source) and return it at once."""
-        request = idx_pb.CreateJobRequest(collection=_collection(collection), prune=prune,
-                                          fresh_for_seconds=fresh_for_seconds)
+        request = idx_pb.CreateJobRequest(
+            collection=_collection(collection), prune=prune, fresh_for_seconds=fresh_for_seconds
+        )
         if urls is not None:
             request.urls.urls.extend(urls)
         elif documents is not None:
@@ -403,8 +531,7 @@ class MeshClients:
             request.folder = folder
         elif archive is not None:
             request.archive.CopyFrom(idx_pb.Archive(data=archive, filename=archive_name))
-        response = await self.indexer.call("CreateJob", request,
-                                           timeout=self.settings.gateway_ingest_timeout_seconds)
+        response = await self.indexer.call("CreateJob", request, timeout=self.settings.gateway_ingest_timeout_seconds)
         return job_model(response.job)
 
     async def get_job(self, job_id: str) -> Job:
@@ -424,26 +551,42 @@ class MeshClients:
         """The folders and URL lists synced into collections (one collection's, when named)."""
         name = _collection(collection) if collection is not None else ""
         response = await self.indexer.call("ListDatasources", idx_pb.ListDatasourcesRequest(collection=name))
-        return [Datasource(datasource_id=d.datasource_id, collection=d.collection, kind=d.kind, folder=d.folder,
-                           urls=list(d.urls), prune=d.prune, fresh_for_seconds=d.fresh_for_seconds,
-                           fresh_until=d.fresh_until, last_job_id=d.last_job_id, last_synced_at=d.last_synced_at,
-                           due=d.due) for d in response.datasources]
+        return [
+            Datasource(
+                datasource_id=d.datasource_id,
+                collection=d.collection,
+                kind=d.kind,
+                folder=d.folder,
+                urls=list(d.urls),
+                prune=d.prune,
+                fresh_for_seconds=d.fresh_for_seconds,
+                fresh_until=d.fresh_until,
+                last_job_id=d.last_job_id,
+                last_synced_at=d.last_synced_at,
+                due=d.due,
+            )
+            for d in response.datasources
+        ]
 
     async def sync_datasources(self, collection: str | None = None, *, everything: bool = False) -> list[Job]:
         """Queue a job for each datasource that is due (each one with `everything`; one collection's, when
         named)."""
         name = _collection(collection) if collection is not None else ""
         response = await self.indexer.call(
-            "SyncDatasources", idx_pb.SyncDatasourcesRequest(collection=name, all=everything),
-            timeout=self.settings.gateway_ingest_timeout_seconds)
+            "SyncDatasources",
+            idx_pb.SyncDatasourcesRequest(collection=name, all=everything),
+            timeout=self.settings.gateway_ingest_timeout_seconds,
+        )
         return [job_model(j) for j in response.jobs]
 
     async def expired_documents(self, collection: str) -> list[ExpiredDocument]:
         """Documents of a collection whose fresh_until has passed."""
         request = idx_pb.ListExpiredDocumentsRequest(collection=_collection(collection))
         response = await self.indexer.call("ListExpiredDocuments", request)
-        return [ExpiredDocument(doc_id=d.doc_id, fresh_until=d.fresh_until, datasource_id=d.datasource_id)
-                for d in response.documents]
+        return [
+            ExpiredDocument(doc_id=d.doc_id, fresh_until=d.fresh_until, datasource_id=d.datasource_id)
+            for d in response.documents
+        ]
 
     async def prune_expired(self, collection: str) -> list[str]:
         """Delete the documents of a collection whose fresh_until has passed; returns their ids."""
@@ -452,8 +595,14 @@ class MeshClients:
 
     # --- versions ------------------------------------------------------------------------------------------
     async def reindex_collection(
-        self, collection: str, *, chunk_tokens: int | None = None, chunk_overlap_tokens: int | None = None,
-        model: str | None = None, tolerance: float | None = None, force: bool = False,
+        self,
+        collection: str,
+        *,
+        chunk_tokens: int | None = None,
+        chunk_overlap_tokens: int | None = None,
+        model: str | None = None,
+        tolerance: float | None = None,
+        force: bool = False,
         retention_seconds: int | None = None,
     ) -> Job:
         """Queue a re-index of a collection into a new version (settings left out keep the current version's);
@@ -461,39 +610,63 @@ class MeshClients:
         name = _collection(collection, field="name")
         if chunk_tokens is not None and chunk_overlap_tokens is not None and chunk_overlap_tokens >= chunk_tokens // 2:
             raise invalid_argument(  # the indexer's reason; it checks a lone overlap against the tokens in force
-                "CHUNK_OVERLAP_OUT_OF_RANGE", f"chunk_overlap_tokens must be at least 0 and less than half of "
-                f"chunk_tokens ({chunk_tokens})", field="chunk_overlap_tokens")
+                "CHUNK_OVERLAP_OUT_OF_RANGE",
+                f"chunk_overlap_tokens must be at least 0 and less than half of chunk_tokens ({chunk_tokens})",
+                field="chunk_overlap_tokens",
+            )
         request = idx_pb.ReindexCollectionRequest(
-            collection=name, chunk_tokens=chunk_tokens, chunk_overlap_tokens=chunk_overlap_tokens, model=model or "",
-            tolerance=tolerance, force=force, retention_seconds=retention_seconds)
+            collection=name,
+            chunk_tokens=chunk_tokens,
+            chunk_overlap_tokens=chunk_overlap_tokens,
+            model=model or "",
+            tolerance=tolerance,
+            force=force,
+            retention_seconds=retention_seconds,
+        )
         return job_model((await self.indexer.call("ReindexCollection", request)).job)
 
     async def rollback_collection(self, collection: str) -> RollbackResponse:
         """Switch a collection back to the version it used before (while that one is kept)."""
         request = idx_pb.RollbackCollectionRequest(collection=_collection(collection, field="name"))
         response = await self.indexer.call("RollbackCollection", request)
-        return RollbackResponse(collection=response.collection or request.collection, version=response.version,
-                                replaced_version=response.replaced_version)
+        return RollbackResponse(
+            collection=response.collection or request.collection,
+            version=response.version,
+            replaced_version=response.replaced_version,
+        )
 
     # --- answers and sessions -----------------------------------------------------------------------------
     @staticmethod
     def _question(
-        query: str, collections: Sequence[str], top_k: int, filters: Mapping[str, Any] | None, session_id: str | None,
+        query: str,
+        collections: Sequence[str],
+        top_k: int,
+        filters: Mapping[str, Any] | None,
+        session_id: str | None,
     ) -> dict[str, Any]:
         names = [
             validation.collection_name(name, field=f"collections[{i}]" if len(collections) > 1 else "collection")
             for i, name in enumerate(collections)
         ]
-        question: dict[str, Any] = {"query": query, "collections": names, "top_k": top_k,
-                                    "session_id": session_id or ""}
+        question: dict[str, Any] = {
+            "query": query,
+            "collections": names,
+            "top_k": top_k,
+            "session_id": session_id or "",
+        }
         if filters:
             question["filters"] = _struct(filters)
         return question
 
     @_unicode_checked
     async def ask(
-        self, query: str, *, collections: Sequence[str] = (validation.DEFAULT_COLLECTION,), top_k: int = 5,
-        filters: Mapping[str, Any] | None = None, session_id: str | None = None,
+        self,
+        query: str,
+        *,
+        collections: Sequence[str] = (validation.DEFAULT_COLLECTION,),
+        top_k: int = 5,
+        filters: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
     ) -> AskResponse:
         """Answer a question with cited sources (NOT_FOUND NO_RESULTS when nothing relevant is found)."""
         started = time.perf_counter()
@@ -502,8 +675,13 @@ class MeshClients:
         return _asked(response.answer, started)
 
     async def ask_stream(
-        self, query: str, *, collections: Sequence[str] = (validation.DEFAULT_COLLECTION,), top_k: int = 5,
-        filters: Mapping[str, Any] | None = None, session_id: str | None = None,
+        self,
+        query: str,
+        *,
+        collections: Sequence[str] = (validation.DEFAULT_COLLECTION,),
+        top_k: int = 5,
+        filters: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
     ) -> AsyncIterator[str | AskResponse]:
         """Answer a question, yielding the text as it is written, then the whole AskResponse."""
         started = time.perf_counter()
@@ -520,12 +698,20 @@ class MeshClients:
     async def get_session(self, session_id: str) -> SessionResponse:
         """A conversation's stored turns (NOT_FOUND SESSION_NOT_FOUND when there is none)."""
         response = await self.answer.call("GetSession", answer_pb.GetSessionRequest(session_id=session_id))
-        return SessionResponse(session_id=response.session_id, turns=[
-            SessionTurn(query=t.query, standalone_query=t.standalone_query, answer=t.answer,
-                        sources=[_source(s) for s in t.sources], generator=_GENERATORS.get(t.generator, "model"),
-                        created_at=t.created_at)
-            for t in response.turns
-        ])
+        return SessionResponse(
+            session_id=response.session_id,
+            turns=[
+                SessionTurn(
+                    query=t.query,
+                    standalone_query=t.standalone_query,
+                    answer=t.answer,
+                    sources=[_source(s) for s in t.sources],
+                    generator=_GENERATORS.get(t.generator, "model"),
+                    created_at=t.created_at,
+                )
+                for t in response.turns
+            ],
+        )
 
     async def delete_session(self, session_id: str) -> int:
         """Forget a conversation; returns how many turns it had."""
@@ -543,8 +729,12 @@ class MeshClients:
 
 # --- proto <-> model helpers ------------------------------------------------------------------------------
 def _document(
-    collection: str, doc_id: str | None, title: str | None, metadata: Mapping[str, Any] | None,
-    *, field_prefix: str = "",
+    collection: str,
+    doc_id: str | None,
+    title: str | None,
+    metadata: Mapping[str, Any] | None,
+    *,
+    field_prefix: str = "",
 ) -> idx_pb.DocumentInput:
     document = idx_pb.DocumentInput(
         collection=_collection(collection),
@@ -593,8 +783,13 @@ def _plain(struct: struct_pb2.Struct) -> dict[str, Any]:
 
 def _ingest_result(result: idx_pb.IngestResult) -> IngestResult:
     return IngestResult(
-        status=_INGEST_STATUS.get(result.status, "indexed"), doc_id=result.doc_id, chunks=result.chunks,
-        collection=result.collection, title=result.title, mime_type=result.mime_type, url=result.url,
+        status=_INGEST_STATUS.get(result.status, "indexed"),
+        doc_id=result.doc_id,
+        chunks=result.chunks,
+        collection=result.collection,
+        title=result.title,
+        mime_type=result.mime_type,
+        url=result.url,
         content_hash=result.content_hash,
     )
 
@@ -604,30 +799,55 @@ def _ingest_error(error: idx_pb.IngestError) -> RagmeshError:
     return RagmeshError(code, error.reason or code.name, error.message, error.domain, dict(error.metadata))
 
 
-_JOB_STATES = {idx_pb.JOB_STATE_QUEUED: "queued", idx_pb.JOB_STATE_RUNNING: "running",
-               idx_pb.JOB_STATE_DONE: "done", idx_pb.JOB_STATE_FAILED: "failed",
-               idx_pb.JOB_STATE_CANCELLED: "cancelled", idx_pb.JOB_STATE_REJECTED: "rejected"}
+_JOB_STATES = {
+    idx_pb.JOB_STATE_QUEUED: "queued",
+    idx_pb.JOB_STATE_RUNNING: "running",
+    idx_pb.JOB_STATE_DONE: "done",
+    idx_pb.JOB_STATE_FAILED: "failed",
+    idx_pb.JOB_STATE_CANCELLED: "cancelled",
+    idx_pb.JOB_STATE_REJECTED: "rejected",
+}
 _DECISIONS = ("switched", "rejected", "forced", "no_golden_set")
 
 
 def job_model(job: idx_pb.Job) -> Job:
     return Job(
-        job_id=job.job_id, collection=job.collection, state=_JOB_STATES.get(job.state, "queued"), kind=job.kind,
-        source=job.source, total=job.total, indexed=job.indexed, unchanged=job.unchanged, failed=job.failed,
-        skipped=job.skipped, deleted=job.deleted, bytes=job.bytes,
+        job_id=job.job_id,
+        collection=job.collection,
+        state=_JOB_STATES.get(job.state, "queued"),
+        kind=job.kind,
+        source=job.source,
+        total=job.total,
+        indexed=job.indexed,
+        unchanged=job.unchanged,
+        failed=job.failed,
+        skipped=job.skipped,
+        deleted=job.deleted,
+        bytes=job.bytes,
         errors=[JobDocumentError(document=e.document, error=error_object(_ingest_error(e.error))) for e in job.errors],
         skipped_files=[SkippedFile(path=s.path, reason=s.reason) for s in job.skipped_files],
-        created_at=job.created_at, started_at=job.started_at, finished_at=job.finished_at,
-        documents_per_second=round(job.documents_per_second, 3), bytes_per_second=round(job.bytes_per_second, 1),
-        datasource_id=job.datasource_id, prune=job.prune, error=job.error,
+        created_at=job.created_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        documents_per_second=round(job.documents_per_second, 3),
+        bytes_per_second=round(job.bytes_per_second, 1),
+        datasource_id=job.datasource_id,
+        prune=job.prune,
+        error=job.error,
         reindex=_reindex_info(job.reindex) if job.HasField("reindex") else None,
     )
 
 
 def _index_settings(s: search_pb.IndexSettings) -> IndexSettings:
-    return IndexSettings(model=s.model, model_id=s.model_id, dimension=s.dimension, sparse_model_id=s.sparse_model_id,
-                         chunk_tokens=s.chunk_tokens, chunk_overlap_tokens=s.chunk_overlap_tokens,
-                         chunker_fingerprint=s.chunker_fingerprint)
+    return IndexSettings(
+        model=s.model,
+        model_id=s.model_id,
+        dimension=s.dimension,
+        sparse_model_id=s.sparse_model_id,
+        chunk_tokens=s.chunk_tokens,
+        chunk_overlap_tokens=s.chunk_overlap_tokens,
+        chunker_fingerprint=s.chunker_fingerprint,
+    )
 
 
 _VERSION_STATES = ("active", "building", "previous")
@@ -635,16 +855,25 @@ _VERSION_STATES = ("active", "building", "previous")
 
 def _collection_version(v: search_pb.CollectionVersion) -> CollectionVersion:
     return CollectionVersion(
-        version=v.version, state=v.state if v.state in _VERSION_STATES else "previous",
-        settings=_index_settings(v.settings) if v.HasField("settings") else None, created_at=v.created_at,
-        retained_until=v.retained_until, job_id=v.job_id, documents=v.documents, chunks=v.chunks,
+        version=v.version,
+        state=v.state if v.state in _VERSION_STATES else "previous",
+        settings=_index_settings(v.settings) if v.HasField("settings") else None,
+        created_at=v.created_at,
+        retained_until=v.retained_until,
+        job_id=v.job_id,
+        documents=v.documents,
+        chunks=v.chunks,
     )
 
 
 def _reindex_info(info: idx_pb.ReindexInfo) -> ReindexInfo:
     return ReindexInfo(
-        from_version=info.from_version, to_version=info.to_version, settings=_index_settings(info.settings),
-        tolerance=info.tolerance, force=info.force, retention_seconds=info.retention_seconds,
+        from_version=info.from_version,
+        to_version=info.to_version,
+        settings=_index_settings(info.settings),
+        tolerance=info.tolerance,
+        force=info.force,
+        retention_seconds=info.retention_seconds,
         decision=info.decision if info.decision in _DECISIONS else None,
         current=_evaluation(info.current) if info.HasField("current") else None,
         candidate=_evaluation(info.candidate) if info.HasField("candidate") else None,
@@ -653,10 +882,20 @@ def _reindex_info(info: idx_pb.ReindexInfo) -> ReindexInfo:
 
 def _evaluation(e: search_pb.Evaluation) -> Evaluation:
     return Evaluation(
-        collection=e.collection, evaluated_at=e.evaluated_at, mode=_MODE_NAMES.get(e.mode, "hybrid"),
-        fusion=_FUSION_NAMES.get(e.fusion), queries=e.queries, ndcg_at_10=e.ndcg_at_10, recall_at_10=e.recall_at_10,
-        mrr_at_10=e.mrr_at_10, documents=e.documents, chunks=e.chunks, model=e.model, golden_set_id=e.golden_set_id,
-        took_ms=e.took_ms, version=e.version,
+        collection=e.collection,
+        evaluated_at=e.evaluated_at,
+        mode=_MODE_NAMES.get(e.mode, "hybrid"),
+        fusion=_FUSION_NAMES.get(e.fusion),
+        queries=e.queries,
+        ndcg_at_10=e.ndcg_at_10,
+        recall_at_10=e.recall_at_10,
+        mrr_at_10=e.mrr_at_10,
+        documents=e.documents,
+        chunks=e.chunks,
+        model=e.model,
+        golden_set_id=e.golden_set_id,
+        took_ms=e.took_ms,
+        version=e.version,
     )
 
 
@@ -669,28 +908,48 @@ def _location(message: Any) -> SourceLocation | None:
 
 def _converted(document: conv_pb.ConvertedDocument) -> ConvertResponse:
     return ConvertResponse(
-        markdown=document.markdown, title=document.title, mime_type=document.mime_type,
-        size_bytes=document.size_bytes, url=document.url, filename=document.filename,
+        markdown=document.markdown,
+        title=document.title,
+        mime_type=document.mime_type,
+        size_bytes=document.size_bytes,
+        url=document.url,
+        filename=document.filename,
     )
 
 
 def _source(source: answer_pb.Source) -> AskSource:
     return AskSource(
-        number=source.number, doc_id=source.doc_id, collection=source.collection, title=source.title, url=source.url,
-        filename=source.filename, cited=source.cited, snippet=source.snippet,
+        number=source.number,
+        doc_id=source.doc_id,
+        collection=source.collection,
+        title=source.title,
+        url=source.url,
+        filename=source.filename,
+        cited=source.cited,
+        snippet=source.snippet,
         relevance_score=round(source.relevance_score, 6),
     )
 
 
 def _asked(answer: answer_pb.Answer, started: float) -> AskResponse:
     return AskResponse(
-        answer=answer.text, sources=[_source(s) for s in answer.sources],
+        answer=answer.text,
+        sources=[_source(s) for s in answer.sources],
         matched_chunks=[
-            MatchedChunk(chunk_id=c.chunk_id, doc_id=c.doc_id, collection=c.collection, chunk_index=c.chunk_index,
-                         text=c.text, relevance_score=round(c.relevance_score, 6), source=c.source_number)
+            MatchedChunk(
+                chunk_id=c.chunk_id,
+                doc_id=c.doc_id,
+                collection=c.collection,
+                chunk_index=c.chunk_index,
+                text=c.text,
+                relevance_score=round(c.relevance_score, 6),
+                source=c.source_number,
+            )
             for c in answer.matched_chunks
         ],
-        session_id=answer.session_id, generator=_GENERATORS.get(answer.generator, "model"), model=answer.model,
+        session_id=answer.session_id,
+        generator=_GENERATORS.get(answer.generator, "model"),
+        model=answer.model,
         standalone_query=answer.standalone_query,
         usage=AnswerUsage(input_tokens=answer.input_tokens, output_tokens=answer.output_tokens),
         took_ms=round((time.perf_counter() - started) * 1000, 3),

@@ -49,18 +49,26 @@ class GatewaySettings(BaseSettings):
     http_host: str = Field("127.0.0.1", description="Address the HTTP server binds to.")
     http_port: int = Field(8000, ge=0, le=65535, description="HTTP port; 0 picks a free one (tests).")
     api_keys: Annotated[tuple[ApiKey, ...], NoDecode] = Field(
-        (), description=("Bearer keys accepted on /api/v1 and /mcp, comma-separated KEY[:SCOPE[:COLLECTIONS[:RATE]]] "
-                         "(see ragmesh_gateway.auth); empty disables auth."),
+        (),
+        description=(
+            "Bearer keys accepted on /api/v1 and /mcp, comma-separated KEY[:SCOPE[:COLLECTIONS[:RATE]]] "
+            "(see ragmesh_gateway.auth); empty disables auth."
+        ),
     )
     rate_limit_per_second: float = Field(
-        0.0, ge=0, allow_inf_nan=False,
+        0.0,
+        ge=0,
+        allow_inf_nan=False,
         description="Requests per second each key (or, without keys, each client address) may make; 0: unlimited.",
     )
     rate_limit_burst: int = Field(
-        0, ge=0, description="Requests a client may make at once above the rate; 0: twice the rate (at least 1).",
+        0,
+        ge=0,
+        description="Requests a client may make at once above the rate; 0: twice the rate (at least 1).",
     )
     allow_unauthenticated: bool = Field(
-        False, validate_default=True,
+        False,
+        validate_default=True,
         description="Without API keys, allow binding an address other than loopback.",
     )
     converter_addr: str = Field(default_addr("converter"), min_length=1)

@@ -112,11 +112,13 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 # A 403 that is about what a request names, not about its key: a URL the converter may not fetch, a folder
 # outside the indexer's roots. Documented whether or not keys are configured (the generic, key-only 403 is
 # dropped from the OpenAPI document when they are not).
-NOT_ALLOWED_RESPONSES: dict[int | str, dict[str, Any]] = {403: {
-    "model": ErrorResponse,
-    "description": "The URL or folder may not be read (URL_NOT_ALLOWED, LOCAL_PATHS_DISABLED, PATH_OUTSIDE_ROOTS), "
-                   "or the API key may not do this (SCOPE_INSUFFICIENT, COLLECTION_FORBIDDEN).",
-}}
+NOT_ALLOWED_RESPONSES: dict[int | str, dict[str, Any]] = {
+    403: {
+        "model": ErrorResponse,
+        "description": "The URL or folder may not be read (URL_NOT_ALLOWED, LOCAL_PATHS_DISABLED, PATH_OUTSIDE_ROOTS), "
+        "or the API key may not do this (SCOPE_INSUFFICIENT, COLLECTION_FORBIDDEN).",
+    }
+}
 UPLOAD_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     **ERROR_RESPONSES,
     **{status: {"model": ErrorResponse, "description": HTTPStatus(status).phrase} for status in (413, 415, 422)},
@@ -187,8 +189,11 @@ def internal_error() -> RagmeshError:
 
 def payload_too_large(limit: int) -> RagmeshError:
     return RagmeshError(
-        grpc.StatusCode.INVALID_ARGUMENT, "PAYLOAD_TOO_LARGE",
-        f"the request body is larger than the limit of {limit} bytes", DOMAIN, {"limit_bytes": str(limit)},
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "PAYLOAD_TOO_LARGE",
+        f"the request body is larger than the limit of {limit} bytes",
+        DOMAIN,
+        {"limit_bytes": str(limit)},
     )
 
 
@@ -197,7 +202,10 @@ def validation_error(errors: list[Any] | tuple[Any, ...]) -> RagmeshError:
     violations = tuple(FieldViolation(_field_path(e.get("loc", ())), str(e.get("msg", ""))) for e in errors)
     summary = "; ".join(f"{v.field}: {v.description}" for v in violations[:5])
     return RagmeshError(
-        grpc.StatusCode.INVALID_ARGUMENT, "REQUEST_INVALID", f"the request is invalid: {summary}", DOMAIN,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "REQUEST_INVALID",
+        f"the request is invalid: {summary}",
+        DOMAIN,
         field_violations=violations,
     )
 
@@ -225,23 +233,29 @@ def allowed_methods(app: FastAPI, path: str) -> list[str]:
         patterns = app.state.openapi_path_patterns = [
             (_template_regex(template, operation), method.upper())
             for template, operations in app.openapi().get("paths", {}).items()
-            for method, operation in operations.items() if method != "parameters"
+            for method, operation in operations.items()
+            if method != "parameters"
         ]
     return sorted({method for pattern, method in patterns if pattern.match(path)})
 
 
 def _template_regex(template: str, operation: dict[str, Any]) -> re.Pattern[str]:
-    params = {p["name"]: p.get("schema", {}).get("pattern") for p in operation.get("parameters", [])
-              if p.get("in") == "path"}
+    params = {
+        p["name"]: p.get("schema", {}).get("pattern") for p in operation.get("parameters", []) if p.get("in") == "path"
+    }
 
     def parameter(match: re.Match[str]) -> str:
         pattern = params.get(match.group(1))
         return f"(?:{pattern.removeprefix('^').removesuffix('$')})" if pattern else ".+"
 
     parts = re.split(r"(\{[^}]+\})", template)
-    return re.compile("^" + "".join(
-        parameter(re.match(r"\{([^}:]+)", part)) if part.startswith("{") else re.escape(part) for part in parts
-    ) + "$")
+    return re.compile(
+        "^"
+        + "".join(
+            parameter(re.match(r"\{([^}:]+)", part)) if part.startswith("{") else re.escape(part) for part in parts
+        )
+        + "$"
+    )
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -103,9 +103,7 @@ Query = Annotated[str, Field(min_length=1, max_length=2000, description="What to
 TopK = Annotated[int, Field(ge=1, le=100, description="How many snippets to return (1..100).")]
 # Described like the REST twin's fields, so both document the same modes and filters.
 Mode = Annotated[SearchModeName, Field(description=SearchRequest.model_fields["mode"].description)]
-Filters = Annotated[
-    dict[str, FilterValue] | None, Field(description=SearchRequest.model_fields["filters"].description)
-]
+Filters = Annotated[dict[str, FilterValue] | None, Field(description=SearchRequest.model_fields["filters"].description)]
 Text = Annotated[str, Field(min_length=1, max_length=10_000_000, description="The text or Markdown to ingest.")]
 Title = Annotated[str | None, Field(description="A title for the document.")]
 Metadata = Annotated[
@@ -116,13 +114,20 @@ Url = Annotated[str, Field(min_length=1, max_length=2048, description="An http(s
 Uri = Annotated[
     str,
     Field(
-        min_length=1, max_length=4096,
+        min_length=1,
+        max_length=4096,
         description="An http(s) URL, or a local file path (or file:// URI) inside the folders the server allows.",
     ),
 ]
 Question = Annotated[str, Field(min_length=1, max_length=1000, description="The question, in natural language.")]
-SessionId = Annotated[str | None, Field(description=(
-    "Continue a conversation: the session_id of an earlier answer. Follow-ups are resolved against its turns."))]
+SessionId = Annotated[
+    str | None,
+    Field(
+        description=(
+            "Continue a conversation: the session_id of an earlier answer. Follow-ups are resolved against its turns."
+        )
+    ),
+]
 AskTopK = Annotated[int, Field(ge=1, le=50, description="How many chunks to retrieve for the answer (1..50).")]
 DOCUMENT_URI = "ragmesh://{collection}/{doc_id}"
 # Progress notifications while an answer streams: one every this many pieces of text.
@@ -134,17 +139,23 @@ Confirm = Annotated[
 ]
 # A re-index's settings, described as its REST twin's body.
 _REINDEX = ReindexRequest.model_fields
-ChunkTokens = Annotated[int | None, Field(ge=CHUNK_TOKENS_MIN, le=CHUNK_TOKENS_MAX,
-                                          description=_REINDEX["chunk_tokens"].description)]
-ChunkOverlapTokens = Annotated[int | None, Field(ge=0, le=CHUNK_TOKENS_MAX // 2 - 1,
-                                                 description=_REINDEX["chunk_overlap_tokens"].description)]
-ModelName = Annotated[str | None, Field(min_length=1, max_length=63, pattern=MODEL_NAME_PATTERN,
-                                        description=_REINDEX["model"].description)]
-Tolerance = Annotated[float | None, Field(ge=0, le=1, allow_inf_nan=False,
-                                          description=_REINDEX["tolerance"].description)]
+ChunkTokens = Annotated[
+    int | None, Field(ge=CHUNK_TOKENS_MIN, le=CHUNK_TOKENS_MAX, description=_REINDEX["chunk_tokens"].description)
+]
+ChunkOverlapTokens = Annotated[
+    int | None, Field(ge=0, le=CHUNK_TOKENS_MAX // 2 - 1, description=_REINDEX["chunk_overlap_tokens"].description)
+]
+ModelName = Annotated[
+    str | None,
+    Field(min_length=1, max_length=63, pattern=MODEL_NAME_PATTERN, description=_REINDEX["model"].description),
+]
+Tolerance = Annotated[
+    float | None, Field(ge=0, le=1, allow_inf_nan=False, description=_REINDEX["tolerance"].description)
+]
 Force = Annotated[bool, Field(description=_REINDEX["force"].description)]
-RetentionSeconds = Annotated[int | None, Field(ge=0, le=MAX_RETENTION_SECONDS,
-                                               description=_REINDEX["retention_seconds"].description)]
+RetentionSeconds = Annotated[
+    int | None, Field(ge=0, le=MAX_RETENTION_SECONDS, description=_REINDEX["retention_seconds"].description)
+]
 
 
 def document_uri(collection: str, doc_id: str) -> str:
@@ -222,8 +233,9 @@ def tool_error(error: RagmeshError) -> CallToolResult:
     """An MCP tool error carrying the REST error object (same code, reason, details)."""
     body = error_object(error)
     text = f"{error.reason}: {error.message}\n{json.dumps({'error': body}, ensure_ascii=False)}"
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content={"error": body},
-                          is_error=True)
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content={"error": body}, is_error=True
+    )
 
 
 def _http_request(context: Any) -> Any:
@@ -254,8 +266,9 @@ class RagmeshMCP(MCPServer):
                 tool = self._tool_manager.get_tool(name)
                 if tool is not None and "collection" in tool.parameters.get("properties", {}):
                     named = arguments.get("collection")
-                    principal.require_collections([named if isinstance(named, str) and named
-                                                   else validation.DEFAULT_COLLECTION])
+                    principal.require_collections(
+                        [named if isinstance(named, str) and named else validation.DEFAULT_COLLECTION]
+                    )
             token = current_principal.set(principal)
             return await super().call_tool(name, arguments, context)
         except RagmeshError as exc:
@@ -275,7 +288,6 @@ class RagmeshMCP(MCPServer):
         finally:
             if token is not None:
                 current_principal.reset(token)
-
 
     async def read_resource(self, uri: Any, context: Any = None) -> Any:
         """As MCPServer's, with the caller's key current (a key limited to some collections reads only theirs)."""
@@ -339,20 +351,30 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
 
     @tool("read", annotations=read)
     async def search(
-        query: Query, collection: Collection = validation.DEFAULT_COLLECTION, top_k: TopK = 5,
-        mode: Mode = "hybrid", filters: Filters = None,
+        query: Query,
+        collection: Collection = validation.DEFAULT_COLLECTION,
+        top_k: TopK = 5,
+        mode: Mode = "hybrid",
+        filters: Filters = None,
     ) -> SearchResult:
         """Search a collection and return the best matching snippets (at most 500 characters each) with
         their doc_id and score. Call fetch_document with a doc_id to read a whole document."""
-        response = await clients().search(
-            query, collections=(collection,), top_k=top_k, mode=mode, filters=filters
-        )
+        response = await clients().search(query, collections=(collection,), top_k=top_k, mode=mode, filters=filters)
         return SearchResult(
-            query=response.query, mode=response.mode,
+            query=response.query,
+            mode=response.mode,
             results=[
-                Snippet(doc_id=hit.doc_id, chunk_id=hit.chunk_id, chunk_index=hit.chunk_index, score=hit.score,
-                        title=hit.title, collection=hit.collection, snippet=snippet(hit.text),
-                        metadata=hit.metadata, uri=document_uri(hit.collection, hit.doc_id))
+                Snippet(
+                    doc_id=hit.doc_id,
+                    chunk_id=hit.chunk_id,
+                    chunk_index=hit.chunk_index,
+                    score=hit.score,
+                    title=hit.title,
+                    collection=hit.collection,
+                    snippet=snippet(hit.text),
+                    metadata=hit.metadata,
+                    uri=document_uri(hit.collection, hit.doc_id),
+                )
                 for hit in response.results
             ],
         )
@@ -362,9 +384,16 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
         """Fetch the whole text of a document (its chunks joined in order) by its doc_id."""
         document = await clients().get_document(doc_id, collection=collection)
         return FetchedDocument(
-            doc_id=document.doc_id, collection=document.collection, title=document.title, text=document.text,
-            chunks=len(document.chunks), metadata=document.metadata, source=document.source, url=document.url,
-            filename=document.filename, mime_type=document.mime_type,
+            doc_id=document.doc_id,
+            collection=document.collection,
+            title=document.title,
+            text=document.text,
+            chunks=len(document.chunks),
+            metadata=document.metadata,
+            source=document.source,
+            url=document.url,
+            filename=document.filename,
+            mime_type=document.mime_type,
         )
 
     @tool("read", annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=True))
@@ -401,16 +430,37 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
 
     # Not read-only in MCP's sense (the scores are added to the collection's history), but it changes no
     # document: a read key has it, as its REST twin.
-    @tool("read", annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
-                                              open_world_hint=False))
+    @tool(
+        "read",
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+        ),
+    )
     async def evaluate_collection(
-        ctx: Context, collection: Collection = validation.DEFAULT_COLLECTION,
-        modes: Annotated[list[SearchModeName] | None, Field(min_length=1, max_length=5, description=(
-            "Search modes to score (hybrid, dense, sparse, semantic, keyword); default: the service's default "
-            "mode."))] = None,
-        version: Annotated[int | None, Field(ge=1, le=2**31 - 1, description=(
-            "The version of the collection to score (list_collections shows them); default: the active one. "
-            "Another version's scores are only returned, not added to the history."))] = None,
+        ctx: Context,
+        collection: Collection = validation.DEFAULT_COLLECTION,
+        modes: Annotated[
+            list[SearchModeName] | None,
+            Field(
+                min_length=1,
+                max_length=5,
+                description=(
+                    "Search modes to score (hybrid, dense, sparse, semantic, keyword); default: the service's default "
+                    "mode."
+                ),
+            ),
+        ] = None,
+        version: Annotated[
+            int | None,
+            Field(
+                ge=1,
+                le=2**31 - 1,
+                description=(
+                    "The version of the collection to score (list_collections shows them); default: the active one. "
+                    "Another version's scores are only returned, not added to the history."
+                ),
+            ),
+        ] = None,
     ) -> EvaluationsResponse:
         """Score a collection's search quality on its golden set (judged queries stored with it): nDCG@10,
         recall@10 and MRR@10 per mode, means over the golden queries. The scores are added to the collection's
@@ -422,11 +472,18 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
 
     # Not read-only in MCP's sense (the turn is kept in its session, and a chat model may be called), but it
     # changes no document: a read key (and read-only mode) has it.
-    @tool("read", annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
-                                              open_world_hint=True))
+    @tool(
+        "read",
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
+        ),
+    )
     async def ask(
-        query: Question, ctx: Context, collection: Collection = validation.DEFAULT_COLLECTION,
-        session_id: SessionId = None, top_k: AskTopK = 5,
+        query: Question,
+        ctx: Context,
+        collection: Collection = validation.DEFAULT_COLLECTION,
+        session_id: SessionId = None,
+        top_k: AskTopK = 5,
     ) -> AskResult:
         """Answer a question from the documents of a collection, citing them by number ([1]); the answer
         lists its sources (cited first) with their doc_id and resource URI. Pass the returned session_id with
@@ -434,8 +491,7 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
         pieces = 0
         answer: AskResponse | None = None
         await ctx.report_progress(0, None, "searching")
-        async for event in clients().ask_stream(query, collections=(collection,), top_k=top_k,
-                                                session_id=session_id):
+        async for event in clients().ask_stream(query, collections=(collection,), top_k=top_k, session_id=session_id):
             if isinstance(event, AskResponse):
                 answer = event
             else:
@@ -445,15 +501,32 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
         assert answer is not None
         await ctx.report_progress(pieces, pieces, f"answered from {len(answer.sources)} sources")
         return AskResult(
-            answer=answer.answer, session_id=answer.session_id, generator=answer.generator, model=answer.model,
+            answer=answer.answer,
+            session_id=answer.session_id,
+            generator=answer.generator,
+            model=answer.model,
             standalone_query=answer.standalone_query,
-            sources=[AnswerSource(number=s.number, doc_id=s.doc_id, collection=s.collection, title=s.title,
-                                  cited=s.cited, snippet=s.snippet, uri=document_uri(s.collection, s.doc_id))
-                     for s in answer.sources],
+            sources=[
+                AnswerSource(
+                    number=s.number,
+                    doc_id=s.doc_id,
+                    collection=s.collection,
+                    title=s.title,
+                    cited=s.cited,
+                    snippet=s.snippet,
+                    uri=document_uri(s.collection, s.doc_id),
+                )
+                for s in answer.sources
+            ],
         )
 
-    @server.resource(DOCUMENT_URI, name="document", title="A ragmesh document", mime_type="text/markdown",
-                     description="The whole text of a document (its chunks joined in order).")
+    @server.resource(
+        DOCUMENT_URI,
+        name="document",
+        title="A ragmesh document",
+        mime_type="text/markdown",
+        description="The whole text of a document (its chunks joined in order).",
+    )
     async def read_document(collection: str, doc_id: str) -> str:
         try:
             principal = current_principal.get()
@@ -464,8 +537,9 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
             # A request for what does not exist or may not be read is "invalid params" (SEP-2164); the data
             # carries the REST error object.
             code = INTERNAL_ERROR if http_status(exc) >= 500 else INVALID_PARAMS
-            raise MCPError(code=code, message=f"{exc.reason}: {exc.message}", data={"error": error_object(exc)}) \
-                from None
+            raise MCPError(
+                code=code, message=f"{exc.reason}: {exc.message}", data={"error": error_object(exc)}
+            ) from None
         return document.text
 
     @server.prompt(name="search_then_fetch", title="Research a question in ragmesh")
@@ -486,41 +560,72 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
             "(`ask` answers in one call with a chat model the server configured, if you prefer.)"
         )
 
-    @tool("write", annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
-                                               open_world_hint=False))
+    @tool(
+        "write",
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+        ),
+    )
     async def ingest_text(
-        text: Text, ctx: Context, collection: Collection = validation.DEFAULT_COLLECTION, title: Title = None,
+        text: Text,
+        ctx: Context,
+        collection: Collection = validation.DEFAULT_COLLECTION,
+        title: Title = None,
         metadata: Metadata = None,
-        doc_id: Annotated[str | None, Field(description="Document id; derived from the text when omitted. "
-                                                        "Re-using an id replaces that document.")] = None,
+        doc_id: Annotated[
+            str | None,
+            Field(
+                description="Document id; derived from the text when omitted. Re-using an id replaces that document."
+            ),
+        ] = None,
     ) -> IngestResult:
         """Store a text or Markdown document so search can find it: it is chunked, embedded and indexed.
         Ingesting the same content again changes nothing (status "unchanged")."""
         await ctx.report_progress(0, 1, "chunking and embedding")
-        result = await with_backpressure(ctx, lambda: clients().ingest_text(
-            text, collection=collection, doc_id=doc_id, title=title, metadata=metadata
-        ), what="ingest_text")
+        result = await with_backpressure(
+            ctx,
+            lambda: clients().ingest_text(text, collection=collection, doc_id=doc_id, title=title, metadata=metadata),
+            what="ingest_text",
+        )
         await ctx.report_progress(1, 1, f"{result.status}: {result.chunks} chunks")
         return result
 
-    @tool("write", annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
-                                               open_world_hint=True))
+    @tool(
+        "write",
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=True
+        ),
+    )
     async def ingest_url(
         url: Url, ctx: Context, collection: Collection = validation.DEFAULT_COLLECTION
     ) -> IngestResult:
         """Fetch a web page or file from an http(s) URL, convert it to Markdown and store it for search."""
         await ctx.report_progress(0, 1, "fetching, converting, chunking and embedding")
-        result = await with_backpressure(ctx, lambda: clients().ingest_url(url, collection=collection),
-                                         what="ingest_url")
+        result = await with_backpressure(
+            ctx, lambda: clients().ingest_url(url, collection=collection), what="ingest_url"
+        )
         await ctx.report_progress(1, 1, f"{result.status}: {result.chunks} chunks")
         return result
 
-    @tool("write", annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
-                                               open_world_hint=False))
+    @tool(
+        "write",
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+        ),
+    )
     async def ingest_folder(
-        folder: Annotated[str, Field(min_length=1, max_length=4096, description=(
-            "A folder on the server's indexer, under RAGMESH_INDEXER_ROOTS (e.g. a repository or a share)."))],
-        ctx: Context, collection: Collection = validation.DEFAULT_COLLECTION,
+        folder: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=4096,
+                description=(
+                    "A folder on the server's indexer, under RAGMESH_INDEXER_ROOTS (e.g. a repository or a share)."
+                ),
+            ),
+        ],
+        ctx: Context,
+        collection: Collection = validation.DEFAULT_COLLECTION,
         prune: Annotated[bool, Field(description="Delete documents whose files are gone from the folder.")] = False,
         wait: Wait = True,
     ) -> Job:
@@ -530,42 +635,71 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
         job = await clients().create_job(collection=collection, folder=folder, prune=prune)
         return await _follow(clients(), job, ctx) if wait else job
 
-    @tool("write", annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
-                                               open_world_hint=True))
+    @tool(
+        "write",
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=True
+        ),
+    )
     async def ingest_urls(
         urls: Annotated[list[str], Field(min_length=1, max_length=10_000, description="http(s) URLs.")],
-        ctx: Context, collection: Collection = validation.DEFAULT_COLLECTION, wait: Wait = True,
+        ctx: Context,
+        collection: Collection = validation.DEFAULT_COLLECTION,
+        wait: Wait = True,
     ) -> Job:
         """Fetch, convert and index many URLs as one job; a URL that fails does not stop the others. Reports
         progress while it waits; with wait=false returns at once (then call get_job)."""
         job = await clients().create_job(collection=collection, urls=urls)
         return await _follow(clients(), job, ctx) if wait else job
 
-    @tool("write", annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
-                                               open_world_hint=False))
+    @tool(
+        "write",
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+        ),
+    )
     async def delete_document(
         doc_id: DocId, collection: Collection = validation.DEFAULT_COLLECTION
     ) -> DeleteDocumentResponse:
         """Delete a document (all of its chunks) from a collection."""
         return DeleteDocumentResponse(deleted=await clients().delete_document(doc_id, collection=collection))
 
-    @tool("admin", annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
-                                               open_world_hint=False))
+    @tool(
+        "admin",
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+        ),
+    )
     async def delete_collection(collection: Collection, confirm: Confirm = False) -> DeleteCollectionResponse:
         """Delete a collection and every document in it. Refuses (CONFIRMATION_REQUIRED) unless confirm is
         true: ask the user before setting it."""
         deleted = await clients().delete_collection(collection, confirm=confirm)
         return DeleteCollectionResponse(name=collection, deleted=deleted)
 
-    @tool("admin", annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
-                                               open_world_hint=False))
+    @tool(
+        "admin",
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+        ),
+    )
     async def reindex_collection(
-        collection: Collection, ctx: Context, chunk_tokens: ChunkTokens = None,
-        chunk_overlap_tokens: ChunkOverlapTokens = None, model: ModelName = None, tolerance: Tolerance = None,
-        force: Force = False, retention_seconds: RetentionSeconds = None,
-        wait: Annotated[bool, Field(description=(
-            "Wait for the re-index to finish, reporting progress (else return the queued job at once; then call "
-            "get_job with its job_id)."))] = False,
+        collection: Collection,
+        ctx: Context,
+        chunk_tokens: ChunkTokens = None,
+        chunk_overlap_tokens: ChunkOverlapTokens = None,
+        model: ModelName = None,
+        tolerance: Tolerance = None,
+        force: Force = False,
+        retention_seconds: RetentionSeconds = None,
+        wait: Annotated[
+            bool,
+            Field(
+                description=(
+                    "Wait for the re-index to finish, reporting progress (else return the queued job at once; "
+                    "then call get_job with its job_id)."
+                )
+            ),
+        ] = False,
     ) -> Job:
         """Rebuild a collection as a new version with another chunking and/or embedding model, from the text it
         stores, as a job; searches keep using the current version meanwhile. When it is built, both versions
@@ -574,12 +708,22 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
         both scores. Returns the job (follow it with get_job, or pass wait=true); the replaced version is kept
         for rollback_collection."""
         job = await clients().reindex_collection(
-            collection, chunk_tokens=chunk_tokens, chunk_overlap_tokens=chunk_overlap_tokens, model=model,
-            tolerance=tolerance, force=force, retention_seconds=retention_seconds)
+            collection,
+            chunk_tokens=chunk_tokens,
+            chunk_overlap_tokens=chunk_overlap_tokens,
+            model=model,
+            tolerance=tolerance,
+            force=force,
+            retention_seconds=retention_seconds,
+        )
         return await _follow(clients(), job, ctx) if wait else job
 
-    @tool("admin", annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
-                                               open_world_hint=False))
+    @tool(
+        "admin",
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+        ),
+    )
     async def rollback_collection(collection: Collection) -> RollbackResponse:
         """Switch a collection back to the version it used before its last re-index (while that version is
         kept); the version it replaces is kept in turn, so calling it again undoes the rollback."""
@@ -598,9 +742,11 @@ async def _follow(mesh: MeshClients, job: Job, ctx: Context) -> Job:
     while True:
         handled = job.indexed + job.unchanged + job.failed
         if handled != reported:
-            await ctx.report_progress(handled, max(job.total, 1),
-                                      f"{job.state}: {job.indexed} indexed, {job.unchanged} unchanged, "
-                                      f"{job.failed} failed of {job.total}")
+            await ctx.report_progress(
+                handled,
+                max(job.total, 1),
+                f"{job.state}: {job.indexed} indexed, {job.unchanged} unchanged, {job.failed} failed of {job.total}",
+            )
             reported = handled
         if job.state in ("done", "failed", "cancelled", "rejected"):
             return job
@@ -662,8 +808,9 @@ class ApiKeyGuard:
         await self.apps[max(usable, key=SCOPES.index)](scope, receive, send)
 
 
-def http_endpoint(servers: Mapping[Scope, RagmeshMCP] | RagmeshMCP, settings: GatewaySettings,
-                  rate_limiter: RateLimiter | None = None) -> ASGIApp:
+def http_endpoint(
+    servers: Mapping[Scope, RagmeshMCP] | RagmeshMCP, settings: GatewaySettings, rate_limiter: RateLimiter | None = None
+) -> ASGIApp:
     """The streamable-HTTP ASGI app for /mcp behind the API-key check. Run each server's
     `session_manager.run()` for as long as it serves (the gateway's lifespan does)."""
     if isinstance(servers, RagmeshMCP):
@@ -684,8 +831,10 @@ async def serve_stdio(settings: GatewaySettings) -> None:
     """Serve the tools over stdin/stdout against a running mesh (RAGMESH_*_ADDR); logs go to stderr."""
     log_to_stderr()
     clients = MeshClients(settings)
-    log.info("serving MCP over stdio", extra={"read_only": settings.mcp_read_only, "search": settings.search_addr,
-                                               "indexer": settings.indexer_addr})
+    log.info(
+        "serving MCP over stdio",
+        extra={"read_only": settings.mcp_read_only, "search": settings.search_addr, "indexer": settings.indexer_addr},
+    )
     try:
         await build_mcp(settings, lambda: clients).run_stdio_async()
     finally:

@@ -18,11 +18,15 @@ class HttpMetrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.latency = Histogram(
-            "ragmesh_http_server_request_duration_seconds", "Time to answer an HTTP request, by route and status.",
-            ["method", "route", "status_code"], registry=registry, buckets=LATENCY_BUCKETS,
+            "ragmesh_http_server_request_duration_seconds",
+            "Time to answer an HTTP request, by route and status.",
+            ["method", "route", "status_code"],
+            registry=registry,
+            buckets=LATENCY_BUCKETS,
         )
-        self.in_flight = Gauge("ragmesh_http_server_in_flight_requests", "HTTP requests being answered now.",
-                               ["method"], registry=registry)
+        self.in_flight = Gauge(
+            "ragmesh_http_server_in_flight_requests", "HTTP requests being answered now.", ["method"], registry=registry
+        )
 
 
 class HttpMetricsMiddleware:

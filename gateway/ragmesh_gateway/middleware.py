@@ -39,8 +39,9 @@ class RequestContextMiddleware:
         try:
             await self.app(scope, receive, send_with_id)
         except Exception:
-            log.exception("unhandled error in %s %s", scope.get("method"), scope.get("path"),
-                          extra={"request_id": request_id})
+            log.exception(
+                "unhandled error in %s %s", scope.get("method"), scope.get("path"), extra={"request_id": request_id}
+            )
             if started:
                 raise
             await error_response(internal_error())(scope, receive, send_with_id)

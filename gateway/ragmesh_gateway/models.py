@@ -34,37 +34,65 @@ def _scalar_or_list(value: Any) -> Any:
 # One clear error per bad value (a plain union would report one error per member type).
 MetadataValue = Annotated[Any, AfterValidator(_scalar), WithJsonSchema(_SCALAR_SCHEMA)]
 # Keys follow the shared rule; the schema states it, the shared check enforces it (METADATA_INVALID).
-MetadataDict = Annotated[dict[str, MetadataValue], WithJsonSchema({
-    "type": "object", "patternProperties": {validation.METADATA_KEY_RE.pattern: _SCALAR_SCHEMA},
-    "additionalProperties": False,
-})]
+MetadataDict = Annotated[
+    dict[str, MetadataValue],
+    WithJsonSchema(
+        {
+            "type": "object",
+            "patternProperties": {validation.METADATA_KEY_RE.pattern: _SCALAR_SCHEMA},
+            "additionalProperties": False,
+        }
+    ),
+]
 _FILTER_VALUE_SCHEMA = {"anyOf": [*_SCALAR_SCHEMA["anyOf"], {"type": "array", "items": _SCALAR_SCHEMA, "minItems": 1}]}
 FilterValue = Annotated[Any, AfterValidator(_scalar_or_list), WithJsonSchema(_FILTER_VALUE_SCHEMA)]
 # Chunk fields take strings; metadata keys any scalar; a list matches any of its values (the search service's
 # FILTER_INVALID enforces it).
-Filters = Annotated[dict[str, FilterValue], WithJsonSchema({
-    "type": "object",
-    "properties": {name: {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]}
-                   for name in validation.CHUNK_FILTER_FIELDS},
-    "patternProperties": {validation.METADATA_KEY_RE.pattern: _FILTER_VALUE_SCHEMA},
-    "additionalProperties": False,
-})]
+Filters = Annotated[
+    dict[str, FilterValue],
+    WithJsonSchema(
+        {
+            "type": "object",
+            "properties": {
+                name: {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]}
+                for name in validation.CHUNK_FILTER_FIELDS
+            },
+            "patternProperties": {validation.METADATA_KEY_RE.pattern: _FILTER_VALUE_SCHEMA},
+            "additionalProperties": False,
+        }
+    ),
+]
 
 
 # The schema states the rules exactly; the client layer checks them with the shared rules (ragmesh_common.validation),
 # so a violation gets the same specific reason (COLLECTION_NAME_INVALID, DOCUMENT_ID_INVALID) as from a service,
 # with the field's full path.
-CollectionName = Annotated[str, WithJsonSchema({
-    "type": "string", "pattern": validation.COLLECTION_NAME_RE.pattern, "minLength": 1, "maxLength": 63})]
-DocId = Annotated[str, WithJsonSchema({
-    "type": "string", "pattern": validation.DOC_ID_PATTERN, "minLength": 1, "maxLength": validation.DOC_ID_MAX_CHARS})]
+CollectionName = Annotated[
+    str,
+    WithJsonSchema(
+        {"type": "string", "pattern": validation.COLLECTION_NAME_RE.pattern, "minLength": 1, "maxLength": 63}
+    ),
+]
+DocId = Annotated[
+    str,
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": validation.DOC_ID_PATTERN,
+            "minLength": 1,
+            "maxLength": validation.DOC_ID_MAX_CHARS,
+        }
+    ),
+]
 # http(s) URLs with a host; the converter decides what it may fetch (SSRF rules) and what it can read.
 _HOST = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _PORT = r"(?::(?:[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?"
 HTTP_URL_PATTERN = rf"^[Hh][Tt][Tt][Pp][Ss]?://(?:{_HOST}|\[[0-9A-Fa-f:.]+\]){_PORT}(?:[/?#][!-~]*)?$"
-HttpUrl = Annotated[str, Field(min_length=1, max_length=2048, pattern=HTTP_URL_PATTERN, description="An http(s) URL."),
-                    WithJsonSchema({"type": "string", "format": "uri", "pattern": HTTP_URL_PATTERN, "minLength": 1,
-                                    "maxLength": 2048})]
+HttpUrl = Annotated[
+    str,
+    Field(min_length=1, max_length=2048, pattern=HTTP_URL_PATTERN, description="An http(s) URL."),
+    WithJsonSchema({"type": "string", "format": "uri", "pattern": HTTP_URL_PATTERN, "minLength": 1, "maxLength": 2048}),
+]
 # JSON Schema's integer includes 226.0 (a number with no fraction); strict mode alone would refuse it.
 WholeNumber = Annotated[int, BeforeValidator(lambda v: int(v) if isinstance(v, float) and v.is_integer() else v)]
 SearchModeName = Literal["hybrid", "dense", "sparse", "semantic", "keyword"]
@@ -85,8 +113,12 @@ class IngestTextRequest(BaseModel):
 
     model_config = _Strict
 
-    text: str = Field(min_length=1, max_length=_TEXT_MAX_CHARS, description="Plain text or Markdown (not blank).",
-                      json_schema_extra={"pattern": validation.NOT_BLANK_PATTERN})
+    text: str = Field(
+        min_length=1,
+        max_length=_TEXT_MAX_CHARS,
+        description="Plain text or Markdown (not blank).",
+        json_schema_extra={"pattern": validation.NOT_BLANK_PATTERN},
+    )
     collection: CollectionName = Field("default", description="Target collection, ^[a-z0-9][a-z0-9_-]{0,62}$.")
     doc_id: DocId | None = Field(None, description="Document id; derived from the content's hash when omitted.")
     title: str | None = Field(None, description="Document title.")
@@ -141,19 +173,24 @@ def blank_is_omitted(schema: dict, description: str | None = None) -> dict:
     outer = {key: schema[key] for key in ("title", "default") if key in schema}
     inner = {key: value for key, value in schema.items() if key not in ("title", "default", "description")}
     text = description or schema.get("description", "")
-    return {**outer, "anyOf": [inner, {"type": "string", "maxLength": 0}],
-            "description": f"{text} An empty value is the same as leaving it out.".strip()}
+    return {
+        **outer,
+        "anyOf": [inner, {"type": "string", "maxLength": 0}],
+        "description": f"{text} An empty value is the same as leaving it out.".strip(),
+    }
 
 
 class _OverCollections(BaseModel):
     """A request over one collection (`collection`) or several (`collections`), never both."""
 
-    model_config = ConfigDict(extra="forbid", strict=True,
-                              json_schema_extra={"not": {"required": ["collection", "collections"]}})
+    model_config = ConfigDict(
+        extra="forbid", strict=True, json_schema_extra={"not": {"required": ["collection", "collections"]}}
+    )
 
     collection: CollectionName | None = Field(None, description='One collection (default "default").')
-    collections: list[CollectionName] | None = Field(None, min_length=1, max_length=32,
-                                                     description="Several collections.")
+    collections: list[CollectionName] | None = Field(
+        None, min_length=1, max_length=32, description="Several collections."
+    )
 
     @model_validator(mode="after")
     def _one_way_to_name_collections(self) -> _OverCollections:
@@ -170,20 +207,35 @@ class _OverCollections(BaseModel):
 class SearchRequest(_OverCollections):
     """A query over one collection (`collection`) or several (`collections`, searched in parallel)."""
 
-    query: str = Field(min_length=1, max_length=_QUERY_MAX_CHARS, description="The query text (not blank).",
-                       json_schema_extra={"pattern": validation.NOT_BLANK_PATTERN})
+    query: str = Field(
+        min_length=1,
+        max_length=_QUERY_MAX_CHARS,
+        description="The query text (not blank).",
+        json_schema_extra={"pattern": validation.NOT_BLANK_PATTERN},
+    )
     top_k: WholeNumber = Field(5, ge=1, le=100, description="How many results, 1..100.")
-    mode: SearchModeName = Field("hybrid", description=(
-        "hybrid (dense + BM25, fused), dense, sparse, or the weighted-RRF presets semantic (dense-heavy) and "
-        "keyword (BM25-heavy)."))
-    fusion: FusionName | None = Field(None, description=(
-        "How hybrid fuses dense and BM25 candidates: adaptive (per-query weights from each list's best match, "
-        "with dense pseudo-relevance feedback), relative_score (min-max normalised scores, 0.75 dense + 0.25 "
-        "BM25), rrf (reciprocal rank fusion) or dbsf (distribution-based score fusion); default: the "
-        "collection's, else the search service's (adaptive)."))
-    rrf_k: Annotated[WholeNumber, Field(ge=1, le=10_000), WithJsonSchema({"type": "integer", "minimum": 1,
-                                                                          "maximum": 10_000})] | None = Field(
-        None, description="The k of reciprocal rank fusion (default 60).")
+    mode: SearchModeName = Field(
+        "hybrid",
+        description=(
+            "hybrid (dense + BM25, fused), dense, sparse, or the weighted-RRF presets semantic (dense-heavy) and "
+            "keyword (BM25-heavy)."
+        ),
+    )
+    fusion: FusionName | None = Field(
+        None,
+        description=(
+            "How hybrid fuses dense and BM25 candidates: adaptive (per-query weights from each list's best match, "
+            "with dense pseudo-relevance feedback), relative_score (min-max normalised scores, 0.75 dense + 0.25 "
+            "BM25), rrf (reciprocal rank fusion) or dbsf (distribution-based score fusion); default: the "
+            "collection's, else the search service's (adaptive)."
+        ),
+    )
+    rrf_k: (
+        Annotated[
+            WholeNumber, Field(ge=1, le=10_000), WithJsonSchema({"type": "integer", "minimum": 1, "maximum": 10_000})
+        ]
+        | None
+    ) = Field(None, description="The k of reciprocal rank fusion (default 60).")
     filters: Filters = Field(
         default_factory=dict, description="Exact matches: field or metadata key -> value or list of values (any)."
     )
@@ -290,9 +342,13 @@ class SearchResponse(BaseModel):
     fusion: FusionName | None = Field(None, description="The fusion hybrid search used (null for dense, sparse).")
     results: list[SearchHit]
     took_ms: float = Field(0.0, description="Time spent in the gateway and behind it, in milliseconds.")
-    versions: dict[str, int] = Field(default_factory=dict, description=(
-        "The version of each collection searched that answered: collection -> version (every result of a "
-        "collection comes from that one version)."))
+    versions: dict[str, int] = Field(
+        default_factory=dict,
+        description=(
+            "The version of each collection searched that answered: collection -> version (every result of a "
+            "collection comes from that one version)."
+        ),
+    )
 
 
 class Chunk(BaseModel):
@@ -330,14 +386,20 @@ class CollectionVersion(BaseModel):
     """One version of a collection: its own index, built with its own embedding model and chunking."""
 
     version: int = Field(description="The version number, from 1.")
-    state: VersionStateName = Field(description=(
-        "active (searched), building (a re-index job writes it) or previous (kept for a rollback)."))
-    settings: IndexSettings | None = Field(None, description=(
-        "What it was built with; null for a version 1 made before versions were recorded (the indexer's "
-        "configured settings)."))
+    state: VersionStateName = Field(
+        description=("active (searched), building (a re-index job writes it) or previous (kept for a rollback).")
+    )
+    settings: IndexSettings | None = Field(
+        None,
+        description=(
+            "What it was built with; null for a version 1 made before versions were recorded (the indexer's "
+            "configured settings)."
+        ),
+    )
     created_at: str = Field("", description="When it was created (ISO 8601, UTC).")
-    retained_until: str = Field("", description=(
-        "Until when a previous version is kept for a rollback (ISO 8601, UTC); empty for the others."))
+    retained_until: str = Field(
+        "", description=("Until when a previous version is kept for a rollback (ISO 8601, UTC); empty for the others.")
+    )
     job_id: str = Field("", description="The re-index job that built it; empty for version 1.")
     documents: int = Field(description="Its documents.")
     chunks: int = Field(description="Its chunks.")
@@ -348,8 +410,10 @@ class CollectionInfo(BaseModel):
     documents: int = Field(description="Documents in its active version.")
     chunks: int = Field(description="Chunks in its active version.")
     version: int = Field(1, description="The version searches and ingests use (1 until it is first re-indexed).")
-    versions: list[CollectionVersion] = Field(default_factory=list, description=(
-        "Every version it keeps: the active one, one being built, the one it replaced."))
+    versions: list[CollectionVersion] = Field(
+        default_factory=list,
+        description=("Every version it keeps: the active one, one being built, the one it replaced."),
+    )
 
 
 class CollectionsResponse(BaseModel):
@@ -376,12 +440,19 @@ JobStateName = Literal["queued", "running", "done", "failed", "cancelled", "reje
 
 # A job's source: exactly one of these, stated in the schema (each alternative requires its own field as a
 # non-null value, so a body naming two of them, or none, matches no alternative or two).
-_ONE_SOURCE = {"oneOf": [{"required": [name], "properties": {name: {"type": kind}}}
-                         for name, kind in (("urls", "array"), ("documents", "array"), ("folder", "string"))]}
+_ONE_SOURCE = {
+    "oneOf": [
+        {"required": [name], "properties": {name: {"type": kind}}}
+        for name, kind in (("urls", "array"), ("documents", "array"), ("folder", "string"))
+    ]
+}
 JOB_ID_PATTERN = r"^[0-9a-f]{32}$"
 _MAX_FRESH_FOR_SECONDS = 100 * 365 * 24 * 3600  # the indexer's limit (100 years)
-JobId = Annotated[str, Field(pattern=JOB_ID_PATTERN, description="A job's id (32 hex digits)."),
-                  WithJsonSchema({"type": "string", "pattern": JOB_ID_PATTERN})]
+JobId = Annotated[
+    str,
+    Field(pattern=JOB_ID_PATTERN, description="A job's id (32 hex digits)."),
+    WithJsonSchema({"type": "string", "pattern": JOB_ID_PATTERN}),
+]
 
 
 class CreateJobRequest(BaseModel):
@@ -391,16 +462,28 @@ class CreateJobRequest(BaseModel):
 
     collection: CollectionName = Field("default", description="Target collection, ^[a-z0-9][a-z0-9_-]{0,62}$.")
     urls: list[HttpUrl] | None = Field(None, min_length=1, max_length=10_000, description="http(s) URLs to ingest.")
-    documents: list[BatchDocument] | None = Field(None, min_length=1, max_length=10_000,
-                                                  description="Texts to ingest.")
-    folder: str | None = Field(None, min_length=1, max_length=4096, description=(
-        "A folder on the indexer's machine, under RAGMESH_INDEXER_ROOTS; .gitignore/.ragmeshignore and the "
-        "default skips apply, secrets are never read."))
+    documents: list[BatchDocument] | None = Field(None, min_length=1, max_length=10_000, description="Texts to ingest.")
+    folder: str | None = Field(
+        None,
+        min_length=1,
+        max_length=4096,
+        description=(
+            "A folder on the indexer's machine, under RAGMESH_INDEXER_ROOTS; .gitignore/.ragmeshignore and the "
+            "default skips apply, secrets are never read."
+        ),
+    )
     prune: bool = Field(False, description="Folder: delete documents whose files are gone from the folder.")
-    fresh_for_seconds: Annotated[WholeNumber, Field(ge=0, le=_MAX_FRESH_FOR_SECONDS), WithJsonSchema(
-        {"type": "integer", "minimum": 0, "maximum": _MAX_FRESH_FOR_SECONDS})] = Field(0, description=(
-        "Folder or URLs: how long the documents stay fresh (then `sync` re-runs the datasource and they can "
-        "be pruned as expired); 0: forever."))
+    fresh_for_seconds: Annotated[
+        WholeNumber,
+        Field(ge=0, le=_MAX_FRESH_FOR_SECONDS),
+        WithJsonSchema({"type": "integer", "minimum": 0, "maximum": _MAX_FRESH_FOR_SECONDS}),
+    ] = Field(
+        0,
+        description=(
+            "Folder or URLs: how long the documents stay fresh (then `sync` re-runs the datasource and they can "
+            "be pruned as expired); 0: forever."
+        ),
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> CreateJobRequest:
@@ -445,9 +528,12 @@ class Job(BaseModel):
     datasource_id: str = ""
     prune: bool = False
     error: str = ""
-    reindex: ReindexInfo | None = Field(None, description=(
-        'For a re-index (kind "reindex"): the versions, the new settings and the gate\'s decision with both '
-        "scores."))
+    reindex: ReindexInfo | None = Field(
+        None,
+        description=(
+            'For a re-index (kind "reindex"): the versions, the new settings and the gate\'s decision with both scores.'
+        ),
+    )
 
 
 class JobAccepted(BaseModel):
@@ -509,27 +595,41 @@ _ASK_MAX_TOP_K = 50
 
 SESSION_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"  # the answer service's rule
 # Stated in the schema; checked by the answer service, so a bad one gets its own reason (SESSION_ID_INVALID).
-SessionId = Annotated[str, WithJsonSchema({"type": "string", "pattern": SESSION_ID_PATTERN,
-                                           "description": "A conversation's id."})]
+SessionId = Annotated[
+    str, WithJsonSchema({"type": "string", "pattern": SESSION_ID_PATTERN, "description": "A conversation's id."})
+]
 
 
 class AskRequest(_OverCollections):
     """A question over one collection (`collection`) or several (`collections`)."""
 
-    query: str = Field(min_length=1, max_length=_ASK_MAX_CHARS, description="The question, 1..1000 characters.",
-                       json_schema_extra={"pattern": validation.NOT_BLANK_PATTERN})
-    top_k: WholeNumber = Field(5, ge=1, le=_ASK_MAX_TOP_K,
-                               description="How many chunks to retrieve for the context, 1..50.")
+    query: str = Field(
+        min_length=1,
+        max_length=_ASK_MAX_CHARS,
+        description="The question, 1..1000 characters.",
+        json_schema_extra={"pattern": validation.NOT_BLANK_PATTERN},
+    )
+    top_k: WholeNumber = Field(
+        5, ge=1, le=_ASK_MAX_TOP_K, description="How many chunks to retrieve for the context, 1..50."
+    )
     filters: Filters = Field(
         default_factory=dict, description="Exact matches on chunk fields or metadata, as in /api/v1/search."
     )
-    session_id: SessionId | None = Field(None, description=(
-        "Continue a conversation: a follow-up is rewritten with its earlier turns before retrieval. Omitted: a "
-        "new conversation, whose id the answer carries. 1-128 characters A-Z a-z 0-9 _ . : -"))
-    stream: bool = Field(False, description=(
-        "Stream Server-Sent Events (as does `Accept: text/event-stream`): `token` events {\"text\"} as the "
-        "answer is written, then one `done` event with the whole response; a failure after the stream started "
-        "is an `error` event with the error body."))
+    session_id: SessionId | None = Field(
+        None,
+        description=(
+            "Continue a conversation: a follow-up is rewritten with its earlier turns before retrieval. Omitted: a "
+            "new conversation, whose id the answer carries. 1-128 characters A-Z a-z 0-9 _ . : -"
+        ),
+    )
+    stream: bool = Field(
+        False,
+        description=(
+            'Stream Server-Sent Events (as does `Accept: text/event-stream`): `token` events {"text"} as the '
+            "answer is written, then one `done` event with the whole response; a failure after the stream started "
+            "is an `error` event with the error body."
+        ),
+    )
 
 
 class AskSource(BaseModel):
@@ -572,9 +672,12 @@ class AskResponse(BaseModel):
     sources: list[AskSource]
     matched_chunks: list[MatchedChunk] = Field(description="The retrieved chunks, best first.")
     session_id: str = Field(description="The conversation's id: send it with a follow-up question.")
-    generator: Literal["model", "extractive"] = Field(description=(
-        "model: a chat model wrote the answer; extractive: no chat model is configured, the answer is the "
-        "retrieved sentences closest to the question, each cited."))
+    generator: Literal["model", "extractive"] = Field(
+        description=(
+            "model: a chat model wrote the answer; extractive: no chat model is configured, the answer is the "
+            "retrieved sentences closest to the question, each cited."
+        )
+    )
     model: str = Field("", description="The chat model's name (empty when extractive).")
     standalone_query: str = Field(description="The question as it was searched (a follow-up rewritten).")
     usage: AnswerUsage
@@ -607,15 +710,26 @@ class DeleteSessionResponse(BaseModel):
 # --- golden sets and evaluations ----------------------------------------------------------------------------
 _GRADE_SCHEMA = {"type": "integer", "minimum": 0, "maximum": validation.GOLDEN_MAX_GRADE}
 # doc_id -> grade; at least one grade above 0 (not every value 0). The search service enforces it (GOLDEN_*).
-Judgments = Annotated[dict[str, WholeNumber], WithJsonSchema({
-    "type": "object", "minProperties": 1, "maxProperties": validation.GOLDEN_MAX_JUDGMENTS_PER_QUERY,
-    "propertyNames": {"pattern": validation.DOC_ID_PATTERN, "minLength": 1, "maxLength": validation.DOC_ID_MAX_CHARS},
-    "additionalProperties": _GRADE_SCHEMA,
-    "not": {"additionalProperties": {"const": 0}},
-    "description": f"The judged documents: doc_id -> graded relevance, 0..{validation.GOLDEN_MAX_GRADE} (0: judged "
-                   "not relevant); at least one above 0, and each document graded above 0 must be in the "
-                   "collection.",
-})]
+Judgments = Annotated[
+    dict[str, WholeNumber],
+    WithJsonSchema(
+        {
+            "type": "object",
+            "minProperties": 1,
+            "maxProperties": validation.GOLDEN_MAX_JUDGMENTS_PER_QUERY,
+            "propertyNames": {
+                "pattern": validation.DOC_ID_PATTERN,
+                "minLength": 1,
+                "maxLength": validation.DOC_ID_MAX_CHARS,
+            },
+            "additionalProperties": _GRADE_SCHEMA,
+            "not": {"additionalProperties": {"const": 0}},
+            "description": f"The judged documents: doc_id -> graded relevance, 0..{validation.GOLDEN_MAX_GRADE} "
+            "(0: judged not relevant); at least one above 0, and each document graded above 0 must be in the "
+            "collection.",
+        }
+    ),
+]
 
 
 class GoldenQuery(BaseModel):
@@ -623,11 +737,18 @@ class GoldenQuery(BaseModel):
 
     model_config = _Strict
 
-    query_id: str = Field(min_length=1, max_length=validation.GOLDEN_QUERY_ID_MAX_CHARS,
-                          description="The query's id, unique in the set (a BEIR query id).",
-                          json_schema_extra={"pattern": validation.NOT_BLANK_PATTERN})
-    text: str = Field(min_length=1, max_length=_QUERY_MAX_CHARS, description="The query text (not blank).",
-                      json_schema_extra={"pattern": validation.NOT_BLANK_PATTERN})
+    query_id: str = Field(
+        min_length=1,
+        max_length=validation.GOLDEN_QUERY_ID_MAX_CHARS,
+        description="The query's id, unique in the set (a BEIR query id).",
+        json_schema_extra={"pattern": validation.NOT_BLANK_PATTERN},
+    )
+    text: str = Field(
+        min_length=1,
+        max_length=_QUERY_MAX_CHARS,
+        description="The query text (not blank).",
+        json_schema_extra={"pattern": validation.NOT_BLANK_PATTERN},
+    )
     relevant: Judgments
 
 
@@ -637,9 +758,12 @@ class GoldenSetRequest(BaseModel):
     model_config = _Strict
 
     queries: list[GoldenQuery] = Field(
-        min_length=1, max_length=validation.GOLDEN_MAX_QUERIES, json_schema_extra={"uniqueItems": True},
+        min_length=1,
+        max_length=validation.GOLDEN_MAX_QUERIES,
+        json_schema_extra={"uniqueItems": True},
         description=f"1..{validation.GOLDEN_MAX_QUERIES} queries with distinct query_id, at most "
-                    f"{validation.GOLDEN_MAX_JUDGMENTS} judgments in all.")
+        f"{validation.GOLDEN_MAX_JUDGMENTS} judgments in all.",
+    )
 
 
 class GoldenSetSummary(BaseModel):
@@ -674,14 +798,28 @@ class EvaluateRequest(BaseModel):
 
     model_config = _Strict
 
-    modes: list[SearchModeName] | None = Field(None, min_length=1, max_length=5,
-                                               json_schema_extra={"uniqueItems": True},
-                                               description="Modes to score, each once.")
-    version: Annotated[WholeNumber, Field(ge=1, le=_MAX_VERSION), WithJsonSchema(
-        {"type": "integer", "minimum": 1, "maximum": _MAX_VERSION})] | None = Field(None, description=(
-        "The version to score (GET /api/v1/collections lists them); default: the active one. Scoring another "
-        "version (one a re-index is building, or the one kept for a rollback) adds nothing to the history or the "
-        "exported metrics; 404 VERSION_NOT_FOUND for a version the collection does not keep."))
+    modes: list[SearchModeName] | None = Field(
+        None,
+        min_length=1,
+        max_length=5,
+        json_schema_extra={"uniqueItems": True},
+        description="Modes to score, each once.",
+    )
+    version: (
+        Annotated[
+            WholeNumber,
+            Field(ge=1, le=_MAX_VERSION),
+            WithJsonSchema({"type": "integer", "minimum": 1, "maximum": _MAX_VERSION}),
+        ]
+        | None
+    ) = Field(
+        None,
+        description=(
+            "The version to score (GET /api/v1/collections lists them); default: the active one. Scoring another "
+            "version (one a re-index is building, or the one kept for a rollback) adds nothing to the history or the "
+            "exported metrics; 404 VERSION_NOT_FOUND for a version the collection does not keep."
+        ),
+    )
 
     @model_validator(mode="after")
     def _each_mode_once(self) -> EvaluateRequest:
@@ -727,8 +865,10 @@ class IndexSettings(BaseModel):
     sparse_model_id: str = Field("", description="The sparse (BM25) model's id.")
     chunk_tokens: int = Field(0, description="Largest chunk, in model tokens.")
     chunk_overlap_tokens: int = Field(0, description="Tokens shared by consecutive chunks.")
-    chunker_fingerprint: str = Field("", description=(
-        "A fingerprint of everything that decides chunk boundaries (chunker version, sizes, tokenizer)."))
+    chunker_fingerprint: str = Field(
+        "",
+        description=("A fingerprint of everything that decides chunk boundaries (chunker version, sizes, tokenizer)."),
+    )
 
 
 ReindexDecision = Literal["switched", "rejected", "forced", "no_golden_set"]
@@ -743,12 +883,17 @@ class ReindexInfo(BaseModel):
     tolerance: float = Field(description="How much lower the new version's nDCG@10 may be than the current one's.")
     force: bool = Field(description="Whether the switch is forced past the gate.")
     retention_seconds: int = Field(description="How long the replaced version is kept for a rollback.")
-    decision: ReindexDecision | None = Field(None, description=(
-        "The gate's decision once the new version is built: switched, rejected (worse by more than the "
-        "tolerance; the collection keeps the current version), forced (switched past the gate) or no_golden_set "
-        "(switched without a gate); null until then."))
-    current: Evaluation | None = Field(None, description=(
-        "The current version scored on the golden set (null without a golden set, or until scored)."))
+    decision: ReindexDecision | None = Field(
+        None,
+        description=(
+            "The gate's decision once the new version is built: switched, rejected (worse by more than the "
+            "tolerance; the collection keeps the current version), forced (switched past the gate) or no_golden_set "
+            "(switched without a gate); null until then."
+        ),
+    )
+    current: Evaluation | None = Field(
+        None, description=("The current version scored on the golden set (null without a golden set, or until scored).")
+    )
     candidate: Evaluation | None = Field(None, description="The new version scored on the golden set, same mode.")
 
 
@@ -765,25 +910,63 @@ class ReindexRequest(BaseModel):
 
     model_config = _Strict
 
-    chunk_tokens: Annotated[WholeNumber, Field(ge=CHUNK_TOKENS_MIN, le=CHUNK_TOKENS_MAX), WithJsonSchema(
-        {"type": "integer", "minimum": CHUNK_TOKENS_MIN, "maximum": CHUNK_TOKENS_MAX})] | None = Field(
-        None, description=f"Largest chunk in model tokens, {CHUNK_TOKENS_MIN}..{CHUNK_TOKENS_MAX} (capped by the "
-                          "model's window).")
-    chunk_overlap_tokens: Annotated[WholeNumber, Field(ge=0, le=_CHUNK_OVERLAP_MAX), WithJsonSchema(
-        {"type": "integer", "minimum": 0, "maximum": _CHUNK_OVERLAP_MAX})] | None = Field(
-        None, description="Tokens shared by consecutive chunks: less than half of chunk_tokens (400 "
-                          "CHUNK_OVERLAP_OUT_OF_RANGE otherwise).")
-    model: str | None = Field(None, min_length=1, max_length=63, pattern=MODEL_NAME_PATTERN, description=(
-        "The embedding model of the new version, by the embedder's name for it (see its GetModelInfo); default: "
-        "the current version's."))
-    tolerance: float | None = Field(None, ge=0, le=1, allow_inf_nan=False, description=(
-        "How much lower the new version's nDCG@10 on the golden set may be than the current one's, 0..1; default: "
-        "the indexer's (RAGMESH_INDEXER_REINDEX_TOLERANCE)."))
+    chunk_tokens: (
+        Annotated[
+            WholeNumber,
+            Field(ge=CHUNK_TOKENS_MIN, le=CHUNK_TOKENS_MAX),
+            WithJsonSchema({"type": "integer", "minimum": CHUNK_TOKENS_MIN, "maximum": CHUNK_TOKENS_MAX}),
+        ]
+        | None
+    ) = Field(
+        None,
+        description=f"Largest chunk in model tokens, {CHUNK_TOKENS_MIN}..{CHUNK_TOKENS_MAX} (capped by the "
+        "model's window).",
+    )
+    chunk_overlap_tokens: (
+        Annotated[
+            WholeNumber,
+            Field(ge=0, le=_CHUNK_OVERLAP_MAX),
+            WithJsonSchema({"type": "integer", "minimum": 0, "maximum": _CHUNK_OVERLAP_MAX}),
+        ]
+        | None
+    ) = Field(
+        None,
+        description="Tokens shared by consecutive chunks: less than half of chunk_tokens (400 "
+        "CHUNK_OVERLAP_OUT_OF_RANGE otherwise).",
+    )
+    model: str | None = Field(
+        None,
+        min_length=1,
+        max_length=63,
+        pattern=MODEL_NAME_PATTERN,
+        description=(
+            "The embedding model of the new version, by the embedder's name for it (see its GetModelInfo); default: "
+            "the current version's."
+        ),
+    )
+    tolerance: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description=(
+            "How much lower the new version's nDCG@10 on the golden set may be than the current one's, 0..1; default: "
+            "the indexer's (RAGMESH_INDEXER_REINDEX_TOLERANCE)."
+        ),
+    )
     force: bool = Field(False, description="Switch even when the gate finds the new version worse.")
-    retention_seconds: Annotated[WholeNumber, Field(ge=0, le=MAX_RETENTION_SECONDS), WithJsonSchema(
-        {"type": "integer", "minimum": 0, "maximum": MAX_RETENTION_SECONDS})] | None = Field(
-        None, description="How long the replaced version is kept for a rollback, in seconds (at most a year); "
-                          "default: the indexer's.")
+    retention_seconds: (
+        Annotated[
+            WholeNumber,
+            Field(ge=0, le=MAX_RETENTION_SECONDS),
+            WithJsonSchema({"type": "integer", "minimum": 0, "maximum": MAX_RETENTION_SECONDS}),
+        ]
+        | None
+    ) = Field(
+        None,
+        description="How long the replaced version is kept for a rollback, in seconds (at most a year); "
+        "default: the indexer's.",
+    )
 
 
 class RollbackResponse(BaseModel):
@@ -791,5 +974,6 @@ class RollbackResponse(BaseModel):
 
     collection: str
     version: int = Field(description="The version searches use now.")
-    replaced_version: int = Field(description=(
-        "The version it replaced, kept in turn for a rollback until the retention passes."))
+    replaced_version: int = Field(
+        description=("The version it replaced, kept in turn for a rollback until the retention passes.")
+    )

@@ -36,8 +36,11 @@ def sse(response: httpx.Response) -> list[tuple[str, dict]]:
 async def mesh(mesh_factory, fake_chat):
     mesh = await mesh_factory(answer={"base_url": fake_chat.url, "model": "fake-chat", "min_relevance": RELEVANCE})
     await ingest(mesh)
-    await ingest(mesh, collection="zoo2", docs={"koala": ("Koalas", "Koalas eat eucalyptus leaves and sleep "
-                                                                    "most of the day in Australian trees.")})
+    await ingest(
+        mesh,
+        collection="zoo2",
+        docs={"koala": ("Koalas", "Koalas eat eucalyptus leaves and sleep most of the day in Australian trees.")},
+    )
     return mesh
 
 
@@ -61,7 +64,12 @@ async def test_ask_answers_with_cited_sources_and_matched_chunks(api, chat):
     assert body["answer"] == f"{PANDA_ANSWER} [1]" and body["generator"] == "model" and body["model"] == "fake-chat"
     first = body["sources"][0]
     assert (first["number"], first["doc_id"], first["collection"], first["title"], first["cited"]) == (
-        1, "panda", "zoo", "Giant pandas", True)
+        1,
+        "panda",
+        "zoo",
+        "Giant pandas",
+        True,
+    )
     assert "bamboo" in first["snippet"]
     assert [s["cited"] for s in body["sources"]] == [True] + [False] * (len(body["sources"]) - 1)
     chunk = body["matched_chunks"][0]
@@ -74,8 +82,10 @@ async def test_ask_answers_with_cited_sources_and_matched_chunks(api, chat):
 
 
 async def test_several_collections_are_searched_together(api):
-    response = await api.post("/api/v1/ask", json={"query": "giant pandas eat bamboo, koalas eat eucalyptus",
-                                                   "collections": ["zoo", "zoo2"], "top_k": 6})
+    response = await api.post(
+        "/api/v1/ask",
+        json={"query": "giant pandas eat bamboo, koalas eat eucalyptus", "collections": ["zoo", "zoo2"], "top_k": 6},
+    )
     assert response.status_code == 200, response.text
     assert {s["collection"] for s in response.json()["sources"]} == {"zoo", "zoo2"}
 
@@ -120,19 +130,26 @@ async def test_nothing_relevant_is_404_no_results_and_the_model_is_not_called(ap
     assert chat.calls() == []
 
 
-@pytest.mark.parametrize(("body", "status", "reason", "field"), [
-    ({"query": ""}, 400, "REQUEST_INVALID", "query"),
-    ({"query": "x" * 1001}, 400, "REQUEST_INVALID", "query"),
-    ({"query": "pandas", "top_k": 0}, 400, "REQUEST_INVALID", "top_k"),
-    ({"query": "pandas", "top_k": 51}, 400, "REQUEST_INVALID", "top_k"),
-    ({"query": "pandas", "collection": "zoo", "collections": ["zoo"]}, 400, "REQUEST_INVALID", "body"),
-    ({"query": "pandas", "color": "blue"}, 400, "REQUEST_INVALID", "color"),
-    ({"query": "pandas", "collection": "Not Valid!"}, 400, "COLLECTION_NAME_INVALID", "collection"),
-    ({"query": "pandas", "collection": "zoo", "session_id": "no spaces allowed"}, 400, "SESSION_ID_INVALID",
-     "session_id"),
-    ({"query": "   ", "collection": "zoo"}, 400, "QUERY_EMPTY", "query"),
-    ({"query": "pandas", "collection": "missing"}, 404, "COLLECTION_NOT_FOUND", None),
-])
+@pytest.mark.parametrize(
+    ("body", "status", "reason", "field"),
+    [
+        ({"query": ""}, 400, "REQUEST_INVALID", "query"),
+        ({"query": "x" * 1001}, 400, "REQUEST_INVALID", "query"),
+        ({"query": "pandas", "top_k": 0}, 400, "REQUEST_INVALID", "top_k"),
+        ({"query": "pandas", "top_k": 51}, 400, "REQUEST_INVALID", "top_k"),
+        ({"query": "pandas", "collection": "zoo", "collections": ["zoo"]}, 400, "REQUEST_INVALID", "body"),
+        ({"query": "pandas", "color": "blue"}, 400, "REQUEST_INVALID", "color"),
+        ({"query": "pandas", "collection": "Not Valid!"}, 400, "COLLECTION_NAME_INVALID", "collection"),
+        (
+            {"query": "pandas", "collection": "zoo", "session_id": "no spaces allowed"},
+            400,
+            "SESSION_ID_INVALID",
+            "session_id",
+        ),
+        ({"query": "   ", "collection": "zoo"}, 400, "QUERY_EMPTY", "query"),
+        ({"query": "pandas", "collection": "missing"}, 404, "COLLECTION_NOT_FOUND", None),
+    ],
+)
 async def test_bad_questions_get_a_4xx_with_a_reason(api, chat, body, status, reason, field):
     error = assert_error(await api.post("/api/v1/ask", json=body), status, reason)
     if field:
@@ -142,8 +159,9 @@ async def test_bad_questions_get_a_4xx_with_a_reason(api, chat, body, status, re
 
 async def test_a_session_keeps_the_conversation_and_can_be_read_and_forgotten(api):
     first = (await api.post("/api/v1/ask", json={"query": QUESTION, "collection": "zoo"})).json()
-    second = await api.post("/api/v1/ask", json={"query": "And where do they live?", "collection": "zoo",
-                                                 "session_id": first["session_id"]})
+    second = await api.post(
+        "/api/v1/ask", json={"query": "And where do they live?", "collection": "zoo", "session_id": first["session_id"]}
+    )
     assert second.status_code == 200, second.text
     assert second.json()["standalone_query"] == f"{QUESTION} And where do they live?"
     assert second.json()["sources"][0]["doc_id"] == "panda"
@@ -164,13 +182,13 @@ async def test_a_model_that_is_down_is_503_naming_it_while_search_keeps_working(
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
-    async with answer_service(mesh, base_url=dead, model="fake-chat", max_retries=0,
-                                    min_relevance=RELEVANCE) as down, run_gateway(
-        settings_for(mesh, answer_addr=down.addr)
-    ) as url, httpx.AsyncClient(base_url=url, timeout=60) as http:
+    async with (
+        answer_service(mesh, base_url=dead, model="fake-chat", max_retries=0, min_relevance=RELEVANCE) as down,
+        run_gateway(settings_for(mesh, answer_addr=down.addr)) as url,
+        httpx.AsyncClient(base_url=url, timeout=60) as http,
+    ):
         for stream in (False, True):
-            response = await http.post("/api/v1/ask", json={"query": QUESTION, "collection": "zoo",
-                                                            "stream": stream})
+            response = await http.post("/api/v1/ask", json={"query": QUESTION, "collection": "zoo", "stream": stream})
             error = assert_error(response, 503, "CHAT_MODEL_UNAVAILABLE")
             assert dead in error["message"] and error["details"]["endpoint"] == dead
         found = await http.post("/api/v1/search", json={"query": "giant pandas", "collection": "zoo"})
@@ -178,18 +196,28 @@ async def test_a_model_that_is_down_is_503_naming_it_while_search_keeps_working(
 
 
 async def test_extractive_answers_without_a_model_and_require_model_is_503(mesh, answer_service):
-    async with answer_service(mesh, min_relevance=RELEVANCE) as extractive, run_gateway(
-        settings_for(mesh, answer_addr=extractive.addr)
-    ) as url, httpx.AsyncClient(base_url=url, timeout=60) as http:
-        body = (await http.post("/api/v1/ask", json={"query": "how much bamboo does a giant panda eat a day",
-                                                     "collection": "zoo"})).json()
+    async with (
+        answer_service(mesh, min_relevance=RELEVANCE) as extractive,
+        run_gateway(settings_for(mesh, answer_addr=extractive.addr)) as url,
+        httpx.AsyncClient(base_url=url, timeout=60) as http,
+    ):
+        body = (
+            await http.post(
+                "/api/v1/ask", json={"query": "how much bamboo does a giant panda eat a day", "collection": "zoo"}
+            )
+        ).json()
         assert body["generator"] == "extractive" and body["model"] == ""
         assert body["answer"].startswith(PANDA_ANSWER.removesuffix(".") + " [1].")
-    async with answer_service(mesh, require_model=True) as strict, run_gateway(
-        settings_for(mesh, answer_addr=strict.addr)
-    ) as url, httpx.AsyncClient(base_url=url, timeout=60) as http:
-        error = assert_error(await http.post("/api/v1/ask", json={"query": QUESTION, "collection": "zoo"}), 503,
-                             "CHAT_MODEL_NOT_CONFIGURED")
+    async with (
+        answer_service(mesh, require_model=True) as strict,
+        run_gateway(settings_for(mesh, answer_addr=strict.addr)) as url,
+        httpx.AsyncClient(base_url=url, timeout=60) as http,
+    ):
+        error = assert_error(
+            await http.post("/api/v1/ask", json={"query": QUESTION, "collection": "zoo"}),
+            503,
+            "CHAT_MODEL_NOT_CONFIGURED",
+        )
         assert "RAGMESH_ANSWER_REQUIRE_MODEL" in error["message"]
 
 
@@ -205,18 +233,22 @@ async def test_ready_fans_out_to_the_answer_service_and_openapi_documents_ask(ap
 
 
 async def test_ask_and_sessions_need_the_key_and_the_web_page_is_open(mesh):
-    async with run_gateway(settings_for(mesh, api_keys=KEY)) as url, httpx.AsyncClient(base_url=url,
-                                                                                       timeout=60) as http:
+    async with (
+        run_gateway(settings_for(mesh, api_keys=KEY)) as url,
+        httpx.AsyncClient(base_url=url, timeout=60) as http,
+    ):
         assert_error(await http.post("/api/v1/ask", json={"query": QUESTION}), 401, "API_KEY_MISSING")
         assert_error(await http.get("/api/v1/sessions/abc"), 401, "API_KEY_MISSING")
-        ok = await http.post("/api/v1/ask", json={"query": QUESTION, "collection": "zoo"},
-                             headers={"Authorization": f"Bearer {KEY}"})
+        ok = await http.post(
+            "/api/v1/ask", json={"query": QUESTION, "collection": "zoo"}, headers={"Authorization": f"Bearer {KEY}"}
+        )
         assert ok.status_code == 200, ok.text
         page = await http.get("/")
         assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
         assert "default-src 'self'" in page.headers["content-security-policy"]
         assert '<script src="/web/app.js"' in page.text and "http" not in page.text.split("<body>")[0].replace(
-            'http-equiv', '')  # nothing loaded from elsewhere
+            "http-equiv", ""
+        )  # nothing loaded from elsewhere
         for asset, kind in (("/web/app.js", "javascript"), ("/web/style.css", "text/css")):
             served = await http.get(asset)
             assert served.status_code == 200 and kind in served.headers["content-type"], asset

@@ -34,8 +34,13 @@ async def api(mesh):
 
 
 async def test_text_lifecycle_ingest_search_fetch_delete(api):
-    body = {"text": PANDA_TEXT, "collection": "zoo", "doc_id": "panda", "title": "Pandas",
-            "metadata": {"kind": "animal", "legs": 4}}
+    body = {
+        "text": PANDA_TEXT,
+        "collection": "zoo",
+        "doc_id": "panda",
+        "title": "Pandas",
+        "metadata": {"kind": "animal", "legs": 4},
+    }
     response = await api.post("/api/v1/ingest", json=body)
     assert response.status_code == 200, response.text
     result = response.json()
@@ -128,26 +133,37 @@ async def test_ingest_real_file_and_refuse_unknown_format(api):
     assert result["status"] == "indexed"
     assert result["chunks"] >= 1
     assert "wordprocessingml" in result["mime_type"]
-    hits = (await api.post("/api/v1/search", json={"query": "AutoGen multi-agent conversation",
-                                                    "collection": "files", "filters": {"team": "research"}})).json()
+    hits = (
+        await api.post(
+            "/api/v1/search",
+            json={"query": "AutoGen multi-agent conversation", "collection": "files", "filters": {"team": "research"}},
+        )
+    ).json()
     assert result["doc_id"] in {h["doc_id"] for h in hits["results"]}
 
     random_bin = (DOCUMENTS / "random.bin").read_bytes()
-    response = await api.post("/api/v1/ingest/file", files={"file": ("random.bin", random_bin)},
-                              data={"collection": "files"})
+    response = await api.post(
+        "/api/v1/ingest/file", files={"file": ("random.bin", random_bin)}, data={"collection": "files"}
+    )
     assert_error(response, 415, "UNSUPPORTED_MEDIA_TYPE")
 
 
 async def test_a_blank_form_field_is_the_same_as_leaving_it_out(api):
     """As a browser form sends an empty input, and as the OpenAPI document says (anyOf ... maxLength 0)."""
-    response = await api.post("/api/v1/ingest/file", files={"file": ("blank-fields.md", b"# Tides\n\nTwice a day.")},
-                              data={"collection": "", "doc_id": "", "title": ""})
+    response = await api.post(
+        "/api/v1/ingest/file",
+        files={"file": ("blank-fields.md", b"# Tides\n\nTwice a day.")},
+        data={"collection": "", "doc_id": "", "title": ""},
+    )
     assert response.status_code == 200, response.text
     result = response.json()
     assert result["collection"] == "default" and result["doc_id"] and result["title"]
     spec = (await api.get("/openapi.json")).json()["paths"]
-    for path, field in (("/api/v1/ingest/file", "collection"), ("/api/v1/ingest/file", "doc_id"),
-                        ("/api/v1/jobs/archive", "collection")):
+    for path, field in (
+        ("/api/v1/ingest/file", "collection"),
+        ("/api/v1/ingest/file", "doc_id"),
+        ("/api/v1/jobs/archive", "collection"),
+    ):
         schema = spec[path]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]["properties"][field]
         assert {"type": "string", "maxLength": 0} in schema["anyOf"], (path, field)
 
@@ -166,8 +182,10 @@ async def test_convert_a_file_streams_it_to_the_converter(api):
 
 
 async def test_urls_to_private_addresses_are_refused(api):
-    for path, body in (("/api/v1/convert", {"url": "http://127.0.0.1:9/x"}),
-                       ("/api/v1/ingest_url", {"url": "http://127.0.0.1:9/x", "collection": "web"})):
+    for path, body in (
+        ("/api/v1/convert", {"url": "http://127.0.0.1:9/x"}),
+        ("/api/v1/ingest_url", {"url": "http://127.0.0.1:9/x", "collection": "web"}),
+    ):
         error = assert_error(await api.post(path, json=body), 403, "URL_NOT_ALLOWED")
         assert error["details"]["domain"] == "converter.ragmesh"
 
@@ -175,8 +193,9 @@ async def test_urls_to_private_addresses_are_refused(api):
 async def test_search_rejects_what_the_search_service_refuses(api):
     error = assert_error(await api.post("/api/v1/search", json={"query": "   "}), 400, "QUERY_EMPTY")
     assert error["details"]["domain"] == "search.ragmesh"
-    assert_error(await api.post("/api/v1/search", json={"query": "x", "collection": "never-made"}),
-                 404, "COLLECTION_NOT_FOUND")
+    assert_error(
+        await api.post("/api/v1/search", json={"query": "x", "collection": "never-made"}), 404, "COLLECTION_NOT_FOUND"
+    )
 
 
 async def test_document_ids_with_slashes_work_in_paths(api):
@@ -193,8 +212,9 @@ async def test_document_ids_with_slashes_work_in_paths(api):
 async def test_unknown_document_is_404(api):
     await api.post("/api/v1/ingest", json={"text": ROCKET_TEXT, "collection": "default", "doc_id": "known"})
     assert_error(await api.get("/api/v1/documents/no-such-doc"), 404, "DOCUMENT_NOT_FOUND")
-    assert_error(await api.get("/api/v1/documents/known", params={"collection": "nowhere"}), 404,
-                 "COLLECTION_NOT_FOUND")
+    assert_error(
+        await api.get("/api/v1/documents/known", params={"collection": "nowhere"}), 404, "COLLECTION_NOT_FOUND"
+    )
 
 
 async def test_delete_collection_needs_confirm_then_deletes(api):
@@ -241,8 +261,9 @@ async def test_one_service_down_is_named_by_ready_and_by_the_call(mesh):
 async def test_api_keys_guard_the_api_but_not_health(mesh):
     async with run_gateway(settings_for(mesh, api_keys=KEY)) as url, httpx.AsyncClient(base_url=url) as client:
         assert_error(await client.get("/api/v1/collections"), 401, "API_KEY_MISSING")
-        assert_error(await client.get("/api/v1/collections", headers={"Authorization": "Bearer nope"}),
-                     401, "API_KEY_INVALID")
+        assert_error(
+            await client.get("/api/v1/collections", headers={"Authorization": "Bearer nope"}), 401, "API_KEY_INVALID"
+        )
         allowed = await client.get("/api/v1/collections", headers={"Authorization": f"Bearer {KEY}"})
         assert allowed.status_code == 200
         assert "collections" in allowed.json()

@@ -16,10 +16,16 @@ from ragmesh_gateway.config import GatewaySettings
 
 READ, WRITE, NOTES = "g-read", "g-write", "g-notes"
 KEYS = f"{READ}:read, {WRITE}:write, {NOTES}:write:notes"
-DOCS = {"bread": "Bread dough needs flour, water, yeast and salt.",
-        "comet": "Comets grow a glowing tail of gas and dust near the sun."}
-GOLDEN = {"queries": [{"query_id": "q1", "text": "yeast flour dough", "relevant": {"bread": 2}},
-                      {"query_id": "q2", "text": "comet tail", "relevant": {"comet": 1, "bread": 0}}]}
+DOCS = {
+    "bread": "Bread dough needs flour, water, yeast and salt.",
+    "comet": "Comets grow a glowing tail of gas and dust near the sun.",
+}
+GOLDEN = {
+    "queries": [
+        {"query_id": "q1", "text": "yeast flour dough", "relevant": {"bread": 2}},
+        {"query_id": "q2", "text": "comet tail", "relevant": {"comet": 1, "bread": 0}},
+    ]
+}
 
 
 @pytest.fixture(scope="module")
@@ -83,20 +89,46 @@ async def test_golden_set_lifecycle_evaluation_and_history_over_rest(url):
         assert len((await api.get("/api/v1/collections/kb/evaluations")).json()["evaluations"]) == 3
 
 
-@pytest.mark.parametrize(("body", "status", "reason"), [
-    ({"queries": []}, 400, "REQUEST_INVALID"),
-    ({"queries": [{"query_id": "q", "text": "yeast", "relevant": {"bread": 11}}]}, 400, "GOLDEN_GRADE_INVALID"),
-    ({"queries": [{"query_id": "q", "text": "yeast", "relevant": {"bread": 10**12}}]}, 400, "GOLDEN_GRADE_INVALID"),
-    ({"queries": [{"query_id": "q", "text": "yeast", "relevant": {"bread": "1"}}]}, 400, "REQUEST_INVALID"),
-    ({"queries": [{"query_id": "q", "text": "yeast", "relevant": {"bread": 0}}]}, 400, "GOLDEN_QUERY_INVALID"),
-    ({"queries": [{"query_id": "q", "text": "yeast", "relevant": {"bread": 1}, "extra": 1}]}, 400,
-     "REQUEST_INVALID"),
-    ({"queries": [{"query_id": "q", "text": "a", "relevant": {"bread": 1}},
-                  {"query_id": "q", "text": "b", "relevant": {"bread": 1}}]}, 400, "GOLDEN_QUERY_DUPLICATE"),
-    ({"queries": [{"query_id": "q", "text": "yeast", "relevant": {"missing": 1}}]}, 404,
-     "GOLDEN_DOCUMENT_NOT_FOUND"),
-], ids=["empty", "grade-11", "grade-huge", "grade-text", "nothing-relevant", "unknown-field", "duplicate",
-        "missing-document"])
+@pytest.mark.parametrize(
+    ("body", "status", "reason"),
+    [
+        ({"queries": []}, 400, "REQUEST_INVALID"),
+        ({"queries": [{"query_id": "q", "text": "yeast", "relevant": {"bread": 11}}]}, 400, "GOLDEN_GRADE_INVALID"),
+        ({"queries": [{"query_id": "q", "text": "yeast", "relevant": {"bread": 10**12}}]}, 400, "GOLDEN_GRADE_INVALID"),
+        ({"queries": [{"query_id": "q", "text": "yeast", "relevant": {"bread": "1"}}]}, 400, "REQUEST_INVALID"),
+        ({"queries": [{"query_id": "q", "text": "yeast", "relevant": {"bread": 0}}]}, 400, "GOLDEN_QUERY_INVALID"),
+        (
+            {"queries": [{"query_id": "q", "text": "yeast", "relevant": {"bread": 1}, "extra": 1}]},
+            400,
+            "REQUEST_INVALID",
+        ),
+        (
+            {
+                "queries": [
+                    {"query_id": "q", "text": "a", "relevant": {"bread": 1}},
+                    {"query_id": "q", "text": "b", "relevant": {"bread": 1}},
+                ]
+            },
+            400,
+            "GOLDEN_QUERY_DUPLICATE",
+        ),
+        (
+            {"queries": [{"query_id": "q", "text": "yeast", "relevant": {"missing": 1}}]},
+            404,
+            "GOLDEN_DOCUMENT_NOT_FOUND",
+        ),
+    ],
+    ids=[
+        "empty",
+        "grade-11",
+        "grade-huge",
+        "grade-text",
+        "nothing-relevant",
+        "unknown-field",
+        "duplicate",
+        "missing-document",
+    ],
+)
 async def test_malformed_golden_sets_are_refused(url, body, status, reason):
     async with client(url, WRITE) as api:
         error(await api.put("/api/v1/collections/kb/golden", json=body), status, reason)
@@ -127,9 +159,10 @@ async def test_scopes_read_evaluates_write_stores_and_collection_limits_hold(url
 async def test_the_mcp_tool_evaluates_with_a_read_key(url):
     async with client(url, WRITE) as writer:
         assert (await writer.put("/api/v1/collections/kb/golden", json=GOLDEN)).status_code == 200
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {READ}"}, timeout=60) as http, Client(
-        streamable_http_client(f"{url}/mcp", http_client=http)
-    ) as mcp:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {READ}"}, timeout=60) as http,
+        Client(streamable_http_client(f"{url}/mcp", http_client=http)) as mcp,
+    ):
         result = await mcp.call_tool("evaluate_collection", {"collection": "kb", "modes": ["sparse"]})
         assert not result.is_error, result.content
         (evaluation,) = result.structured_content["evaluations"]
@@ -140,6 +173,9 @@ async def test_the_mcp_tool_evaluates_with_a_read_key(url):
 
 async def test_evaluate_refuses_a_mode_named_twice_or_unknown(url):
     async with client(url, READ) as api:
-        error(await api.post("/api/v1/collections/kb/evaluate", json={"modes": ["sparse", "sparse"]}), 400,
-              "REQUEST_INVALID")
+        error(
+            await api.post("/api/v1/collections/kb/evaluate", json={"modes": ["sparse", "sparse"]}),
+            400,
+            "REQUEST_INVALID",
+        )
         error(await api.post("/api/v1/collections/kb/evaluate", json={"modes": ["fuzzy"]}), 400, "REQUEST_INVALID")

@@ -134,12 +134,24 @@ async def test_openapi_lists_the_routes(gateway):
     response = await gateway.get("/openapi.json")
     assert response.status_code == 200
     paths = response.json()["paths"]
-    for path in ("/api/v1/ingest", "/api/v1/ingest/batch", "/api/v1/ingest/file", "/api/v1/ingest_url",
-                 "/api/v1/convert", "/api/v1/search", "/api/v1/documents/{doc_id}", "/api/v1/collections",
-                 "/api/v1/collections/{name}", "/health", "/ready"):
+    for path in (
+        "/api/v1/ingest",
+        "/api/v1/ingest/batch",
+        "/api/v1/ingest/file",
+        "/api/v1/ingest_url",
+        "/api/v1/convert",
+        "/api/v1/search",
+        "/api/v1/documents/{doc_id}",
+        "/api/v1/collections",
+        "/api/v1/collections/{name}",
+        "/health",
+        "/ready",
+    ):
         assert path in paths, path
     assert set(paths["/api/v1/convert"]["post"]["requestBody"]["content"]) == {
-        "multipart/form-data", "application/json"}
+        "multipart/form-data",
+        "application/json",
+    }
     assert (await gateway.get("/docs")).status_code == 200
     assert "securitySchemes" not in response.json()["components"]  # no keys: no auth to declare
     assert "ErrorResponse" in response.json()["components"]["schemas"]
@@ -147,8 +159,9 @@ async def test_openapi_lists_the_routes(gateway):
 
 async def test_openapi_declares_bearer_auth_when_keys_are_set(keyed):
     spec = (await keyed.get("/openapi.json")).json()
-    assert spec["components"]["securitySchemes"] == {"HTTPBearer": {
-        "type": "http", "scheme": "bearer", "description": "An API key from RAGMESH_API_KEYS."}}
+    assert spec["components"]["securitySchemes"] == {
+        "HTTPBearer": {"type": "http", "scheme": "bearer", "description": "An API key from RAGMESH_API_KEYS."}
+    }
     # Declared on every operation of the API (the routes that check a key), and on nothing else.
     for path, operations in spec["paths"].items():
         for method, operation in operations.items():
@@ -179,38 +192,48 @@ async def test_search_rejects_invalid_bodies(gateway, body, field):
 async def test_bad_collection_names_are_refused_with_their_reason(gateway):
     error = assert_error(
         await gateway.post("/api/v1/search", json={"query": "x", "collection": "Bad Name!"}),
-        400, "COLLECTION_NAME_INVALID",
+        400,
+        "COLLECTION_NAME_INVALID",
     )
     assert error["details"]["field_violations"][0]["field"] == "collection"
     error = assert_error(
         await gateway.post("/api/v1/search", json={"query": "x", "collections": ["ok", "-bad"]}),
-        400, "COLLECTION_NAME_INVALID",
+        400,
+        "COLLECTION_NAME_INVALID",
     )
     assert error["details"]["field_violations"][0]["field"] == "collections[1]"
-    assert_error(await gateway.post("/api/v1/ingest", json={"text": "t", "collection": "UPPER"}),
-                 400, "COLLECTION_NAME_INVALID")
-    assert_error(await gateway.get("/api/v1/documents/d1", params={"collection": "no/slash"}),
-                 400, "COLLECTION_NAME_INVALID")
+    assert_error(
+        await gateway.post("/api/v1/ingest", json={"text": "t", "collection": "UPPER"}), 400, "COLLECTION_NAME_INVALID"
+    )
+    assert_error(
+        await gateway.get("/api/v1/documents/d1", params={"collection": "no/slash"}), 400, "COLLECTION_NAME_INVALID"
+    )
     assert_error(await gateway.get("/api/v1/documents/"), 400, "DOCUMENT_ID_INVALID")
     assert_error(await gateway.delete("/api/v1/documents/"), 400, "DOCUMENT_ID_INVALID")
 
 
 async def test_ingest_rejects_invalid_bodies(gateway):
     assert_error(await gateway.post("/api/v1/ingest", json={"text": ""}), 400, "REQUEST_INVALID")
-    assert_error(await gateway.post("/api/v1/ingest", content=b"{not json", headers={"content-type":
-                 "application/json"}), 400, "REQUEST_INVALID")
-    error = assert_error(await gateway.post("/api/v1/ingest", json={"text": "t", "metadata": {"bad key": 1}}),
-                         400, "METADATA_INVALID")
+    assert_error(
+        await gateway.post("/api/v1/ingest", content=b"{not json", headers={"content-type": "application/json"}),
+        400,
+        "REQUEST_INVALID",
+    )
+    error = assert_error(
+        await gateway.post("/api/v1/ingest", json={"text": "t", "metadata": {"bad key": 1}}), 400, "METADATA_INVALID"
+    )
     assert error["details"]["field_violations"][0]["field"].startswith("metadata.")
-    assert_error(await gateway.post("/api/v1/ingest", json={"text": "t", "doc_id": " padded "}),
-                 400, "DOCUMENT_ID_INVALID")
+    assert_error(
+        await gateway.post("/api/v1/ingest", json={"text": "t", "doc_id": " padded "}), 400, "DOCUMENT_ID_INVALID"
+    )
     error = assert_error(await gateway.post("/api/v1/ingest/batch", json={"documents": []}), 400, "REQUEST_INVALID")
     assert error["details"]["field_violations"][0]["field"] == "documents"
     error = assert_error(
         await gateway.post(
             "/api/v1/ingest/batch", json={"documents": [{"text": "a"}, {"text": "b", "doc_id": "\x01"}]}
         ),
-        400, "DOCUMENT_ID_INVALID",
+        400,
+        "DOCUMENT_ID_INVALID",
     )
     assert error["details"]["field_violations"][0]["field"] == "documents[1].doc_id"
     assert_error(await gateway.post("/api/v1/ingest_url", json={"collection": "x"}), 400, "REQUEST_INVALID")
@@ -239,45 +262,60 @@ async def test_ingest_file_form_errors(gateway):
     for metadata in ("{broken", "[1, 2]", '"text"'):
         error = assert_error(
             await gateway.post("/api/v1/ingest/file", files=files, data={"metadata": metadata}),
-            400, "METADATA_INVALID",
+            400,
+            "METADATA_INVALID",
         )
         assert error["details"]["field_violations"][0]["field"] == "metadata"
     error = assert_error(await gateway.post("/api/v1/ingest/file", data={"collection": "x"}), 400, "REQUEST_INVALID")
     assert error["details"]["field_violations"][0]["field"] == "file"
-    for field, value, reason in (("collection", "Not Valid!", "COLLECTION_NAME_INVALID"),
-                                 ("doc_id", " leading-space", "DOCUMENT_ID_INVALID")):
-        error = assert_error(await gateway.post("/api/v1/ingest/file", files=files, data={field: value}),
-                             400, reason)
+    for field, value, reason in (
+        ("collection", "Not Valid!", "COLLECTION_NAME_INVALID"),
+        ("doc_id", " leading-space", "DOCUMENT_ID_INVALID"),
+    ):
+        error = assert_error(await gateway.post("/api/v1/ingest/file", files=files, data={field: value}), 400, reason)
         assert error["details"]["field_violations"][0]["field"] == field
 
 
 async def test_convert_needs_a_file_or_a_url(gateway):
-    error = assert_error(await gateway.post("/api/v1/convert", data={"other": "x"}, files={"f": ("a", b"1")}),
-                         400, "REQUEST_INVALID")
+    error = assert_error(
+        await gateway.post("/api/v1/convert", data={"other": "x"}, files={"f": ("a", b"1")}), 400, "REQUEST_INVALID"
+    )
     assert error["details"]["field_violations"][0]["field"] == "file"
     assert_error(await gateway.post("/api/v1/convert", json={"uri": "https://example.com"}), 400, "REQUEST_INVALID")
-    assert_error(await gateway.post("/api/v1/convert", content=b"{", headers={"content-type": "application/json"}),
-                 400, "REQUEST_INVALID")
-    assert_error(await gateway.post("/api/v1/convert", content=b"raw", headers={"content-type": "text/plain"}),
-                 415, "UNSUPPORTED_MEDIA_TYPE")
+    assert_error(
+        await gateway.post("/api/v1/convert", content=b"{", headers={"content-type": "application/json"}),
+        400,
+        "REQUEST_INVALID",
+    )
+    assert_error(
+        await gateway.post("/api/v1/convert", content=b"raw", headers={"content-type": "text/plain"}),
+        415,
+        "UNSUPPORTED_MEDIA_TYPE",
+    )
 
 
 async def test_delete_collection_requires_confirmation(gateway):
     error = assert_error(await gateway.delete("/api/v1/collections/default"), 400, "CONFIRMATION_REQUIRED")
     assert error["details"]["collection"] == "default"
-    assert_error(await gateway.delete("/api/v1/collections/default", params={"confirm": "false"}),
-                 400, "CONFIRMATION_REQUIRED")
-    assert_error(await gateway.delete("/api/v1/collections/default", params={"confirm": "maybe"}),
-                 400, "REQUEST_INVALID")
+    assert_error(
+        await gateway.delete("/api/v1/collections/default", params={"confirm": "false"}), 400, "CONFIRMATION_REQUIRED"
+    )
+    assert_error(
+        await gateway.delete("/api/v1/collections/default", params={"confirm": "maybe"}), 400, "REQUEST_INVALID"
+    )
 
 
 # --- upload cap --------------------------------------------------------------------------------------------
 def _multipart(payload: bytes) -> tuple[bytes, str]:
     boundary = "ragmeshboundary"
     body = (
-        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.txt"\r\n'
-        "Content-Type: text/plain\r\n\r\n"
-    ).encode() + payload + f"\r\n--{boundary}--\r\n".encode()
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.txt"\r\n'
+            "Content-Type: text/plain\r\n\r\n"
+        ).encode()
+        + payload
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
     return body, f"multipart/form-data; boundary={boundary}"
 
 
@@ -296,7 +334,7 @@ async def test_oversized_chunked_upload_is_413(small_cap_url):
 
     async def pieces():
         for start in range(0, len(body), 512):
-            yield body[start:start + 512]
+            yield body[start : start + 512]
 
     async with httpx.AsyncClient(base_url=small_cap_url) as client:
         for path in ("/api/v1/ingest/file", "/api/v1/convert"):

@@ -40,8 +40,9 @@ async def gateway_url(mesh):
 
 @pytest.fixture(scope="module")
 async def api(gateway_url):
-    async with httpx.AsyncClient(base_url=gateway_url, timeout=60,
-                                 headers={"Authorization": f"Bearer {KEY}"}) as client:
+    async with httpx.AsyncClient(
+        base_url=gateway_url, timeout=60, headers={"Authorization": f"Bearer {KEY}"}
+    ) as client:
         yield client
 
 
@@ -72,10 +73,18 @@ async def test_folder_job_over_rest(api, roots):
 
     document = (await api.get("/api/v1/documents/pkg/tool.py", params={"collection": "gw-jobs"})).json()
     assert document["text"] == PY and document["title"] == "pkg/tool.py"
-    assert document["chunks"][0]["location"] == {"path": "pkg/tool.py", "language": "python", "start_line": 1,
-                                                 "end_line": 7}
-    hits = (await api.post("/api/v1/search", json={"query": "dunder private", "collection": "gw-jobs",
-                                                   "filters": {"language": "python"}})).json()["results"]
+    assert document["chunks"][0]["location"] == {
+        "path": "pkg/tool.py",
+        "language": "python",
+        "start_line": 1,
+        "end_line": 7,
+    }
+    hits = (
+        await api.post(
+            "/api/v1/search",
+            json={"query": "dunder private", "collection": "gw-jobs", "filters": {"language": "python"}},
+        )
+    ).json()["results"]
     assert [h["doc_id"] for h in hits] == ["pkg/tool.py"] and hits[0]["location"]["language"] == "python"
 
     listed = (await api.get("/api/v1/jobs", params={"limit": 5})).json()["jobs"]
@@ -89,8 +98,13 @@ async def test_folder_job_over_rest(api, roots):
 
 
 async def test_text_and_archive_jobs_and_cancel(api):
-    response = await api.post("/api/v1/jobs", json={"collection": "gw-texts", "documents": [
-        {"text": "alpha beta gamma", "doc_id": "a"}, {"text": " ", "doc_id": "blank"}]})
+    response = await api.post(
+        "/api/v1/jobs",
+        json={
+            "collection": "gw-texts",
+            "documents": [{"text": "alpha beta gamma", "doc_id": "a"}, {"text": " ", "doc_id": "blank"}],
+        },
+    )
     job = await finished(api, response.json()["job_id"])
     assert (job["indexed"], job["failed"]) == (1, 1)
     assert job["errors"][0]["document"] == "blank" and job["errors"][0]["error"]["reason"] == "EMPTY_DOCUMENT"
@@ -99,8 +113,11 @@ async def test_text_and_archive_jobs_and_cancel(api):
     with zipfile.ZipFile(buffer, "w") as archive:
         archive.writestr("src/main.py", PY)
         archive.writestr("README.txt", "read me\n")
-    response = await api.post("/api/v1/jobs/archive", data={"collection": "gw-zip"},
-                              files={"file": ("code.zip", buffer.getvalue(), "application/zip")})
+    response = await api.post(
+        "/api/v1/jobs/archive",
+        data={"collection": "gw-zip"},
+        files={"file": ("code.zip", buffer.getvalue(), "application/zip")},
+    )
     assert response.status_code == 202, response.text
     job = await finished(api, response.json()["job_id"])
     assert (job["kind"], job["source"], job["indexed"]) == ("archive", "code.zip", 2)
@@ -112,13 +129,16 @@ async def test_text_and_archive_jobs_and_cancel(api):
     assert cancelled["state"] == "cancelled"
 
 
-@pytest.mark.parametrize(("body", "status", "reason"), [
-    ({"collection": "x"}, 400, "REQUEST_INVALID"),
-    ({"collection": "x", "urls": ["http://a"], "folder": "/"}, 400, "REQUEST_INVALID"),
-    ({"collection": "x", "folder": "/etc"}, 403, "PATH_OUTSIDE_ROOTS"),
-    ({"collection": "x", "folder": "missing"}, 404, "FOLDER_NOT_FOUND"),
-    ({"collection": "Bad!", "urls": ["http://a"]}, 400, "COLLECTION_NAME_INVALID"),
-])
+@pytest.mark.parametrize(
+    ("body", "status", "reason"),
+    [
+        ({"collection": "x"}, 400, "REQUEST_INVALID"),
+        ({"collection": "x", "urls": ["http://a"], "folder": "/"}, 400, "REQUEST_INVALID"),
+        ({"collection": "x", "folder": "/etc"}, 403, "PATH_OUTSIDE_ROOTS"),
+        ({"collection": "x", "folder": "missing"}, 404, "FOLDER_NOT_FOUND"),
+        ({"collection": "Bad!", "urls": ["http://a"]}, 400, "COLLECTION_NAME_INVALID"),
+    ],
+)
 async def test_job_rejects(api, body, status, reason):
     response = await api.post("/api/v1/jobs", json=body)
     assert response.status_code == status, response.text
@@ -147,11 +167,13 @@ async def test_mcp_ingest_folder_reports_progress_and_get_job_reads_it(gateway_u
     async def on_progress(done: float, total: float | None, message: str | None) -> None:
         progress.append((done, total, message))
 
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {KEY}"}, timeout=60) as http, Client(
-        streamable_http_client(f"{gateway_url}/mcp", http_client=http)
-    ) as client:
-        result = await client.call_tool("ingest_folder", {"folder": str(folder), "collection": "gw-mcp"},
-                                        progress_callback=on_progress)
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {KEY}"}, timeout=60) as http,
+        Client(streamable_http_client(f"{gateway_url}/mcp", http_client=http)) as client,
+    ):
+        result = await client.call_tool(
+            "ingest_folder", {"folder": str(folder), "collection": "gw-mcp"}, progress_callback=on_progress
+        )
         job = result.structured_content
         assert not result.is_error and (job["state"], job["indexed"]) == ("done", 5)
         again = (await client.call_tool("get_job", {"job_id": job["job_id"]})).structured_content

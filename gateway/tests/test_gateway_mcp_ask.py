@@ -31,8 +31,10 @@ async def gateway_url(mesh_factory, fake_chat):
 
 @contextlib.asynccontextmanager
 async def client(url: str) -> AsyncIterator[Client]:
-    async with httpx2.AsyncClient(timeout=60) as http, Client(streamable_http_client(f"{url}/mcp",
-                                                                                     http_client=http)) as c:
+    async with (
+        httpx2.AsyncClient(timeout=60) as http,
+        Client(streamable_http_client(f"{url}/mcp", http_client=http)) as c,
+    ):
         yield c
 
 
@@ -43,21 +45,27 @@ async def test_ask_answers_with_cited_sources_reporting_progress_as_the_model_st
         progress.append((done, total, message))
 
     async with client(gateway_url) as mcp:
-        result = await mcp.call_tool("ask", {"query": "What do giant pandas eat?", "collection": "zoo"},
-                                     progress_callback=on_progress)
+        result = await mcp.call_tool(
+            "ask", {"query": "What do giant pandas eat?", "collection": "zoo"}, progress_callback=on_progress
+        )
         assert not result.is_error, result.content
         answer = result.structured_content
         assert answer["answer"] == f"{PANDA_ANSWER} [1]" and answer["generator"] == "model"
         first = answer["sources"][0]
-        assert (first["number"], first["doc_id"], first["cited"], first["uri"]) == (1, "panda", True,
-                                                                                     "ragmesh://zoo/panda")
+        assert (first["number"], first["doc_id"], first["cited"], first["uri"]) == (
+            1,
+            "panda",
+            True,
+            "ragmesh://zoo/panda",
+        )
         # Progress: "searching", then while the answer streams, then done (total = pieces written).
         assert progress[0][2] == "searching" and len(progress) >= 3
         assert any(message.startswith("answering") for _, _, message in progress)
         assert progress[-1][0] == progress[-1][1] and progress[-1][0] > 5
         # A follow-up in the same session.
-        again = await mcp.call_tool("ask", {"query": "And where do they live?", "collection": "zoo",
-                                            "session_id": answer["session_id"]})
+        again = await mcp.call_tool(
+            "ask", {"query": "And where do they live?", "collection": "zoo", "session_id": answer["session_id"]}
+        )
         assert again.structured_content["standalone_query"] == "What do giant pandas eat? And where do they live?"
         nothing = await mcp.call_tool("ask", {"query": NOTHING_RELEVANT, "collection": "zoo"})
         assert nothing.is_error and nothing.structured_content["error"]["reason"] == "NO_RESULTS"

@@ -25,10 +25,25 @@ from ragmesh_gateway.models import SearchModeName
 from tests.support.gateway import settings_for
 
 KEY = "mcp-key"
-READ_TOOLS = {"search", "fetch_document", "convert_to_text", "list_collections", "get_job", "ask",
-              "evaluate_collection"}
-WRITE_TOOLS = {"ingest_text", "ingest_url", "ingest_urls", "ingest_folder", "delete_document", "delete_collection",
-               "reindex_collection", "rollback_collection"}
+READ_TOOLS = {
+    "search",
+    "fetch_document",
+    "convert_to_text",
+    "list_collections",
+    "get_job",
+    "ask",
+    "evaluate_collection",
+}
+WRITE_TOOLS = {
+    "ingest_text",
+    "ingest_url",
+    "ingest_urls",
+    "ingest_folder",
+    "delete_document",
+    "delete_collection",
+    "reindex_collection",
+    "rollback_collection",
+}
 RAGMESH = str(Path(sys.executable).with_name("ragmesh"))
 
 # Distinct paragraphs, long enough to make several chunks and snippets that have to be cut.
@@ -69,9 +84,10 @@ def stdio_params(mesh, **env: str) -> StdioServerParameters:
 @contextlib.asynccontextmanager
 async def http_client(url: str, key: str | None = None) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    async with httpx2.AsyncClient(headers=headers, timeout=60) as http, Client(
-        streamable_http_client(f"{url}/mcp", http_client=http)
-    ) as client:
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client,
+    ):
         yield client
 
 
@@ -137,16 +153,29 @@ async def test_ingest_reports_progress_then_search_finds_it_and_fetch_returns_it
         progress.append((done, total, message))
 
     async with connect() as client:
-        ingested = ok(await client.call_tool(
-            "ingest_text",
-            {"text": GLACIER_TEXT, "collection": collection, "title": "Alpine glaciers",
-             "metadata": {"region": "alps"}},
-            progress_callback=on_progress,
-        ))
-        found = ok(await client.call_tool(
-            "search", {"query": "Morteratsch glacier meltwater", "collection": collection, "top_k": 3,
-                       "filters": {"region": "alps"}},
-        ))
+        ingested = ok(
+            await client.call_tool(
+                "ingest_text",
+                {
+                    "text": GLACIER_TEXT,
+                    "collection": collection,
+                    "title": "Alpine glaciers",
+                    "metadata": {"region": "alps"},
+                },
+                progress_callback=on_progress,
+            )
+        )
+        found = ok(
+            await client.call_tool(
+                "search",
+                {
+                    "query": "Morteratsch glacier meltwater",
+                    "collection": collection,
+                    "top_k": 3,
+                    "filters": {"region": "alps"},
+                },
+            )
+        )
         fetched = ok(await client.call_tool("fetch_document", {"doc_id": ingested["doc_id"], "collection": collection}))
 
     assert ingested["status"] == "indexed" and ingested["chunks"] > 1
@@ -178,18 +207,19 @@ async def test_bad_arguments_are_tool_errors_with_reasons_and_the_session_surviv
         assert [v["field"] for v in error["details"]["field_violations"]] == ["query"]
 
         failed(await client.call_tool("search", {"query": "x", "mode": "fuzzy"}), "REQUEST_INVALID")
-        failed(await client.call_tool("ingest_text", {"text": "x", "metadata": {"nested": {"a": 1}}}),
-               "REQUEST_INVALID")
-        failed(await client.call_tool("search", {"query": "x", "collection": "Not A Name!"}),
-               "COLLECTION_NAME_INVALID")
+        failed(
+            await client.call_tool("ingest_text", {"text": "x", "metadata": {"nested": {"a": 1}}}), "REQUEST_INVALID"
+        )
+        failed(await client.call_tool("search", {"query": "x", "collection": "Not A Name!"}), "COLLECTION_NAME_INVALID")
         failed(await client.call_tool("no_such_tool", {}), "TOOL_NOT_FOUND")
 
         assert "collections" in ok(await client.call_tool("list_collections", {}))
 
 
 async def test_read_only_mode_registers_no_write_tools(connect, rest):
-    await rest.post("/api/v1/ingest", json={"text": "Kept safe in read-only mode.", "collection": "kept",
-                                            "doc_id": "safe"})
+    await rest.post(
+        "/api/v1/ingest", json={"text": "Kept safe in read-only mode.", "collection": "kept", "doc_id": "safe"}
+    )
     async with connect(read_only=True) as client:
         tools = {tool.name for tool in (await client.list_tools()).tools}
         refused = await client.call_tool("delete_collection", {"collection": "kept", "confirm": True})
@@ -203,8 +233,11 @@ async def test_read_only_mode_registers_no_write_tools(connect, rest):
 # --- over HTTP --------------------------------------------------------------------------------------------------
 async def test_delete_collection_refuses_without_confirm_and_keeps_the_data(gateway_url):
     async with http_client(gateway_url) as client:
-        ok(await client.call_tool("ingest_text", {"text": "Doomed text about comets.", "collection": "doomed",
-                                                  "doc_id": "comet"}))
+        ok(
+            await client.call_tool(
+                "ingest_text", {"text": "Doomed text about comets.", "collection": "doomed", "doc_id": "comet"}
+            )
+        )
         for arguments in ({"collection": "doomed"}, {"collection": "doomed", "confirm": False}):
             error = failed(await client.call_tool("delete_collection", arguments), "CONFIRMATION_REQUIRED")
             assert error["code"] == "FAILED_PRECONDITION"
@@ -213,19 +246,25 @@ async def test_delete_collection_refuses_without_confirm_and_keeps_the_data(gate
 
         deleted = ok(await client.call_tool("delete_collection", {"collection": "doomed", "confirm": True}))
         assert deleted == {"name": "doomed", "deleted": 1}
-        failed(await client.call_tool("fetch_document", {"doc_id": "comet", "collection": "doomed"}),
-               "COLLECTION_NOT_FOUND")
+        failed(
+            await client.call_tool("fetch_document", {"doc_id": "comet", "collection": "doomed"}),
+            "COLLECTION_NOT_FOUND",
+        )
 
 
 async def test_delete_document_and_errors_match_rest(gateway_url, rest):
     async with http_client(gateway_url) as client:
-        ok(await client.call_tool("ingest_text", {"text": "A short note on tides.", "collection": "notes",
-                                                  "doc_id": "tides"}))
+        ok(
+            await client.call_tool(
+                "ingest_text", {"text": "A short note on tides.", "collection": "notes", "doc_id": "tides"}
+            )
+        )
         assert ok(await client.call_tool("delete_document", {"doc_id": "tides", "collection": "notes"})) == {
             "deleted": 1
         }
-        missing = failed(await client.call_tool("fetch_document", {"doc_id": "tides", "collection": "notes"}),
-                         "DOCUMENT_NOT_FOUND")
+        missing = failed(
+            await client.call_tool("fetch_document", {"doc_id": "tides", "collection": "notes"}), "DOCUMENT_NOT_FOUND"
+        )
         # A loopback URL is refused by the converter (SSRF guard) -- with the same reason as over REST.
         url = f"{gateway_url}/health"
         converted = (await client.call_tool("convert_to_text", {"uri": url})).structured_content["error"]
@@ -246,15 +285,20 @@ async def keyed_url(mesh):
 
 
 INITIALIZE = {
-    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
 }
 
 
 @pytest.mark.parametrize(
     ("headers", "reason"),
-    [({}, "API_KEY_MISSING"), ({"Authorization": "Bearer wrong"}, "API_KEY_INVALID"),
-     ({"Authorization": f"Basic {KEY}"}, "API_KEY_MISSING")],
+    [
+        ({}, "API_KEY_MISSING"),
+        ({"Authorization": "Bearer wrong"}, "API_KEY_INVALID"),
+        ({"Authorization": f"Basic {KEY}"}, "API_KEY_MISSING"),
+    ],
 )
 async def test_auth_rejects_a_missing_or_wrong_key_with_the_rest_error(keyed_url, headers, reason):
     accept = {"Accept": "application/json, text/event-stream"}
@@ -305,15 +349,19 @@ async def test_convert_to_text_reads_local_files_only_under_the_roots(rooted_url
         as_uri = ok(await client.call_tool("convert_to_text", {"uri": (allowed / "notes.md").as_uri()}))
         assert as_uri["markdown"] == converted["markdown"]
 
-        for uri in (str(allowed / ".." / "outside" / "secret.txt"), str(roots["outside"] / "secret.txt"),
-                    str(allowed / "escape.txt"), "/etc/hostname", "../outside/secret.txt"):
+        for uri in (
+            str(allowed / ".." / "outside" / "secret.txt"),
+            str(roots["outside"] / "secret.txt"),
+            str(allowed / "escape.txt"),
+            "/etc/hostname",
+            "../outside/secret.txt",
+        ):
             error = failed(await client.call_tool("convert_to_text", {"uri": uri}), "PATH_OUTSIDE_ROOTS")
             assert error["code"] == "PERMISSION_DENIED"
             assert "do not read me" not in json.dumps(error)
         failed(await client.call_tool("convert_to_text", {"uri": str(allowed / "absent.pdf")}), "FILE_NOT_FOUND")
         failed(await client.call_tool("convert_to_text", {"uri": str(allowed / "big.txt")}), "PAYLOAD_TOO_LARGE")
-        failed(await client.call_tool("convert_to_text", {"uri": "ftp://example.com/a.pdf"}),
-               "URI_SCHEME_UNSUPPORTED")
+        failed(await client.call_tool("convert_to_text", {"uri": "ftp://example.com/a.pdf"}), "URI_SCHEME_UNSUPPORTED")
 
     async with http_client(gateway_url) as client:  # no roots configured
         failed(await client.call_tool("convert_to_text", {"uri": str(allowed / "notes.md")}), "LOCAL_PATHS_DISABLED")
@@ -323,8 +371,12 @@ async def test_convert_to_text_reads_local_files_only_under_the_roots(rooted_url
 async def test_stdio_keeps_stdout_for_the_protocol_and_logs_to_stderr(mesh):
     params = stdio_params(mesh)
     process = await asyncio.create_subprocess_exec(
-        params.command, *params.args, env={**os.environ, **params.env}, stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        params.command,
+        *params.args,
+        env={**os.environ, **params.env},
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     process.stdin.write((json.dumps(INITIALIZE) + "\n").encode())
     await process.stdin.drain()
@@ -340,12 +392,17 @@ async def test_stdio_keeps_stdout_for_the_protocol_and_logs_to_stderr(mesh):
 async def test_browser_clients_may_send_and_read_the_mcp_session_headers(mesh):
     origin = "http://localhost:6274"  # e.g. the MCP Inspector
     async with run_gateway(settings_for(mesh, cors_origins=origin)) as url, httpx.AsyncClient(base_url=url) as raw:
-        preflight = await raw.options("/mcp", headers={
-            "Origin": origin, "Access-Control-Request-Method": "POST",
-            "Access-Control-Request-Headers": "authorization, content-type, mcp-session-id, mcp-protocol-version",
-        })
-        initialized = await raw.post("/mcp", json=INITIALIZE, headers={
-            "Origin": origin, "Accept": "application/json, text/event-stream"})
+        preflight = await raw.options(
+            "/mcp",
+            headers={
+                "Origin": origin,
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "authorization, content-type, mcp-session-id, mcp-protocol-version",
+            },
+        )
+        initialized = await raw.post(
+            "/mcp", json=INITIALIZE, headers={"Origin": origin, "Accept": "application/json, text/event-stream"}
+        )
     assert preflight.status_code == 200
     assert "mcp-session-id" in preflight.headers["access-control-allow-headers"].lower()
     assert initialized.status_code == 200 and initialized.headers["mcp-session-id"]

@@ -19,21 +19,23 @@ async def api(mesh_factory):
     settings = GatewaySettings(http_port=0, **{f"{name}_addr": addr for name, addr in mesh.addrs.items()})
     async with run_gateway(settings) as url, httpx.AsyncClient(base_url=url, timeout=60) as client:
         for doc_id, text in DOCS.items():
-            response = await client.post("/api/v1/ingest", json={"text": text, "collection": "craft",
-                                                                   "doc_id": doc_id})
+            response = await client.post("/api/v1/ingest", json={"text": text, "collection": "craft", "doc_id": doc_id})
             assert response.status_code == 200, response.text
         yield client
 
 
-@pytest.mark.parametrize(("body", "mode", "fusion"), [
-    ({}, "hybrid", "adaptive"),
-    ({"fusion": "relative_score"}, "hybrid", "relative_score"),
-    ({"fusion": "dbsf"}, "hybrid", "dbsf"),
-    ({"fusion": "rrf", "rrf_k": 10}, "hybrid", "rrf"),
-    ({"mode": "semantic"}, "semantic", "rrf"),
-    ({"mode": "keyword"}, "keyword", "rrf"),
-    ({"mode": "dense"}, "dense", None),
-])
+@pytest.mark.parametrize(
+    ("body", "mode", "fusion"),
+    [
+        ({}, "hybrid", "adaptive"),
+        ({"fusion": "relative_score"}, "hybrid", "relative_score"),
+        ({"fusion": "dbsf"}, "hybrid", "dbsf"),
+        ({"fusion": "rrf", "rrf_k": 10}, "hybrid", "rrf"),
+        ({"mode": "semantic"}, "semantic", "rrf"),
+        ({"mode": "keyword"}, "keyword", "rrf"),
+        ({"mode": "dense"}, "dense", None),
+    ],
+)
 async def test_search_takes_a_fusion_or_a_preset(api, body, mode, fusion):
     response = await api.post("/api/v1/search", json={"query": "clay glaze kiln", "collection": "craft", **body})
     assert response.status_code == 200, response.text

@@ -24,8 +24,15 @@ from tests.support.versions import put_documents, two_versions
 READ, WRITE = "vr-read", "vr-write"
 V1 = {"bread": "Bread dough needs flour, water, yeast and salt.", "stale": "An old note on sourdough."}
 V2 = {"bread": "Bread dough needs flour, water, yeast and salt.", "fresh": "Comets grow a glowing tail of gas."}
-SETTINGS = IndexSettings(model="", model_id="ragmesh/hash-384", dimension=384, sparse_model_id="bm25",
-                         chunk_tokens=128, chunk_overlap_tokens=16, chunker_fingerprint="c" * 16)
+SETTINGS = IndexSettings(
+    model="",
+    model_id="ragmesh/hash-384",
+    dimension=384,
+    sparse_model_id="bm25",
+    chunk_tokens=128,
+    chunk_overlap_tokens=16,
+    chunker_fingerprint="c" * 16,
+)
 
 
 @pytest.fixture(scope="module")
@@ -50,12 +57,34 @@ async def rest(url: str, key: str) -> AsyncIterator[httpx.AsyncClient]:
 
 
 EXPECTED_VERSIONS = [
-    {"version": 1, "state": "previous", "settings": None, "created_at": "2026-11-01T00:00:00+00:00",
-     "retained_until": "2026-12-01T00:00:00+00:00", "job_id": "", "documents": 2, "chunks": 2},
-    {"version": 2, "state": "active", "settings": {
-        "model": "", "model_id": "ragmesh/hash-384", "dimension": 384, "sparse_model_id": "bm25", "chunk_tokens": 128,
-        "chunk_overlap_tokens": 16, "chunker_fingerprint": "c" * 16}, "created_at": "2026-11-20T00:00:00+00:00",
-     "retained_until": "", "job_id": "job-reindex-1", "documents": 2, "chunks": 2},
+    {
+        "version": 1,
+        "state": "previous",
+        "settings": None,
+        "created_at": "2026-11-01T00:00:00+00:00",
+        "retained_until": "2026-12-01T00:00:00+00:00",
+        "job_id": "",
+        "documents": 2,
+        "chunks": 2,
+    },
+    {
+        "version": 2,
+        "state": "active",
+        "settings": {
+            "model": "",
+            "model_id": "ragmesh/hash-384",
+            "dimension": 384,
+            "sparse_model_id": "bm25",
+            "chunk_tokens": 128,
+            "chunk_overlap_tokens": 16,
+            "chunker_fingerprint": "c" * 16,
+        },
+        "created_at": "2026-11-20T00:00:00+00:00",
+        "retained_until": "",
+        "job_id": "job-reindex-1",
+        "documents": 2,
+        "chunks": 2,
+    },
 ]
 
 
@@ -80,9 +109,10 @@ async def test_collections_are_listed_with_their_versions(url):
 
 
 async def test_the_mcp_list_collections_tool_shows_the_versions(url):
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {READ}"}, timeout=60) as http, Client(
-        streamable_http_client(f"{url}/mcp", http_client=http)
-    ) as mcp:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {READ}"}, timeout=60) as http,
+        Client(streamable_http_client(f"{url}/mcp", http_client=http)) as mcp,
+    ):
         result = await mcp.call_tool("list_collections", {})
         assert not result.is_error, result.content
         (kb,) = [c for c in result.structured_content["collections"] if c["name"] == "kb"]
@@ -104,14 +134,16 @@ async def test_evaluate_scores_another_version_without_recording_it(url):
 
         assert_error(await api.post("/api/v1/collections/kb/evaluate", json={"version": 9}), 404, "VERSION_NOT_FOUND")
         for bad in (0, -1, "2", 2**31, 1.5):
-            assert_error(await api.post("/api/v1/collections/kb/evaluate", json={"version": bad}), 400,
-                         "REQUEST_INVALID")
+            assert_error(
+                await api.post("/api/v1/collections/kb/evaluate", json={"version": bad}), 400, "REQUEST_INVALID"
+            )
 
 
 async def test_the_mcp_evaluate_tool_scores_a_version(url):
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {READ}"}, timeout=60) as http, Client(
-        streamable_http_client(f"{url}/mcp", http_client=http)
-    ) as mcp:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {READ}"}, timeout=60) as http,
+        Client(streamable_http_client(f"{url}/mcp", http_client=http)) as mcp,
+    ):
         result = await mcp.call_tool("evaluate_collection", {"collection": "kb", "modes": ["sparse"], "version": 1})
         assert not result.is_error, result.content
         assert [e["version"] for e in result.structured_content["evaluations"]] == [1]

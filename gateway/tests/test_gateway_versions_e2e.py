@@ -74,8 +74,9 @@ async def finished(api: httpx.AsyncClient, job_id: str, timeout: float = 120) ->
 async def top_documents(api: httpx.AsyncClient, collection: str) -> list[list[str]]:
     results = []
     for query in GOLDEN["queries"]:
-        response = await api.post("/api/v1/search", json={"query": query["text"], "collection": collection,
-                                                          "group_by_document": True})
+        response = await api.post(
+            "/api/v1/search", json={"query": query["text"], "collection": collection, "group_by_document": True}
+        )
         assert response.status_code == 200, response.text
         results.append([hit["doc_id"] for hit in response.json()["results"]])
     return results
@@ -145,8 +146,9 @@ async def test_e2e_a_third_version_replaces_the_one_kept_for_rollback(url):
     async with rest(url) as api:
         await fill(api, "kb-third")
         for tokens, version in ((32, 2), (48, 3)):
-            queued = await api.post("/api/v1/collections/kb-third/reindex", json={"chunk_tokens": tokens,
-                                                                                  "tolerance": 1})
+            queued = await api.post(
+                "/api/v1/collections/kb-third/reindex", json={"chunk_tokens": tokens, "tolerance": 1}
+            )
             assert queued.status_code == 202, queued.text
             job = await finished(api, queued.json()["job_id"], timeout=60)
             assert (job["state"], job["reindex"]["to_version"]) == ("done", version), job
@@ -172,8 +174,11 @@ async def test_e2e_the_indexers_refusals_reach_the_user_with_their_reasons(url):
         assert_error(await api.post("/api/v1/collections/nowhere/rollback"), 404, "COLLECTION_NOT_FOUND")
         assert_error(await api.post("/api/v1/collections/kb-refusals/rollback"), 409, "NO_PREVIOUS_VERSION")
         # A lone overlap is checked against the chunk size in force (256 tokens).
-        assert_error(await api.post("/api/v1/collections/kb-refusals/reindex", json={"chunk_overlap_tokens": 128}),
-                     400, "CHUNK_OVERLAP_OUT_OF_RANGE")
+        assert_error(
+            await api.post("/api/v1/collections/kb-refusals/reindex", json={"chunk_overlap_tokens": 128}),
+            400,
+            "CHUNK_OVERLAP_OUT_OF_RANGE",
+        )
         unknown = await api.post("/api/v1/collections/kb-refusals/reindex", json={"model": "no-such-model"})
         assert unknown.status_code in (400, 404), unknown.text
         assert "MODEL" in unknown.json()["error"]["reason"]
@@ -200,9 +205,10 @@ async def test_e2e_mcp_reindex_waits_with_progress_and_rollback_switches_back(ur
     async def on_progress(done: float, total: float | None, message: str | None) -> None:
         progress.append(message or "")
 
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {ADMIN}"}, timeout=120) as http, Client(
-        streamable_http_client(f"{url}/mcp", http_client=http)
-    ) as client:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {ADMIN}"}, timeout=120) as http,
+        Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client,
+    ):
         queued = await client.call_tool("reindex_collection", {"collection": "kb-mcp", **BETTER})
         assert not queued.is_error, queued.content
         assert queued.structured_content["kind"] == "reindex" and queued.structured_content["job_id"]
@@ -215,11 +221,14 @@ async def test_e2e_mcp_reindex_waits_with_progress_and_rollback_switches_back(ur
                 followed = await client.call_tool("get_job", {"job_id": queued.structured_content["job_id"]})
         assert followed.structured_content["reindex"]["decision"] == "switched"
 
-        waited = await client.call_tool("reindex_collection", {"collection": "kb-mcp-worse", **WORSE, "wait": True},
-                                        progress_callback=on_progress)
+        waited = await client.call_tool(
+            "reindex_collection", {"collection": "kb-mcp-worse", **WORSE, "wait": True}, progress_callback=on_progress
+        )
         assert not waited.is_error, waited.content
         assert (waited.structured_content["state"], waited.structured_content["reindex"]["decision"]) == (
-            "rejected", "rejected")
+            "rejected",
+            "rejected",
+        )
         assert progress, "no progress notification while waiting"
 
         back = await client.call_tool("rollback_collection", {"collection": "kb-mcp"})

@@ -22,9 +22,17 @@ pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="Debian's chromium is not installed (scripts/system-deps.sh installs it; needs apt)"
 )
 KEY = "web-key"
-LAUNCH_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-               "--disable-dev-shm-usage"]
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--disable-dev-shm-usage",
+]
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +63,14 @@ async def page(site, browser):
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         # Script errors fail the test; the browser's own "Failed to load resource" lines (the 401 before the
         # key, the 404 of NO_RESULTS) are answers the page handles.
-        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error"
-                and not msg.text.startswith("Failed to load resource") else None)
+        page.on(
+            "console",
+            lambda msg: (
+                errors.append(msg.text)
+                if msg.type == "error" and not msg.text.startswith("Failed to load resource")
+                else None
+            ),
+        )
         await page.goto(site)
         yield page
         assert errors == [], errors
@@ -95,7 +109,8 @@ async def test_the_page_asks_streams_and_shows_cited_sources(page, fake_chat, tm
         # Some of the answer on screen while it is still being written (before its last piece, the citation).
         partial = await page.wait_for_function(
             "() => { const a = document.querySelector('.answer.streaming'); "
-            "return a && a.textContent.length > 0 && !a.textContent.trim().endsWith(']') && a.textContent; }")
+            "return a && a.textContent.length > 0 && !a.textContent.trim().endsWith(']') && a.textContent; }"
+        )
         partial_text = await partial.json_value()
         await page.wait_for_selector(".turn .sources li")
     finally:
@@ -133,7 +148,9 @@ async def test_the_page_asks_streams_and_shows_cited_sources(page, fake_chat, tm
     await page.reload()
     await page.wait_for_selector(".turn:nth-of-type(2) .answer")
     assert await page.locator(".turn .question").all_text_contents() == [
-        "What do giant pandas eat?", "And where do they live?"]
+        "What do giant pandas eat?",
+        "And where do they live?",
+    ]
     # A new conversation forgets it.
     await page.click("#new-conversation")
     await page.wait_for_function("() => document.querySelectorAll('.turn').length === 0")
@@ -159,7 +176,8 @@ async def test_the_page_searches_uploads_and_shows_errors(page, tmp_path):
     await page.click("#upload-form button[type=submit]")
     await page.wait_for_function("() => document.querySelector('#upload-status').textContent.startsWith('indexed')")
     await page.wait_for_function(
-        "() => document.querySelector(\"#collections button[data-name='zoo'] .count\").textContent === '4 docs'")
+        "() => document.querySelector(\"#collections button[data-name='zoo'] .count\").textContent === '4 docs'"
+    )
 
     await page.check("input[name=mode][value=ask]")
     await ask(page, "xylophone zeppelin quartz")

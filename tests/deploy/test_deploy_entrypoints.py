@@ -93,8 +93,11 @@ def grpc_serving(port: int) -> bool:
 def test_grpc_service_entrypoint_serves_its_probe_and_drains_on_sigterm(renders, service, tmp_path):
     env, workload = pod_env(renders, service)
     port = free_port()
-    env |= {f"RAGMESH_{service.upper()}_HOST": "127.0.0.1", f"RAGMESH_{service.upper()}_PORT": str(port),
-            "RAGMESH_DATA_DIR": str(tmp_path / "data")}  # the answer's sessions: not the manifests' shared /tmp
+    env |= {
+        f"RAGMESH_{service.upper()}_HOST": "127.0.0.1",
+        f"RAGMESH_{service.upper()}_PORT": str(port),
+        "RAGMESH_DATA_DIR": str(tmp_path / "data"),
+    }  # the answer's sessions: not the manifests' shared /tmp
     if service == "embedder":
         # The image carries the model's ONNX export (its Dockerfile sets this); the repository's cache stands in.
         env.setdefault("RAGMESH_EMBEDDER_MODEL_CACHE_DIR", str(REPO / ".ragmesh" / "models"))

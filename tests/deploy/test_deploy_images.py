@@ -80,8 +80,11 @@ def final_stage(service: str) -> list[tuple[str, str]]:
 
 def build_stages(service: str) -> list[tuple[str, str]]:
     """The instructions of the stages the target copies its virtualenv from."""
-    sources = [args.split()[0].removeprefix("--from=") for kind, args in final_stage(service)
-               if kind == "COPY" and args.startswith("--from=")]
+    sources = [
+        args.split()[0].removeprefix("--from=")
+        for kind, args in final_stage(service)
+        if kind == "COPY" and args.startswith("--from=")
+    ]
     return [ins for source in sources for ins in chain(source)]
 
 
@@ -192,9 +195,7 @@ def test_image_copies_exactly_the_local_packages_it_needs(service):
         args.split()[0] for kind, args in build_stages(service) if kind == "COPY" and not args.startswith("--from")
     }
     assert copies == {"constraints.txt"} | {LOCAL[n] for n in needed}
-    installed_local = {
-        dist_name(p) for packages, _, _ in pip_installs(service) for p in packages if p.startswith("./")
-    }
+    installed_local = {dist_name(p) for packages, _, _ in pip_installs(service) for p in packages if p.startswith("./")}
     assert installed_local == needed
     # Every install is constrained by the repository's pins, except torch's own CPU index.
     for _, _, options in pip_installs(service):

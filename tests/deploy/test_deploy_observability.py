@@ -24,13 +24,21 @@ DASHBOARD = OBSERVABILITY / "grafana" / "ragmesh-dashboard.json"
 _TARGET = {
     "type": "object",
     "required": ["refId", "expr", "datasource"],
-    "properties": {"refId": {"type": "string", "pattern": "^[A-Z]$"}, "expr": {"type": "string", "minLength": 1},
-                   "legendFormat": {"type": "string"}},
+    "properties": {
+        "refId": {"type": "string", "pattern": "^[A-Z]$"},
+        "expr": {"type": "string", "minLength": 1},
+        "legendFormat": {"type": "string"},
+    },
 }
 _GRID = {
-    "type": "object", "required": ["h", "w", "x", "y"],
-    "properties": {"h": {"type": "integer", "minimum": 1}, "w": {"type": "integer", "minimum": 1, "maximum": 24},
-                   "x": {"type": "integer", "minimum": 0, "maximum": 23}, "y": {"type": "integer", "minimum": 0}},
+    "type": "object",
+    "required": ["h", "w", "x", "y"],
+    "properties": {
+        "h": {"type": "integer", "minimum": 1},
+        "w": {"type": "integer", "minimum": 1, "maximum": 24},
+        "x": {"type": "integer", "minimum": 0, "maximum": 23},
+        "y": {"type": "integer", "minimum": 0},
+    },
 }
 DASHBOARD_SCHEMA = {
     "type": "object",
@@ -40,18 +48,39 @@ DASHBOARD_SCHEMA = {
         "title": {"type": "string", "minLength": 1},
         "schemaVersion": {"type": "integer", "minimum": 36},
         "time": {"type": "object", "required": ["from", "to"]},
-        "templating": {"type": "object", "required": ["list"], "properties": {"list": {"type": "array", "items": {
-            "type": "object", "required": ["name", "type"],
-            "properties": {"type": {"enum": ["datasource", "query", "custom", "constant", "interval"]}}}}}},
-        "panels": {"type": "array", "minItems": 1, "items": {
-            "type": "object", "required": ["id", "type", "title", "gridPos"],
-            "properties": {"id": {"type": "integer"}, "gridPos": _GRID,
-                           "type": {"enum": ["row", "timeseries", "stat"]}},
-            "if": {"properties": {"type": {"const": "row"}}},
-            "then": {"required": ["panels", "collapsed"]},
-            "else": {"required": ["datasource", "targets", "fieldConfig"],
-                     "properties": {"targets": {"type": "array", "minItems": 1, "items": _TARGET}}},
-        }},
+        "templating": {
+            "type": "object",
+            "required": ["list"],
+            "properties": {
+                "list": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["name", "type"],
+                        "properties": {"type": {"enum": ["datasource", "query", "custom", "constant", "interval"]}},
+                    },
+                }
+            },
+        },
+        "panels": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["id", "type", "title", "gridPos"],
+                "properties": {
+                    "id": {"type": "integer"},
+                    "gridPos": _GRID,
+                    "type": {"enum": ["row", "timeseries", "stat"]},
+                },
+                "if": {"properties": {"type": {"const": "row"}}},
+                "then": {"required": ["panels", "collapsed"]},
+                "else": {
+                    "required": ["datasource", "targets", "fieldConfig"],
+                    "properties": {"targets": {"type": "array", "minItems": 1, "items": _TARGET}},
+                },
+            },
+        },
     },
 }
 
@@ -67,8 +96,12 @@ REQUIRED_METRICS = {
 }
 # Metrics that come from Prometheus itself or prometheus-client's process collector.
 BUILTIN_METRICS = {"up", "process_resident_memory_bytes", "process_cpu_seconds_total"}
-_SUFFIXES = {"Counter": ("_total", "_created"), "Histogram": ("_bucket", "_sum", "_count", "_created"),
-             "Gauge": ("",), "Summary": ("_sum", "_count", "_created")}
+_SUFFIXES = {
+    "Counter": ("_total", "_created"),
+    "Histogram": ("_bucket", "_sum", "_count", "_created"),
+    "Gauge": ("",),
+    "Summary": ("_sum", "_count", "_created"),
+}
 _DEFINITION = re.compile(r"\b(Counter|Gauge|Histogram|Summary)\(\s*\"(ragmesh_[a-z0-9_]+)\"")
 _METRIC_NAME = re.compile(r"\b((?:ragmesh|process)_[a-z0-9_]+|up)\b(?!\s*\()")
 
@@ -116,8 +149,13 @@ def test_promtool_accepts_the_rules():
 
 
 def test_the_alerts_fire_in_promtool_unit_tests():
-    result = subprocess.run([_promtool(), "test", "rules", RULES_TEST.name], cwd=RULES_TEST.parent,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [_promtool(), "test", "rules", RULES_TEST.name],
+        cwd=RULES_TEST.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -137,9 +175,17 @@ def test_the_dashboard_matches_the_schema():
 
 def test_every_dashboard_query_parses_as_promql(tmp_path):
     # promtool parses the queries when they are recording rules.
-    rules = {"groups": [{"name": "dashboard", "rules": [
-        {"record": f"dashboard:query_{i}", "expr": _as_promql(expr)} for i, (_, expr) in enumerate(dashboard_exprs())
-    ]}]}
+    rules = {
+        "groups": [
+            {
+                "name": "dashboard",
+                "rules": [
+                    {"record": f"dashboard:query_{i}", "expr": _as_promql(expr)}
+                    for i, (_, expr) in enumerate(dashboard_exprs())
+                ],
+            }
+        ]
+    }
     path = tmp_path / "dashboard-queries.yaml"
     path.write_text(yaml.safe_dump(rules))
     result = subprocess.run([_promtool(), "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
@@ -152,7 +198,9 @@ def test_queries_name_only_metrics_ragmesh_exports(source):
     assert "ragmesh_embedder_queue_depth" in exported and "ragmesh_indexer_documents_total" in exported
     exprs = dashboard_exprs() if source == "dashboard" else rule_exprs()
     unknown = {
-        (title, name) for title, expr in exprs for name in _METRIC_NAME.findall(expr)
+        (title, name)
+        for title, expr in exprs
+        for name in _METRIC_NAME.findall(expr)
         if name not in exported and not name.startswith("ragmesh:")
     }
     assert not unknown, f"metrics no ragmesh process exports: {sorted(unknown)}"

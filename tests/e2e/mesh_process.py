@@ -89,7 +89,9 @@ class Mesh:
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGMESH_", "QDRANT_", "OTEL_"))}
         env.update(
-            RAGMESH_DATA_DIR=str(self.data_dir), RAGMESH_HTTP_PORT=str(self.http_port), HF_HUB_OFFLINE="1",
+            RAGMESH_DATA_DIR=str(self.data_dir),
+            RAGMESH_HTTP_PORT=str(self.http_port),
+            HF_HUB_OFFLINE="1",
             RAGMESH_LOG_LEVEL="INFO",
             # One ONNX export of the model for every mesh under test (the repository's default cache).
             RAGMESH_EMBEDDER_MODEL_CACHE_DIR=str(MODEL_CACHE),

@@ -14,15 +14,26 @@ from .mesh_process import RAGMESH, Mesh, Proc, wait_ready
 
 # A queue of 2 texts, each micro-batch taking 300 ms (the hash backend's stand-in for a model's time):
 # concurrent documents overflow it.
-BUSY = {"RAGMESH_EMBEDDER_BACKEND": "hash", "RAGMESH_EMBEDDER_MAX_QUEUE_TEXTS": "2",
-        "RAGMESH_EMBEDDER_MAX_TEXTS_PER_REQUEST": "2", "RAGMESH_EMBEDDER_HASH_DELAY_MS": "300",
-        "RAGMESH_INDEXER_MAX_CONCURRENT_DOCUMENTS": "16"}
+BUSY = {
+    "RAGMESH_EMBEDDER_BACKEND": "hash",
+    "RAGMESH_EMBEDDER_MAX_QUEUE_TEXTS": "2",
+    "RAGMESH_EMBEDDER_MAX_TEXTS_PER_REQUEST": "2",
+    "RAGMESH_EMBEDDER_HASH_DELAY_MS": "300",
+    "RAGMESH_INDEXER_MAX_CONCURRENT_DOCUMENTS": "16",
+}
 
 
 async def _burst(url: str, n: int) -> list[httpx.Response]:
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
-        return await asyncio.gather(*(client.post("/api/v1/ingest", json={
-            "text": f"Kelp forest number {i}.", "collection": "burst", "doc_id": f"k{i}"}) for i in range(n)))
+        return await asyncio.gather(
+            *(
+                client.post(
+                    "/api/v1/ingest",
+                    json={"text": f"Kelp forest number {i}.", "collection": "burst", "doc_id": f"k{i}"},
+                )
+                for i in range(n)
+            )
+        )
 
 
 async def _flood(url: str, until, clients: int = 4, limit: float = 120.0) -> None:
@@ -32,8 +43,10 @@ async def _flood(url: str, until, clients: int = 4, limit: float = 120.0) -> Non
     async def client_loop(client: httpx.AsyncClient, worker: int) -> None:
         sent = 0
         while not until() and time.monotonic() < deadline:
-            response = await client.post("/api/v1/ingest", json={
-                "text": f"Flood {worker} {sent}.", "collection": "flood", "doc_id": f"f{worker}-{sent}"})
+            response = await client.post(
+                "/api/v1/ingest",
+                json={"text": f"Flood {worker} {sent}.", "collection": "flood", "doc_id": f"f{worker}-{sent}"},
+            )
             sent += 1
             if response.status_code == 429:
                 await asyncio.sleep(0.05)  # refused at once: do not spin
@@ -56,9 +69,13 @@ def test_overload_is_429_on_rest_and_the_cli_retries_until_everything_is_in(tmp_
         folder.mkdir()
         for i in range(12):
             (folder / f"note-{i}.md").write_text(f"# Note {i}\n\nSea otters hold hands while sleeping, note {i}.")
-        cli = subprocess.Popen([RAGMESH, "ingest", str(folder), "--collection", "cli-busy"],
-                               env=mesh.env() | {"COLUMNS": "200"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
+        cli = subprocess.Popen(
+            [RAGMESH, "ingest", str(folder), "--collection", "cli-busy"],
+            env=mesh.env() | {"COLUMNS": "200"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         # Other clients keep the queue full until the CLI has been refused and says it is retrying.
         stderr: list[str] = []
         reader = threading.Thread(target=lambda: stderr.extend(cli.stderr), daemon=True)

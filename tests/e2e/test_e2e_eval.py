@@ -12,8 +12,9 @@ from ragmesh_cli import eval_cli, evaluation, golden_cli
 from ragmesh_cli.app import app
 from typer.testing import CliRunner
 
-DATASET = Path(os.environ.get("RAGMESH_EVAL_DATASET",
-                              Path(__file__).resolve().parents[3] / "shared" / "datasets" / "msmarco-5k"))
+DATASET = Path(
+    os.environ.get("RAGMESH_EVAL_DATASET", Path(__file__).resolve().parents[3] / "shared" / "datasets" / "msmarco-5k")
+)
 QUERIES = 4
 DISTRACTORS = 100
 
@@ -60,8 +61,9 @@ async def test_eval_measures_every_mode_on_a_msmarco_subset(mesh_factory, tmp_pa
 
     # A second run reuses the ingested collection and measures exactly the same (deterministic ranking).
     again = tmp_path / "again.json"
-    await eval_cli.run(subset, ["sparse", "hybrid:dbsf"], "", True, 0, again, mesh.addrs["indexer"],
-                       mesh.addrs["search"])
+    await eval_cli.run(
+        subset, ["sparse", "hybrid:dbsf"], "", True, 0, again, mesh.addrs["indexer"], mesh.addrs["search"]
+    )
     assert "reusing" in capsys.readouterr().err
     repeated = {m["mode"]: m for m in json.loads(again.read_text())["modes"]}
     for name in ("sparse", "hybrid:dbsf"):
@@ -84,8 +86,9 @@ async def test_eval_runs_several_datasets_with_a_summary_line(mesh_factory, tmp_
     first = _subset(DATASET, tmp_path / "first")
     second = _subset(DATASET, tmp_path / "second")
     out = tmp_path / "results.json"
-    await eval_cli.run([first, second], ["dense", "sparse", "hybrid"], "", True, 0, out, mesh.addrs["indexer"],
-                       mesh.addrs["search"])
+    await eval_cli.run(
+        [first, second], ["dense", "sparse", "hybrid"], "", True, 0, out, mesh.addrs["indexer"], mesh.addrs["search"]
+    )
     results = json.loads(out.read_text())
     assert [Path(d["dataset"]).name for d in results["datasets"]] == ["first", "second"]
     held = [d["default_vs_best_single"]["holds"] for d in results["datasets"]]
@@ -97,14 +100,16 @@ async def test_eval_runs_several_datasets_with_a_summary_line(mesh_factory, tmp_
 
 @pytest.mark.skipif(not (DATASET / "corpus.jsonl").is_file(), reason=f"{DATASET} is not available")
 @pytest.mark.asyncio(loop_scope="session")
-async def test_a_collection_is_scored_on_its_golden_set_with_the_change_since_the_last_time(mesh_factory, tmp_path,
-                                                                                             capsys):
+async def test_a_collection_is_scored_on_its_golden_set_with_the_change_since_the_last_time(
+    mesh_factory, tmp_path, capsys
+):
     mesh = await mesh_factory()
     subset = _subset(DATASET, tmp_path / "golden-subset")
     first = tmp_path / "first.json"
     # `ragmesh eval DATASET --save-golden` ingests the corpus under its ids and stores the judged queries.
-    await eval_cli.run(subset, ["sparse"], "gold", True, 0, first, mesh.addrs["indexer"], mesh.addrs["search"],
-                       save_golden=True)
+    await eval_cli.run(
+        subset, ["sparse"], "gold", True, 0, first, mesh.addrs["indexer"], mesh.addrs["search"], save_golden=True
+    )
     measured = json.loads(first.read_text())["modes"][0]
     assert "golden set of 'gold': 4 queries" in capsys.readouterr().err
 

@@ -23,11 +23,18 @@ import pytest
 
 from .mesh_process import Mesh, Proc, wait_ready, wait_serving
 
-GROUPS = {"converter": ["converter"], "embedder": ["embedder"], "store": ["indexer", "search"],
-          "answer": ["answer"], "gateway": ["gateway"]}
+GROUPS = {
+    "converter": ["converter"],
+    "embedder": ["embedder"],
+    "store": ["indexer", "search"],
+    "answer": ["answer"],
+    "gateway": ["gateway"],
+}
 # ~3 chunks per document at 200 tokens, so that a half-written document would show.
-PARAGRAPH = ("The {i}th survey of the {name} glacier measured its tongue, its crevasses and the moraines of granite "
-             "and gneiss that the ice pushed down the valley over the winter before the meltwater rose. ")
+PARAGRAPH = (
+    "The {i}th survey of the {name} glacier measured its tongue, its crevasses and the moraines of granite "
+    "and gneiss that the ice pushed down the valley over the winter before the meltwater rose. "
+)
 NAMES = ["Aletsch", "Rhone", "Gorner", "Morteratsch", "Hintereis", "Pasterze"]
 
 
@@ -49,8 +56,9 @@ class Traffic:
 
 class Cluster:
     def __init__(self, tmp_path) -> None:
-        self.mesh = Mesh(tmp_path / "data", extra_env={"RAGMESH_EMBEDDER_BACKEND": "hash",
-                                                         "RAGMESH_SHUTDOWN_GRACE_SECONDS": "2"})
+        self.mesh = Mesh(
+            tmp_path / "data", extra_env={"RAGMESH_EMBEDDER_BACKEND": "hash", "RAGMESH_SHUTDOWN_GRACE_SECONDS": "2"}
+        )
         self.env = self.mesh.env()
         self.tmp_path = tmp_path
         self.procs = {name: self._proc(name) for name in GROUPS}
@@ -73,8 +81,7 @@ class Cluster:
             wait_serving(f"127.0.0.1:{self.mesh.ports[service]}", [self.procs[name]], timeout=120)
 
     def stop_all(self) -> list[tuple[str, int, str]]:
-        return [(name, proc.stop(), proc.log()[-2000:]) for name, proc in self.procs.items()
-                if proc.popen is not None]
+        return [(name, proc.stop(), proc.log()[-2000:]) for name, proc in self.procs.items() if proc.popen is not None]
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +101,11 @@ def _send(http: httpx.AsyncClient, doc_id: str, *, file: bool):
     if file:
         # HTML, which the converter turns into Markdown (plain text and Markdown are kept verbatim without it).
         html = f"<html><body><p>{document(doc_id)}</p></body></html>"
-        return http.post("/api/v1/ingest/file", data={"collection": "faults", "doc_id": doc_id},
-                         files={"file": (f"{doc_id}.html", html.encode(), "text/html")})
+        return http.post(
+            "/api/v1/ingest/file",
+            data={"collection": "faults", "doc_id": doc_id},
+            files={"file": (f"{doc_id}.html", html.encode(), "text/html")},
+        )
     return http.post("/api/v1/ingest", json={"text": document(doc_id), "collection": "faults", "doc_id": doc_id})
 
 
@@ -188,12 +198,16 @@ async def _assert_nothing_lost_or_half_written(cluster: Cluster, traffic: Traffi
         assert after == before
 
 
-@pytest.mark.parametrize(("name", "sig", "services", "file"), [
-    ("embedder", signal.SIGKILL, {"embedder"}, False),
-    ("converter", signal.SIGTERM, {"converter"}, True),
-    ("store", signal.SIGKILL, {"indexer", "search"}, False),
-    ("store", signal.SIGTERM, {"indexer", "search"}, False),
-], ids=["embedder-SIGKILL", "converter-SIGTERM", "indexer+search-SIGKILL", "indexer+search-SIGTERM"])
+@pytest.mark.parametrize(
+    ("name", "sig", "services", "file"),
+    [
+        ("embedder", signal.SIGKILL, {"embedder"}, False),
+        ("converter", signal.SIGTERM, {"converter"}, True),
+        ("store", signal.SIGKILL, {"indexer", "search"}, False),
+        ("store", signal.SIGTERM, {"indexer", "search"}, False),
+    ],
+    ids=["embedder-SIGKILL", "converter-SIGTERM", "indexer+search-SIGKILL", "indexer+search-SIGTERM"],
+)
 async def test_a_service_dies_mid_request_and_comes_back(cluster, name, sig, services, file):
     others = {n: p.popen.pid for n, p in cluster.procs.items() if n != name}
     traffic = await _under_fault(cluster, name, sig, f"{name}-{sig.name}", file=file)

@@ -34,16 +34,16 @@ REDIS_URL = os.environ.get("RAGMESH_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 PY_FILES = {
     "app/__init__.py": "",
     "app/server.py": '"""The server: __dunder__ names and _underscores_ stay as they are."""\n\n\nimport os\n\n'
-                     'PORT = int(os.environ.get("PORT", "8080"))\n\n\n\ndef serve(handler):\n'
-                     '    """Serve requests with [handler] until stopped."""\n    while True:\n'
-                     '        handler()\n',
+    'PORT = int(os.environ.get("PORT", "8080"))\n\n\n\ndef serve(handler):\n'
+    '    """Serve requests with [handler] until stopped."""\n    while True:\n'
+    "        handler()\n",
     "app/models.py": "from dataclasses import dataclass\n\n\n@dataclass\nclass Invoice:\n    number: str\n"
-                     "    total_cents: int\n\n    def euros(self) -> float:\n        return self.total_cents / 100\n",
+    "    total_cents: int\n\n    def euros(self) -> float:\n        return self.total_cents / 100\n",
 }
 OTHER_FILES = {
     "web/cart.ts": "export function cartTotal(items: number[]): number {\n"
-                   "  return items.reduce((a, b) => a + b, 0);\n}\n",
-    "cmd/report/main.go": "package main\n\nimport \"fmt\"\n\nfunc main() {\n\tfmt.Println(\"quarterly report\")\n}\n",
+    "  return items.reduce((a, b) => a + b, 0);\n}\n",
+    "cmd/report/main.go": 'package main\n\nimport "fmt"\n\nfunc main() {\n\tfmt.Println("quarterly report")\n}\n',
     "docs/guide.md": "# Operator guide\n\nRestart the billing service when invoices stall.\n\n## Backups\n\nNightly.\n",
     "docs/notes.txt": "Meeting notes: the glacier survey moves to Tuesday.\n",
 }
@@ -89,10 +89,16 @@ def up(tmp_path_factory):
     """`ragmesh up` with the real model, its indexer allowed to read the generated trees."""
     roots = tmp_path_factory.mktemp("roots")
     metrics_port = free_port()
-    mesh = Mesh(tmp_path_factory.mktemp("data"), extra_env={
-        "RAGMESH_INDEXER_ROOTS": str(roots), "RAGMESH_EMBEDDER_METRICS_PORT": str(metrics_port),
-        "RAGMESH_INDEXER_METRICS_PORT": "0", "RAGMESH_SEARCH_METRICS_PORT": "0",
-        "RAGMESH_CONVERTER_METRICS_PORT": "0"})
+    mesh = Mesh(
+        tmp_path_factory.mktemp("data"),
+        extra_env={
+            "RAGMESH_INDEXER_ROOTS": str(roots),
+            "RAGMESH_EMBEDDER_METRICS_PORT": str(metrics_port),
+            "RAGMESH_INDEXER_METRICS_PORT": "0",
+            "RAGMESH_SEARCH_METRICS_PORT": "0",
+            "RAGMESH_CONVERTER_METRICS_PORT": "0",
+        },
+    )
     proc = Proc(["up"], mesh.env(), tmp_path_factory.mktemp("logs") / "up.log").start()
     try:
         wait_ready(mesh.url, [proc])
@@ -112,9 +118,12 @@ def test_folder_jobs_through_rest_cli_and_search(up):
         # 2 .py (the empty __init__ is skipped quietly), .ts, .go, .md, .txt, epub, html, pdf; broken.pdf fails.
         assert (job["state"], job["total"], job["indexed"], job["failed"]) == ("done", 10, 9, 1), job
         assert [(e["document"], e["error"]["reason"]) for e in job["errors"]] == [
-            ("docs/broken.pdf", "DOCUMENT_CONVERSION_FAILED")]
+            ("docs/broken.pdf", "DOCUMENT_CONVERSION_FAILED")
+        ]
         assert {(s["path"], s["reason"]) for s in job["skipped_files"]} == {
-            (".env", "SECRET"), ("app/__init__.py", "EMPTY")}
+            (".env", "SECRET"),
+            ("app/__init__.py", "EMPTY"),
+        }
         assert job["bytes"] > 0 and job["documents_per_second"] > 0
 
         for rel, text in PY_FILES.items():
@@ -139,8 +148,13 @@ def test_folder_jobs_through_rest_cli_and_search(up):
         (tree / "app" / "models.py").write_text(PY_FILES["app/models.py"] + "\n\ndef audit():\n    return []\n")
         (tree / "docs" / "notes.txt").unlink()
         before = embedded_texts(metrics_port)
-        cli = subprocess.run([RAGMESH, "index", str(tree), "-c", "repo", "--prune"], env=mesh.env(),
-                             capture_output=True, text=True, timeout=300)
+        cli = subprocess.run(
+            [RAGMESH, "index", str(tree), "-c", "repo", "--prune"],
+            env=mesh.env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert cli.returncode == 1, cli.stderr  # broken.pdf still fails
         chunks = len(http.get("/api/v1/documents/app/models.py", params={"collection": "repo"}).json()["chunks"])
         assert embedded_texts(metrics_port) - before == chunks  # the changed file's chunks, nothing else
@@ -162,14 +176,21 @@ async def mcp_session(url: str, folder: Path) -> tuple[dict, list, list]:
     async def on_progress(done: float, total: float | None, message: str | None) -> None:
         progress.append((done, total, message))
 
-    async with httpx2.AsyncClient(timeout=120) as http, Client(
-        streamable_http_client(f"{url}/mcp", http_client=http)
-    ) as client:
-        done = (await client.call_tool("ingest_folder", {"folder": str(folder), "collection": "repo-mcp"},
-                                       progress_callback=on_progress)).structured_content
+    async with (
+        httpx2.AsyncClient(timeout=120) as http,
+        Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client,
+    ):
+        done = (
+            await client.call_tool(
+                "ingest_folder", {"folder": str(folder), "collection": "repo-mcp"}, progress_callback=on_progress
+            )
+        ).structured_content
         job = (await client.call_tool("get_job", {"job_id": done["job_id"]})).structured_content
-        found = (await client.call_tool("search", {"query": "invoice", "collection": "repo-mcp",
-                                                   "filters": {"language": "python"}})).structured_content
+        found = (
+            await client.call_tool(
+                "search", {"query": "invoice", "collection": "repo-mcp", "filters": {"language": "python"}}
+            )
+        ).structured_content
     return job, progress, found["results"]
 
 
@@ -201,13 +222,21 @@ def assert_stored_once(http: httpx.Client, collection: str, doc_ids: list[str]) 
     assert (stats["documents"], stats["chunks"]) == (len(doc_ids), total_chunks)
 
 
-DOCS = [{"doc_id": f"doc-{i:04d}", "text": f"Document {i} about topic {i % 17}. " + "Filler sentence. " * 300}
-        for i in range(240)]
+DOCS = [
+    {"doc_id": f"doc-{i:04d}", "text": f"Document {i} about topic {i % 17}. " + "Filler sentence. " * 300}
+    for i in range(240)
+]
 
 
 def test_job_survives_kill_9_with_the_embedded_queue(tmp_path):
-    mesh = Mesh(tmp_path / "data", extra_env={"RAGMESH_EMBEDDER_BACKEND": "hash", "RAGMESH_INDEXER_JOB_BATCH_SIZE": "4",
-                                              "RAGMESH_INDEXER_JOB_WORKERS": "1"})
+    mesh = Mesh(
+        tmp_path / "data",
+        extra_env={
+            "RAGMESH_EMBEDDER_BACKEND": "hash",
+            "RAGMESH_INDEXER_JOB_BATCH_SIZE": "4",
+            "RAGMESH_INDEXER_JOB_WORKERS": "1",
+        },
+    )
     proc = Proc(["up"], mesh.env(), tmp_path / "up.log").start()
     try:
         wait_ready(mesh.url, [proc])
@@ -232,10 +261,17 @@ def test_job_survives_kill_9_of_the_indexer_with_redis(tmp_path):
     except redis.RedisError:
         pytest.skip(f"no Redis at {REDIS_URL} (set RAGMESH_TEST_REDIS_URL)")
     prefix = f"ragmesh-e2e-{uuid.uuid4().hex[:8]}:"
-    mesh = Mesh(tmp_path / "data", extra_env={
-        "RAGMESH_EMBEDDER_BACKEND": "hash", "RAGMESH_REDIS_URL": REDIS_URL, "RAGMESH_INDEXER_REDIS_PREFIX": prefix,
-        "RAGMESH_INDEXER_JOB_BATCH_SIZE": "4", "RAGMESH_INDEXER_JOB_WORKERS": "1",
-        "RAGMESH_INDEXER_JOB_CLAIM_IDLE_SECONDS": "2"})
+    mesh = Mesh(
+        tmp_path / "data",
+        extra_env={
+            "RAGMESH_EMBEDDER_BACKEND": "hash",
+            "RAGMESH_REDIS_URL": REDIS_URL,
+            "RAGMESH_INDEXER_REDIS_PREFIX": prefix,
+            "RAGMESH_INDEXER_JOB_BATCH_SIZE": "4",
+            "RAGMESH_INDEXER_JOB_WORKERS": "1",
+            "RAGMESH_INDEXER_JOB_CLAIM_IDLE_SECONDS": "2",
+        },
+    )
     front = Proc(["serve", "converter", "embedder", "answer", "gateway"], mesh.env(), tmp_path / "front.log").start()
     back = Proc(["serve", "indexer", "search"], mesh.env(), tmp_path / "back.log").start()
     try:

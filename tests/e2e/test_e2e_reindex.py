@@ -26,14 +26,17 @@ DATASET = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "msmarco
 COLLECTION = "passages"
 EXTRA_MODELS = json.dumps([{"name": "hash", "backend": "hash"}])
 # Small batches on one worker, so that a kill lands in the middle of a re-index.
-ENV = {"RAGMESH_EMBEDDER_EXTRA_MODELS": EXTRA_MODELS, "RAGMESH_INDEXER_JOB_BATCH_SIZE": "8",
-       "RAGMESH_INDEXER_JOB_WORKERS": "1"}
-
+ENV = {
+    "RAGMESH_EMBEDDER_EXTRA_MODELS": EXTRA_MODELS,
+    "RAGMESH_INDEXER_JOB_BATCH_SIZE": "8",
+    "RAGMESH_INDEXER_JOB_WORKERS": "1",
+}
 
 
 def _lines(path: Path) -> list[str]:
     """A JSON-lines file's lines (split on newlines only: passages hold other Unicode line separators)."""
     return [line for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
+
 
 def _dataset(queries: int = 24, passages: int = 240, judged_per_query: int = 5) -> tuple[list[dict], list[dict]]:
     """Golden queries, each with its best-graded judged passages (msmarco-5k judges ~100 per query: all of them
@@ -45,13 +48,14 @@ def _dataset(queries: int = 24, passages: int = 240, judged_per_query: int = 5) 
         qrels.setdefault(qid, {})[doc] = int(grade)
     texts = {q["_id"]: q["text"] for q in map(json.loads, _lines(DATASET / "queries.jsonl"))}
     chosen = [qid for qid in qrels if qid in texts][:queries]
-    kept = {qid: dict(sorted(qrels[qid].items(), key=lambda item: (-item[1], item[0]))[:judged_per_query])
-            for qid in chosen}
+    kept = {
+        qid: dict(sorted(qrels[qid].items(), key=lambda item: (-item[1], item[0]))[:judged_per_query]) for qid in chosen
+    }
     golden = [{"query_id": qid, "text": texts[qid], "relevant": kept[qid]} for qid in chosen]
     judged = {doc for grades in kept.values() for doc in grades}
     corpus = [json.loads(line) for line in _lines(DATASET / "corpus.jsonl")]
     picked = [d for d in corpus if d["_id"] in judged]
-    picked += [d for d in corpus if not any(d["_id"] in qrels[qid] for qid in chosen)][:passages - len(picked)]
+    picked += [d for d in corpus if not any(d["_id"] in qrels[qid] for qid in chosen)][: passages - len(picked)]
     assert len(picked) == passages, len(picked)
     return golden, [{"doc_id": d["_id"], "text": d["text"]} for d in picked]
 
@@ -87,8 +91,9 @@ async def test_reindex_under_search_load_gate_rollback_and_resume(tmp_path, data
     try:
         async with httpx.AsyncClient(base_url=mesh.url, timeout=120) as http:
             for i in range(0, len(passages), 100):
-                r = await http.post("/api/v1/ingest/batch", json={"collection": COLLECTION,
-                                                                  "documents": passages[i:i + 100]})
+                r = await http.post(
+                    "/api/v1/ingest/batch", json={"collection": COLLECTION, "documents": passages[i : i + 100]}
+                )
                 assert r.status_code == 200, r.text
             r = await http.put(f"/api/v1/collections/{COLLECTION}/golden", json={"queries": golden})
             assert r.status_code == 200, r.text
@@ -152,8 +157,7 @@ async def test_reindex_under_search_load_gate_rollback_and_resume(tmp_path, data
             assert (await _search(http, query)).json()["versions"] == {COLLECTION: 1}
 
             # --- 4. kill -9 mid re-index, restart: it resumes ----------------------------------------------
-            r = await http.post(f"/api/v1/collections/{COLLECTION}/reindex",
-                                json={"chunk_tokens": 48, "force": True})
+            r = await http.post(f"/api/v1/collections/{COLLECTION}/reindex", json={"chunk_tokens": 48, "force": True})
             job_id = r.json()["job_id"]
             async with asyncio.timeout(120):
                 while (progress := (await http.get(f"/api/v1/jobs/{job_id}")).json())["indexed"] == 0:

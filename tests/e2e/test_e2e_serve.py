@@ -17,8 +17,14 @@ def test_services_in_separate_processes_serve_the_api(tmp_path):
     groups = [["converter"], ["embedder"], ["indexer", "search"], ["answer"], ["gateway"]]
     # Each on uvloop (the default where it is installed), but the gateway on asyncio's own loop.
     loops = ["uvloop", "uvloop", "uvloop", "uvloop", "asyncio"]
-    procs = [Proc(["serve", *g], {**env, "RAGMESH_EVENT_LOOP": loop} if loop == "asyncio" else env,
-                  tmp_path / f"{'-'.join(g)}.log").start() for g, loop in zip(groups, loops, strict=True)]
+    procs = [
+        Proc(
+            ["serve", *g],
+            {**env, "RAGMESH_EVENT_LOOP": loop} if loop == "asyncio" else env,
+            tmp_path / f"{'-'.join(g)}.log",
+        ).start()
+        for g, loop in zip(groups, loops, strict=True)
+    ]
     try:
         wait_ready(mesh.url, procs, timeout=120)
         for proc, loop in zip(procs, loops, strict=True):
@@ -26,8 +32,9 @@ def test_services_in_separate_processes_serve_the_api(tmp_path):
             assert _objects_frozen_at_ready(proc) > 10_000, proc.log()[-1500:]
             assert f"on {loop}'s event loop" in proc.log(), proc.log()[-1500:]
         with httpx.Client(base_url=mesh.url, timeout=60) as http:
-            ingested = http.post("/api/v1/ingest", json={"text": "Separate processes still share one contract.",
-                                                         "doc_id": "sep"})
+            ingested = http.post(
+                "/api/v1/ingest", json={"text": "Separate processes still share one contract.", "doc_id": "sep"}
+            )
             assert ingested.status_code == 200, ingested.text
             results = http.post("/api/v1/search", json={"query": "separate processes"}).json()["results"]
             assert results[0]["doc_id"] == "sep"
@@ -75,8 +82,7 @@ def _objects_frozen_at_ready(proc: Proc, timeout: float = 30) -> int:
     """The count of start-up objects the process's ready line reports (0 if it never says it is ready)."""
     deadline = time.monotonic() + timeout
     while True:
-        ready = re.search(r"ragmesh ready: [^\n]*\((\d+) start-up objects kept out of garbage collection\)",
-                          proc.log())
+        ready = re.search(r"ragmesh ready: [^\n]*\((\d+) start-up objects kept out of garbage collection\)", proc.log())
         if ready or time.monotonic() > deadline:
             return int(ready[1]) if ready else 0
         time.sleep(0.2)

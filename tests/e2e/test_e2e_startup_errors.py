@@ -78,15 +78,15 @@ def test_a_malformed_api_key_entry_is_named_by_position_without_echoing_keys(tmp
 
 
 def test_an_unknown_event_loop_names_the_variable_and_the_choices(tmp_path):
-    env = Mesh(tmp_path / "data", extra_env={"RAGMESH_EMBEDDER_BACKEND": "hash",
-                                             "RAGMESH_EVENT_LOOP": "fast"}).env()
+    env = Mesh(tmp_path / "data", extra_env={"RAGMESH_EMBEDDER_BACKEND": "hash", "RAGMESH_EVENT_LOOP": "fast"}).env()
     output = _run(["up"], env)
     assert "RAGMESH_EVENT_LOOP" in output and "'fast'" in output
     assert "'uvloop'" in output and "'asyncio'" in output
 
 
 def test_an_invalid_in_process_calls_setting_names_the_variable(tmp_path):
-    env = Mesh(tmp_path / "data", extra_env={"RAGMESH_EMBEDDER_BACKEND": "hash",
-                                             "RAGMESH_IN_PROCESS_CALLS": "sometimes"}).env()
+    env = Mesh(
+        tmp_path / "data", extra_env={"RAGMESH_EMBEDDER_BACKEND": "hash", "RAGMESH_IN_PROCESS_CALLS": "sometimes"}
+    ).env()
     output = _run(["up"], env)
     assert "RAGMESH_IN_PROCESS_CALLS" in output

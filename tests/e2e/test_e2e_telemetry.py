@@ -58,10 +58,17 @@ class Receiver(trace_service_pb2_grpc.TraceServiceServicer):
                 resource = {a.key: _value(a.value) for a in resource_spans.resource.attributes}
                 for scope_spans in resource_spans.scope_spans:
                     for s in scope_spans.spans:
-                        self.spans.append(Span(
-                            resource.get("service.name", ""), s.name, s.kind, s.trace_id.hex(), s.span_id.hex(),
-                            s.parent_span_id.hex(), {a.key: _value(a.value) for a in s.attributes},
-                        ))
+                        self.spans.append(
+                            Span(
+                                resource.get("service.name", ""),
+                                s.name,
+                                s.kind,
+                                s.trace_id.hex(),
+                                s.span_id.hex(),
+                                s.parent_span_id.hex(),
+                                {a.key: _value(a.value) for a in s.attributes},
+                            )
+                        )
         return trace_service_pb2.ExportTraceServiceResponse()
 
     def snapshot(self) -> list[Span]:
@@ -102,16 +109,21 @@ def _trace_of(receiver: Receiver, predicate, needs, timeout: float = 60) -> list
 def _edges(spans: list[Span]) -> set[tuple[str, str, str, str]]:
     """(parent service, parent span name, child service, child span name) for every parent -> child edge."""
     by_id = {s.span_id: s for s in spans}
-    return {(by_id[s.parent_id].service, by_id[s.parent_id].name, s.service, s.name)
-            for s in spans if s.parent_id in by_id}
+    return {
+        (by_id[s.parent_id].service, by_id[s.parent_id].name, s.service, s.name) for s in spans if s.parent_id in by_id
+    }
 
 
 def _crosses(spans: list[Span], caller: str, callee: str, rpc: str) -> bool:
     """A CLIENT span of `caller` is the parent of `callee`'s SERVER span for the RPC."""
     by_id = {s.span_id: s for s in spans}
     return any(
-        s.service == callee and s.kind == SERVER and s.name.endswith(rpc)
-        and (p := by_id.get(s.parent_id)) is not None and p.service == caller and p.kind == CLIENT
+        s.service == callee
+        and s.kind == SERVER
+        and s.name.endswith(rpc)
+        and (p := by_id.get(s.parent_id)) is not None
+        and p.service == caller
+        and p.kind == CLIENT
         for s in spans
     )
 
@@ -135,9 +147,10 @@ def _server_span(spans: list[Span], service: str, rpc: str) -> Span:
 
 async def _mcp_searches(url: str, *queries: str) -> None:
     """Several search tool calls in one MCP session."""
-    async with httpx2.AsyncClient(timeout=60) as http, Client(
-        streamable_http_client(f"{url}/mcp", http_client=http)
-    ) as client:
+    async with (
+        httpx2.AsyncClient(timeout=60) as http,
+        Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client,
+    ):
         for query in queries:
             result = await client.call_tool("search", {"query": query, "collection": "traced", "top_k": 2})
             assert not result.is_error, result
@@ -145,8 +158,9 @@ async def _mcp_searches(url: str, *queries: str) -> None:
 
 def _labels(exposition: str, family: str) -> list[dict[str, str]]:
     """The label sets of one metric family's samples in a Prometheus exposition."""
-    return [sample.labels for f in text_string_to_metric_families(exposition) if f.name == family
-            for sample in f.samples]
+    return [
+        sample.labels for f in text_string_to_metric_families(exposition) if f.name == family for sample in f.samples
+    ]
 
 
 def _ancestors(span: Span, by_id: dict[str, Span]) -> Iterator[Span]:
@@ -158,13 +172,17 @@ def _start_mesh(tmp_path, otlp_port: int, **env: str) -> tuple[Mesh, list[Proc],
     """converter, embedder, indexer+search (one owner of the embedded store), answer and gateway as five
     processes, each exporting spans to the receiver and serving /metrics on a port of its own."""
     metrics_ports = {name: free_port() for name in SERVICES}
-    mesh = Mesh(tmp_path / "data", extra_env={**env,
-        "RAGMESH_EMBEDDER_BACKEND": "hash",
-        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{otlp_port}",
-        "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
-        "OTEL_BSP_SCHEDULE_DELAY": "200",  # export batches quickly
-        **{f"RAGMESH_{name.upper()}_METRICS_PORT": str(port) for name, port in metrics_ports.items()},
-    })
+    mesh = Mesh(
+        tmp_path / "data",
+        extra_env={
+            **env,
+            "RAGMESH_EMBEDDER_BACKEND": "hash",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{otlp_port}",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+            "OTEL_BSP_SCHEDULE_DELAY": "200",  # export batches quickly
+            **{f"RAGMESH_{name.upper()}_METRICS_PORT": str(port) for name, port in metrics_ports.items()},
+        },
+    )
     env = mesh.env()
     groups = [["converter"], ["embedder"], ["indexer", "search"], ["answer"], ["gateway"]]
     procs = [Proc(["serve", *g], env, tmp_path / f"{'-'.join(g)}.log").start() for g in groups]
@@ -178,18 +196,30 @@ def _stop(procs: list[Proc]) -> None:
 
 def test_one_request_is_one_trace_across_processes_and_every_process_has_metrics(tmp_path, receiver, fake_chat):
     otlp, otlp_port = receiver
-    mesh, procs, metrics_ports = _start_mesh(tmp_path, otlp_port, RAGMESH_ANSWER_BASE_URL=fake_chat.url,
-                                             RAGMESH_ANSWER_MODEL="fake-chat", RAGMESH_ANSWER_MIN_RELEVANCE="0.1")
+    mesh, procs, metrics_ports = _start_mesh(
+        tmp_path,
+        otlp_port,
+        RAGMESH_ANSWER_BASE_URL=fake_chat.url,
+        RAGMESH_ANSWER_MODEL="fake-chat",
+        RAGMESH_ANSWER_MIN_RELEVANCE="0.1",
+    )
     try:
         wait_ready(mesh.url, procs, timeout=120)  # /ready fans out to every gRPC health check
         with httpx.Client(base_url=mesh.url, timeout=60) as http:
-            page = b"<html><head><title>Tracing</title></head><body><h1>Tracing</h1>" \
-                   b"<p>Spans follow a request from the gateway through every service.</p></body></html>"
-            ingested = http.post("/api/v1/ingest/file", files={"file": ("tracing.html", page, "text/html")},
-                                 data={"collection": "traced", "doc_id": "tracing"})
+            page = (
+                b"<html><head><title>Tracing</title></head><body><h1>Tracing</h1>"
+                b"<p>Spans follow a request from the gateway through every service.</p></body></html>"
+            )
+            ingested = http.post(
+                "/api/v1/ingest/file",
+                files={"file": ("tracing.html", page, "text/html")},
+                data={"collection": "traced", "doc_id": "tracing"},
+            )
             assert ingested.status_code == 200, ingested.text
-            found = http.post("/api/v1/search", json={"query": "spans follow a request", "collection": "traced",
-                                                      "top_k": 3, "mode": "hybrid"})
+            found = http.post(
+                "/api/v1/search",
+                json={"query": "spans follow a request", "collection": "traced", "top_k": 3, "mode": "hybrid"},
+            )
             assert found.status_code == 200, found.text
             assert found.json()["results"][0]["doc_id"] == "tracing"
             bad = http.post("/api/v1/search", json={"query": "x", "collection": "Not Valid!"})
@@ -200,15 +230,19 @@ def test_one_request_is_one_trace_across_processes_and_every_process_has_metrics
             http.get("/ready")
             http.get("/health")
             scraped = {"gateway": http.get("/metrics").text}
-        scraped |= {name: httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-                    for name, port in metrics_ports.items()}
+        scraped |= {
+            name: httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text for name, port in metrics_ports.items()
+        }
 
         # --- REST file ingest: gateway -> indexer -> converter and embedder, + store --------------------------
         ingest = _trace_of(
-            otlp, lambda s: s.service == "ragmesh-gateway" and s.kind == SERVER and "ingest/file" in s.name,
-            lambda spans: _crosses(spans, "ragmesh-indexer", "ragmesh-embedder", "Embed")
-            and _crosses(spans, "ragmesh-indexer", "ragmesh-converter", "Convert")
-            and any(s.name == "store.upsert" for s in spans),
+            otlp,
+            lambda s: s.service == "ragmesh-gateway" and s.kind == SERVER and "ingest/file" in s.name,
+            lambda spans: (
+                _crosses(spans, "ragmesh-indexer", "ragmesh-embedder", "Embed")
+                and _crosses(spans, "ragmesh-indexer", "ragmesh-converter", "Convert")
+                and any(s.name == "store.upsert" for s in spans)
+            ),
         )
         assert _crosses(ingest, "ragmesh-gateway", "ragmesh-indexer", "IngestDocument"), _edges(ingest)
         assert len({s.trace_id for s in ingest}) == 1
@@ -222,10 +256,17 @@ def test_one_request_is_one_trace_across_processes_and_every_process_has_metrics
 
         # --- REST search: gateway -> search -> embedder, + store ---------------------------------------------
         search = _trace_of(
-            otlp, lambda s: s.service == "ragmesh-gateway" and s.kind == SERVER and s.name.endswith("/search")
-            and s.attributes.get("http.response.status_code", s.attributes.get("http.status_code")) == 200,
-            lambda spans: _crosses(spans, "ragmesh-search", "ragmesh-embedder", "Embed")
-            and any(s.name == "store.hybrid_evidence" for s in spans),
+            otlp,
+            lambda s: (
+                s.service == "ragmesh-gateway"
+                and s.kind == SERVER
+                and s.name.endswith("/search")
+                and s.attributes.get("http.response.status_code", s.attributes.get("http.status_code")) == 200
+            ),
+            lambda spans: (
+                _crosses(spans, "ragmesh-search", "ragmesh-embedder", "Embed")
+                and any(s.name == "store.hybrid_evidence" for s in spans)
+            ),
         )
         assert _crosses(search, "ragmesh-gateway", "ragmesh-search", "Search"), _edges(search)
         # The default (adaptive) hybrid reads both lists in one batched store call, then the kept hits' payloads.
@@ -239,8 +280,9 @@ def test_one_request_is_one_trace_across_processes_and_every_process_has_metrics
         # --- the error body names its trace; health checks and probes are not traced --------------------------
         assert len(error_trace_id) == 32 and any(s.trace_id == error_trace_id for s in otlp.snapshot())
         every = otlp.snapshot()
-        assert not [s.name for s in every if "grpc.health" in s.name or s.name.endswith(("/ready", "/health",
-                                                                                         "/metrics"))]
+        assert not [
+            s.name for s in every if "grpc.health" in s.name or s.name.endswith(("/ready", "/health", "/metrics"))
+        ]
 
         # --- JSON logs carry the trace: the indexer's "indexed" line belongs to the ingest trace --------------
         indexer_log = [json.loads(line) for line in procs[2].log().splitlines() if line.startswith("{")]
@@ -248,17 +290,28 @@ def test_one_request_is_one_trace_across_processes_and_every_process_has_metrics
         assert indexed and indexed[0]["trace_id"] == ingest[0].trace_id and len(indexed[0]["span_id"]) == 16
 
         # --- /metrics on every process --------------------------------------------------------------------------
-        assert 'ragmesh_http_server_request_duration_seconds_bucket{le="0.005",method="POST",' \
-               'route="/api/v1/search",status_code="200"}' in scraped["gateway"]
-        for name, rpc in {"converter": "Convert", "embedder": "Embed", "indexer": "IngestDocument",
-                          "search": "Search"}.items():
-            assert f'grpc_method="{rpc}"' in scraped[name] and "ragmesh_grpc_server_handling_seconds_bucket" in \
-                scraped[name], scraped[name][:2000]
+        assert (
+            'ragmesh_http_server_request_duration_seconds_bucket{le="0.005",method="POST",'
+            'route="/api/v1/search",status_code="200"}' in scraped["gateway"]
+        )
+        for name, rpc in {
+            "converter": "Convert",
+            "embedder": "Embed",
+            "indexer": "IngestDocument",
+            "search": "Search",
+        }.items():
+            assert (
+                f'grpc_method="{rpc}"' in scraped[name]
+                and "ragmesh_grpc_server_handling_seconds_bucket" in scraped[name]
+            ), scraped[name][:2000]
             assert "ragmesh_grpc_server_in_flight_requests" in scraped[name]
             assert "grpc.health" not in scraped[name]
         assert 'grpc_code="INVALID_ARGUMENT"' not in scraped["search"]  # the bad request never left the gateway
-        codes = {labels["grpc_code"] for labels in _labels(scraped["search"], "ragmesh_grpc_server_handling_seconds")
-                 if labels["grpc_method"] == "Search"}
+        codes = {
+            labels["grpc_code"]
+            for labels in _labels(scraped["search"], "ragmesh_grpc_server_handling_seconds")
+            if labels["grpc_method"] == "Search"
+        }
         assert codes == {"OK", "NOT_FOUND"}
         embedder = scraped["embedder"]
         assert "ragmesh_embedder_queue_depth 0.0" in embedder
@@ -278,22 +331,28 @@ def test_each_mcp_tool_call_is_one_trace_through_the_same_hops(tmp_path, receive
     mesh, procs, _ = _start_mesh(tmp_path, otlp_port)
     try:
         wait_ready(mesh.url, procs, timeout=120)
-        ingested = httpx.post(f"{mesh.url}/api/v1/ingest", timeout=60, json={
-            "text": "An MCP tool call is traced like a REST call.", "collection": "traced", "doc_id": "mcp"})
+        ingested = httpx.post(
+            f"{mesh.url}/api/v1/ingest",
+            timeout=60,
+            json={"text": "An MCP tool call is traced like a REST call.", "collection": "traced", "doc_id": "mcp"},
+        )
         assert ingested.status_code == 200, ingested.text
         asyncio.run(_mcp_searches(mesh.url, "tool call traced", "traced like a REST call"))
 
         def searches(spans: list[Span]) -> list[Span]:
-            return [s for s in spans if s.service == "ragmesh-search" and s.kind == SERVER
-                    and s.name.endswith("/Search")]
+            return [
+                s for s in spans if s.service == "ragmesh-search" and s.kind == SERVER and s.name.endswith("/Search")
+            ]
 
         def complete(spans: list[Span]) -> bool:
             # Each process exports its own spans in its own batches: wait for the embedder's and the gateway's too
             # (the search spans can arrive before the gateway's that they descend from).
             calls, by_id = searches(spans), {s.span_id: s for s in spans}
             return len(calls) >= 2 and all(
-                _crosses([s for s in spans if s.trace_id == c.trace_id], "ragmesh-search", "ragmesh-embedder",
-                         "Embed") and any(a.name == "POST /mcp" for a in _ancestors(c, by_id)) for c in calls)
+                _crosses([s for s in spans if s.trace_id == c.trace_id], "ragmesh-search", "ragmesh-embedder", "Embed")
+                and any(a.name == "POST /mcp" for a in _ancestors(c, by_id))
+                for c in calls
+            )
 
         deadline = time.monotonic() + 60
         while not complete(otlp.snapshot()) and time.monotonic() < deadline:
@@ -317,20 +376,29 @@ def _assert_one_ask_is_one_trace(mesh: Mesh, otlp: Receiver, chat, metrics_port:
     """One ask is one trace through answer, search and embedder with the chat model's call as a gen_ai span,
     and the answer service's metrics count it."""
     with httpx.Client(base_url=mesh.url, timeout=60) as http:
-        ingested = http.post("/api/v1/ingest", json={
-            "text": "Answers are traced from the gateway to the chat model.", "collection": "traced",
-            "doc_id": "answers"})
+        ingested = http.post(
+            "/api/v1/ingest",
+            json={
+                "text": "Answers are traced from the gateway to the chat model.",
+                "collection": "traced",
+                "doc_id": "answers",
+            },
+        )
         assert ingested.status_code == 200, ingested.text
-        asked = http.post("/api/v1/ask", json={"query": "are answers traced to the chat model?",
-                                               "collection": "traced"})
+        asked = http.post(
+            "/api/v1/ask", json={"query": "are answers traced to the chat model?", "collection": "traced"}
+        )
         assert asked.status_code == 200, asked.text
         usage = asked.json()["usage"]
     scraped = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).text
 
     spans = _trace_of(
-        otlp, lambda s: s.service == "ragmesh-gateway" and s.kind == SERVER and s.name.endswith("/ask"),
-        lambda spans: _crosses(spans, "ragmesh-search", "ragmesh-embedder", "Embed")
-        and any(s.name == "chat fake-chat" for s in spans),
+        otlp,
+        lambda s: s.service == "ragmesh-gateway" and s.kind == SERVER and s.name.endswith("/ask"),
+        lambda spans: (
+            _crosses(spans, "ragmesh-search", "ragmesh-embedder", "Embed")
+            and any(s.name == "chat fake-chat" for s in spans)
+        ),
     )
     assert len({s.trace_id for s in spans}) == 1
     assert _crosses(spans, "ragmesh-gateway", "ragmesh-answer", "Ask"), _edges(spans)
@@ -358,38 +426,63 @@ def test_ragmesh_up_is_one_trace_with_every_hop_whether_calls_are_in_process_or_
     the callee's gRPC metrics count the calls."""
     otlp, otlp_port = receiver
     embedder_metrics = free_port()
-    mesh = Mesh(tmp_path / "data", extra_env={
-        "RAGMESH_EMBEDDER_BACKEND": "hash", "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{otlp_port}",
-        "OTEL_BSP_SCHEDULE_DELAY": "200", "RAGMESH_EMBEDDER_METRICS_PORT": str(embedder_metrics),
-        "RAGMESH_IN_PROCESS_CALLS": in_process})
+    mesh = Mesh(
+        tmp_path / "data",
+        extra_env={
+            "RAGMESH_EMBEDDER_BACKEND": "hash",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{otlp_port}",
+            "OTEL_BSP_SCHEDULE_DELAY": "200",
+            "RAGMESH_EMBEDDER_METRICS_PORT": str(embedder_metrics),
+            "RAGMESH_IN_PROCESS_CALLS": in_process,
+        },
+    )
     proc = Proc(["up"], mesh.env(), tmp_path / "up.log").start()
     try:
         wait_ready(mesh.url, [proc], timeout=120)
         with httpx.Client(base_url=mesh.url, timeout=60) as http:
             page = b"<html><body><h1>Tracing</h1><p>Spans follow a request.</p></body></html>"
-            ingested = http.post("/api/v1/ingest/file", data={"collection": "traced", "doc_id": "tracing"},
-                                 files={"file": ("tracing.html", page, "text/html")})
+            ingested = http.post(
+                "/api/v1/ingest/file",
+                data={"collection": "traced", "doc_id": "tracing"},
+                files={"file": ("tracing.html", page, "text/html")},
+            )
             assert ingested.status_code == 200, ingested.text
             found = http.post("/api/v1/search", json={"query": "spans follow a request", "collection": "traced"})
             assert found.status_code == 200 and found.json()["results"][0]["doc_id"] == "tracing", found.text
             missing = http.post("/api/v1/search", json={"query": "x", "collection": "missing"})
             assert missing.status_code == 404, missing.text
         ingest = _trace_of(
-            otlp, lambda s: s.service == "ragmesh-gateway" and s.kind == SERVER and "ingest/file" in s.name,
-            lambda spans: _crosses(spans, "ragmesh-indexer", "ragmesh-embedder", "Embed")
-            and _crosses(spans, "ragmesh-indexer", "ragmesh-converter", "Convert")
-            and _crosses(spans, "ragmesh-gateway", "ragmesh-indexer", "IngestDocument"))
+            otlp,
+            lambda s: s.service == "ragmesh-gateway" and s.kind == SERVER and "ingest/file" in s.name,
+            lambda spans: (
+                _crosses(spans, "ragmesh-indexer", "ragmesh-embedder", "Embed")
+                and _crosses(spans, "ragmesh-indexer", "ragmesh-converter", "Convert")
+                and _crosses(spans, "ragmesh-gateway", "ragmesh-indexer", "IngestDocument")
+            ),
+        )
         assert len({s.trace_id for s in ingest}) == 1
         search = _trace_of(
-            otlp, lambda s: s.service == "ragmesh-gateway" and s.kind == SERVER and s.name.endswith("/search")
-            and s.attributes.get("http.response.status_code", s.attributes.get("http.status_code")) == 200,
-            lambda spans: _crosses(spans, "ragmesh-search", "ragmesh-embedder", "Embed")
-            and _crosses(spans, "ragmesh-gateway", "ragmesh-search", "Search")
-            and _child_of(spans, "ragmesh-search", "Search", "store.payloads") is not None)
+            otlp,
+            lambda s: (
+                s.service == "ragmesh-gateway"
+                and s.kind == SERVER
+                and s.name.endswith("/search")
+                and s.attributes.get("http.response.status_code", s.attributes.get("http.status_code")) == 200
+            ),
+            lambda spans: (
+                _crosses(spans, "ragmesh-search", "ragmesh-embedder", "Embed")
+                and _crosses(spans, "ragmesh-gateway", "ragmesh-search", "Search")
+                and _child_of(spans, "ragmesh-search", "Search", "store.payloads") is not None
+            ),
+        )
         assert len({s.trace_id for s in search}) == 1
         scraped = httpx.get(f"http://127.0.0.1:{embedder_metrics}/metrics", timeout=10).text
-        embeds = [s.value for f in text_string_to_metric_families(scraped) for s in f.samples
-                  if s.name == "ragmesh_grpc_server_handling_seconds_count" and s.labels["grpc_method"] == "Embed"]
+        embeds = [
+            s.value
+            for f in text_string_to_metric_families(scraped)
+            for s in f.samples
+            if s.name == "ragmesh_grpc_server_handling_seconds_count" and s.labels["grpc_method"] == "Embed"
+        ]
         assert sum(embeds) >= 2, scraped[:2000]  # the ingest's and the search's
     finally:
         assert proc.stop() == 0, proc.log()[-2000:]

@@ -70,8 +70,10 @@ def test_uploaded_file_is_found_by_search_and_returned_whole(http):
 
     # A phrase from the document, asked in other words, finds it in every mode.
     for mode in ("hybrid", "dense", "sparse"):
-        found = http.post("/api/v1/search", json={"query": "AutoGen multi-agent conversation framework",
-                                                  "collection": "e2e", "mode": mode, "top_k": 3})
+        found = http.post(
+            "/api/v1/search",
+            json={"query": "AutoGen multi-agent conversation framework", "collection": "e2e", "mode": mode, "top_k": 3},
+        )
         assert found.status_code == 200, found.text
         results = found.json()["results"]
         assert results and results[0]["doc_id"] == doc_id, (mode, results)
@@ -96,8 +98,10 @@ def test_ask_answers_extractively_with_the_real_model_and_no_keys(http):
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["generator"] == "extractive" and body["model"] == ""
-    definition = ("AutoGen is an open-source framework that allows developers to build LLM applications via multiple "
-                  "agents that can converse with each other to accomplish tasks")
+    definition = (
+        "AutoGen is an open-source framework that allows developers to build LLM applications via multiple "
+        "agents that can converse with each other to accomplish tasks"
+    )
     quoted = re.search(re.escape(definition) + r" \[(\d+)\]\.", body["answer"])
     assert quoted, body["answer"]
     # Cited by the number of a source whose retrieved chunk holds the sentence.
@@ -109,8 +113,11 @@ def test_ask_answers_extractively_with_the_real_model_and_no_keys(http):
     assert 1 <= len(sentences) <= 3 and all(re.search(r"\[\d+$", s.strip()) for s in sentences), body["answer"]
     assert body["sources"][0]["cited"] and all(0 < c["relevance_score"] <= 1 for c in body["matched_chunks"])
     # Nothing in these documents is about baking: NO_RESULTS, not a made-up answer.
-    _assert_error(http.post("/api/v1/ask", json={"query": "How do I bake sourdough bread?", "collection": "ask"}),
-                  404, "NO_RESULTS")
+    _assert_error(
+        http.post("/api/v1/ask", json={"query": "How do I bake sourdough bread?", "collection": "ask"}),
+        404,
+        "NO_RESULTS",
+    )
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in DOCUMENTS.iterdir()) if DOCUMENTS.is_dir() else [])
@@ -147,17 +154,19 @@ def test_empty_query_is_400(http):
 
 
 def test_unknown_document_is_404(http):
-    _assert_error(http.get("/api/v1/documents/no-such-doc", params={"collection": "e2e"}), 404,
-                  "DOCUMENT_NOT_FOUND")
+    _assert_error(http.get("/api/v1/documents/no-such-doc", params={"collection": "e2e"}), 404, "DOCUMENT_NOT_FOUND")
 
 
 def test_text_ingest_then_delete(http):
     text = "The quokka is a small marsupial living on Rottnest Island near Perth."
-    response = http.post("/api/v1/ingest", json={"text": text, "collection": "notes", "doc_id": "quokka",
-                                                 "title": "Quokka", "metadata": {"lang": "en"}})
+    response = http.post(
+        "/api/v1/ingest",
+        json={"text": text, "collection": "notes", "doc_id": "quokka", "title": "Quokka", "metadata": {"lang": "en"}},
+    )
     assert response.status_code == 200, response.text
-    found = http.post("/api/v1/search", json={"query": "marsupial on an island", "collection": "notes",
-                                              "filters": {"lang": "en"}}).json()["results"]
+    found = http.post(
+        "/api/v1/search", json={"query": "marsupial on an island", "collection": "notes", "filters": {"lang": "en"}}
+    ).json()["results"]
     assert found[0]["doc_id"] == "quokka" and found[0]["metadata"] == {"lang": "en"}
     collections = {c["name"]: c for c in http.get("/api/v1/collections").json()["collections"]}
     assert collections["notes"]["documents"] == 1

@@ -13,19 +13,28 @@ WORDS = {
     "workshop": ("chisel", "lathe", "sawdust"),
     "library": ("atlas", "catalogue", "reading"),
 }
-SENTENCES = ("The morning was quiet and nothing much happened while people walked along the old streets talking",
-             "Later a train arrived from the north carrying letters parcels and a few tired travellers home",
-             "By evening the clouds gathered over the hills and the market stalls were packed away slowly")
-LETTER = ("Someone wrote a long letter about many different things such as family holidays prices music and sport "
-          "and then")
+SENTENCES = (
+    "The morning was quiet and nothing much happened while people walked along the old streets talking",
+    "Later a train arrived from the north carrying letters parcels and a few tired travellers home",
+    "By evening the clouds gathered over the hills and the market stalls were packed away slowly",
+)
+LETTER = (
+    "Someone wrote a long letter about many different things such as family holidays prices music and sport and then"
+)
 DOCUMENTS = [
-    *({"doc_id": name, "text": " ".join(f"{s} about the {w}." for s, w in zip(SENTENCES, words, strict=True))}
-      for name, words in WORDS.items()),
-    *({"doc_id": f"{name}-{w}", "text": f"{LETTER} the {w} and the {w}. {SENTENCES[0]}. {SENTENCES[1]}."}
-      for name, words in WORDS.items() for w in words),
+    *(
+        {"doc_id": name, "text": " ".join(f"{s} about the {w}." for s, w in zip(SENTENCES, words, strict=True))}
+        for name, words in WORDS.items()
+    ),
+    *(
+        {"doc_id": f"{name}-{w}", "text": f"{LETTER} the {w} and the {w}. {SENTENCES[0]}. {SENTENCES[1]}."}
+        for name, words in WORDS.items()
+        for w in words
+    ),
 ]
-GOLDEN = {"queries": [{"query_id": name, "text": " ".join(words), "relevant": {name: 2}}
-                      for name, words in WORDS.items()]}
+GOLDEN = {
+    "queries": [{"query_id": name, "text": " ".join(words), "relevant": {name: 2}} for name, words in WORDS.items()]
+}
 # A mesh for them: whole-document chunks, golden sets scored in dense mode.
 MESH = {"indexer": {"chunk_tokens": 256, "job_batch_size": 4}, "search": {"default_mode": "dense"}}
 # A re-index the gate rejects (16-token chunks, no tolerance), and one it accepts.

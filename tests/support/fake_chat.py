@@ -42,8 +42,10 @@ from starlette.routing import Route
 WORD = re.compile(r"[a-z0-9]+")
 SOURCE_HEADER = re.compile(r"^\[(\d+)\][^\n]*$", re.MULTILINE)
 SENTENCE_END = re.compile(r"(?<=[.!?])\s")
-STOPWORDS = frozenset("a an and are as at be by do does for from how in is it of on or the to was what when where "
-                      "which who why with".split())
+STOPWORDS = frozenset(
+    "a an and are as at be by do does for from how in is it of on or the to was what when where "
+    "which who why with".split()
+)
 
 
 def words(text: str) -> list[str]:
@@ -87,12 +89,15 @@ class FakeChat:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
-        app = Starlette(routes=[Route("/v1/chat/completions", self._completions, methods=["POST"]),
-                                Route("/v1/models", self._models, methods=["GET"])])
+        app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._completions, methods=["POST"]),
+                Route("/v1/models", self._models, methods=["GET"]),
+            ]
+        )
         config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off")
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._serve(sock)), daemon=True,
-                                        name="fake-chat")
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._serve(sock)), daemon=True, name="fake-chat")
         self._thread.start()
         deadline = time.monotonic() + 10
         while not self._server.started:
@@ -145,8 +150,14 @@ class FakeChat:
     def _rewrite(messages: list[dict[str, Any]]) -> str:
         text = _content(next(m for m in reversed(messages) if m.get("role") == "user"))
         asked = [line.removeprefix("User:").strip() for line in text.splitlines() if line.startswith("User:")]
-        follow_up = next((line.split(":", 1)[1].strip() for line in text.splitlines()
-                          if line.lower().startswith("follow-up question:")), text.strip())
+        follow_up = next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in text.splitlines()
+                if line.lower().startswith("follow-up question:")
+            ),
+            text.strip(),
+        )
         return f"{asked[-1]} {follow_up}" if asked else follow_up
 
     @staticmethod
@@ -160,7 +171,7 @@ class FakeChat:
         best: tuple[int, int, str] | None = None
         for i, header in enumerate(headers):
             end = headers[i + 1].start() if i + 1 < len(headers) else len(context)
-            text = context[header.end():end]
+            text = context[header.end() : end]
             overlap = len(asked & set(words(text)))
             if best is None or overlap > best[0]:
                 best = (overlap, int(header.group(1)), text)
@@ -171,7 +182,7 @@ class FakeChat:
     def _tool_step(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
         last_user = max(i for i, m in enumerate(messages) if m.get("role") == "user")
         question = _content(messages[last_user])
-        results = [json.loads(_content(m)) for m in messages[last_user + 1:] if m.get("role") == "tool"]
+        results = [json.loads(_content(m)) for m in messages[last_user + 1 :] if m.get("role") == "tool"]
         step = len(results)
         if step == 0:
             return "", [_tool_call(f"call_{last_user}_0", "search", {"query": question})]
@@ -180,10 +191,16 @@ class FakeChat:
             if not last["results"]:
                 return "I found nothing about that.", []
             hit = last["results"][0]
-            return "", [_tool_call(f"call_{last_user}_{step}", "fetch_document",
-                                   {"doc_id": hit["doc_id"], "collection": hit["collection"]})]
-        ref = next((r["ref"] for res in results for r in res.get("results", []) if r["doc_id"] == last.get("doc_id")),
-                   1)
+            return "", [
+                _tool_call(
+                    f"call_{last_user}_{step}",
+                    "fetch_document",
+                    {"doc_id": hit["doc_id"], "collection": hit["collection"]},
+                )
+            ]
+        ref = next(
+            (r["ref"] for res in results for r in res.get("results", []) if r["doc_id"] == last.get("doc_id")), 1
+        )
         return f"{first_sentence(last.get('text', ''))} [{ref}]", []
 
     # --- HTTP ----------------------------------------------------------------------------------------------------
@@ -201,33 +218,56 @@ class FakeChat:
         model = body.get("model", "fake-chat")
         prompt_tokens = sum(len(_content(m).split()) for m in body.get("messages", []))
         pieces = re.findall(r"\S+\s*", text)
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": len(pieces) + len(tool_calls),
-                 "total_tokens": prompt_tokens + len(pieces) + len(tool_calls)}
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": len(pieces) + len(tool_calls),
+            "total_tokens": prompt_tokens + len(pieces) + len(tool_calls),
+        }
         finish = "tool_calls" if tool_calls else "stop"
         if not body.get("stream"):
             message: dict[str, Any] = {"role": "assistant", "content": text or None}
             if tool_calls:
                 message["tool_calls"] = tool_calls
-            return JSONResponse({
-                "id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": model,
-                "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage,
-            })
+            return JSONResponse(
+                {
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": model,
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                    "usage": usage,
+                }
+            )
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        return StreamingResponse(self._stream(model, pieces, tool_calls, finish, usage if include_usage else None),
-                                 media_type="text/event-stream")
+        return StreamingResponse(
+            self._stream(model, pieces, tool_calls, finish, usage if include_usage else None),
+            media_type="text/event-stream",
+        )
 
     async def _stream(self, model, pieces, tool_calls, finish, usage):
         def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> str:
-            return "data: " + json.dumps({
-                "id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
-            }) + "\n\n"
+            return (
+                "data: "
+                + json.dumps(
+                    {
+                        "id": "chatcmpl-fake",
+                        "object": "chat.completion.chunk",
+                        "created": 0,
+                        "model": model,
+                        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+                    }
+                )
+                + "\n\n"
+            )
 
         yield chunk({"role": "assistant", "content": ""})
         for n, piece in enumerate(pieces):
             if self.break_after is not None and n >= self.break_after:
-                yield "data: " + json.dumps({"error": {"message": "the fake model broke down mid-answer",
-                                                       "type": "server_error"}}) + "\n\n"
+                yield (
+                    "data: "
+                    + json.dumps({"error": {"message": "the fake model broke down mid-answer", "type": "server_error"}})
+                    + "\n\n"
+                )
                 return
             if self.token_delay:
                 await asyncio.sleep(self.token_delay)
@@ -236,13 +276,35 @@ class FakeChat:
             arguments = call["function"]["arguments"]
             half = len(arguments) // 2  # arguments arrive in pieces, as real APIs send them
             name = call["function"]["name"]
-            yield chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                                         "function": {"name": name, "arguments": arguments[:half]}}]})
+            yield chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call["id"],
+                            "type": "function",
+                            "function": {"name": name, "arguments": arguments[:half]},
+                        }
+                    ]
+                }
+            )
             yield chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments[half:]}}]})
         yield chunk({}, finish)
         if usage is not None:
-            yield "data: " + json.dumps({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
-                                         "model": model, "choices": [], "usage": usage}) + "\n\n"
+            yield (
+                "data: "
+                + json.dumps(
+                    {
+                        "id": "chatcmpl-fake",
+                        "object": "chat.completion.chunk",
+                        "created": 0,
+                        "model": model,
+                        "choices": [],
+                        "usage": usage,
+                    }
+                )
+                + "\n\n"
+            )
         yield "data: [DONE]\n\n"
 
 

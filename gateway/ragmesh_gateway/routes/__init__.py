@@ -2,5 +2,14 @@
 
 from . import ask, collections, convert, documents, golden, ingest, jobs, search, sessions
 
-API_ROUTERS = (ingest.router, convert.router, search.router, documents.router, collections.router, jobs.router,
-               golden.router, ask.router, sessions.router)
+API_ROUTERS = (
+    ingest.router,
+    convert.router,
+    search.router,
+    documents.router,
+    collections.router,
+    jobs.router,
+    golden.router,
+    ask.router,
+    sessions.router,
+)

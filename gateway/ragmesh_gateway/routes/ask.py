@@ -20,9 +20,9 @@ router = APIRouter(prefix="/api/v1", tags=["ask"], responses=ERROR_RESPONSES)
 SSE_PING_SECONDS = 15
 _STREAM_DOC = {
     "description": "The answer, as JSON, or with `stream` (or `Accept: text/event-stream`) as Server-Sent Events: "
-                   "`token` events `{\"text\": ...}`, then one `done` event carrying the same JSON as the "
-                   "unstreamed response; a failure after the stream started is an `error` event with the error "
-                   "body (`{\"error\": {...}}`).",
+    '`token` events `{"text": ...}`, then one `done` event carrying the same JSON as the '
+    "unstreamed response; a failure after the stream started is an `error` event with the error "
+    'body (`{"error": {...}}`).',
     "content": {"text/event-stream": {"schema": {"type": "string"}}},
 }
 
@@ -31,8 +31,7 @@ def _event(event: str, data: object) -> ServerSentEvent:
     return ServerSentEvent(data=json.dumps(data, ensure_ascii=False), event=event)
 
 
-@router.post("/ask", response_model=AskResponse, responses={200: _STREAM_DOC},
-             dependencies=[require_scope("read")])
+@router.post("/ask", response_model=AskResponse, responses={200: _STREAM_DOC}, dependencies=[require_scope("read")])
 async def ask(body: AskRequest, request: Request, clients: Clients):
     """Answer a question from the documents of one or more collections, citing them by number ([1]).
 
@@ -41,16 +40,21 @@ async def ask(body: AskRequest, request: Request, clients: Clients):
     chat model answers from them; with no model configured the answer is extractive: the retrieved sentences
     closest to the question, each cited (`"generator": "extractive"`). Nothing relevant is 404 `NO_RESULTS`
     (the model is not called); a chat model that is down is 503 naming it, while search keeps working."""
-    question = {"collections": body.collection_names(), "top_k": body.top_k, "filters": body.filters,
-                "session_id": body.session_id}
+    question = {
+        "collections": body.collection_names(),
+        "top_k": body.top_k,
+        "filters": body.filters,
+        "session_id": body.session_id,
+    }
     if not (body.stream or "text/event-stream" in request.headers.get("accept", "")):
         return await clients.ask(body.query, **question)
     events = clients.ask_stream(body.query, **question)
     # The first event (or failure) before answering: a question that fails before its first token gets a
     # plain error response with its status code, not a stream.
     first = await anext(events)
-    return EventSourceResponse(_sse(first, events), ping=SSE_PING_SECONDS,
-                               headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return EventSourceResponse(
+        _sse(first, events), ping=SSE_PING_SECONDS, headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    )
 
 
 async def _sse(first: str | AskResponse, events: AsyncIterator[str | AskResponse]) -> AsyncIterator[ServerSentEvent]:

@@ -35,13 +35,21 @@ async def list_collections(
 # `confirm` is required and must be true: the contract says so. The route reads it itself, so that a call
 # without it gets the specific CONFIRMATION_REQUIRED rather than a generic REQUEST_INVALID.
 _BOOLEANS = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False, "off": False}
-_CONFIRM = {"name": "confirm", "in": "query", "required": True,
-            "description": "Must be true: deleting a collection deletes its documents.",
-            "schema": {"type": "boolean", "enum": [True]}}
+_CONFIRM = {
+    "name": "confirm",
+    "in": "query",
+    "required": True,
+    "description": "Must be true: deleting a collection deletes its documents.",
+    "schema": {"type": "boolean", "enum": [True]},
+}
 
 
-@router.delete("/collections/{name}", response_model=DeleteCollectionResponse, dependencies=[require_scope("admin")],
-               openapi_extra={"parameters": [_CONFIRM]})
+@router.delete(
+    "/collections/{name}",
+    response_model=DeleteCollectionResponse,
+    dependencies=[require_scope("admin")],
+    openapi_extra={"parameters": [_CONFIRM]},
+)
 async def delete_collection(name: CollectionName, request: Request, clients: Clients) -> DeleteCollectionResponse:
     """Delete a collection and everything in it. Refuses with 400 CONFIRMATION_REQUIRED unless `confirm=true`."""
     raw = request.query_params.get("confirm", "false").strip().lower()
@@ -52,15 +60,28 @@ async def delete_collection(name: CollectionName, request: Request, clients: Cli
 
 
 # A re-index or rollback that conflicts with the collection's versions as they are.
-_CONFLICT = {409: {"model": ErrorResponse, "description": (
-    "A re-index of the collection is running (REINDEX_IN_PROGRESS), or, for a rollback, there is no version to "
-    "go back to (NO_PREVIOUS_VERSION: none kept, or its retention passed).")}}
+_CONFLICT = {
+    409: {
+        "model": ErrorResponse,
+        "description": (
+            "A re-index of the collection is running (REINDEX_IN_PROGRESS), or, for a rollback, there is no version to "
+            "go back to (NO_PREVIOUS_VERSION: none kept, or its retention passed)."
+        ),
+    }
+}
 
 
-@router.post("/collections/{name}/reindex", response_model=JobAccepted, status_code=status.HTTP_202_ACCEPTED,
-             dependencies=[require_scope("admin")], responses=_CONFLICT)
+@router.post(
+    "/collections/{name}/reindex",
+    response_model=JobAccepted,
+    status_code=status.HTTP_202_ACCEPTED,
+    dependencies=[require_scope("admin")],
+    responses=_CONFLICT,
+)
 async def reindex_collection(
-    name: CollectionName, clients: Clients, body: Annotated[ReindexRequest | None, Body()] = None,
+    name: CollectionName,
+    clients: Clients,
+    body: Annotated[ReindexRequest | None, Body()] = None,
 ) -> JobAccepted:
     """Re-index a collection into a new version (another chunking and/or embedding model) from the text it
     stores, as a job (`kind` "reindex"; follow it with GET /api/v1/jobs/{job_id}). Searches keep using the
@@ -73,13 +94,23 @@ async def reindex_collection(
     model)."""
     body = body or ReindexRequest()
     job = await clients.reindex_collection(
-        name, chunk_tokens=body.chunk_tokens, chunk_overlap_tokens=body.chunk_overlap_tokens, model=body.model,
-        tolerance=body.tolerance, force=body.force, retention_seconds=body.retention_seconds)
+        name,
+        chunk_tokens=body.chunk_tokens,
+        chunk_overlap_tokens=body.chunk_overlap_tokens,
+        model=body.model,
+        tolerance=body.tolerance,
+        force=body.force,
+        retention_seconds=body.retention_seconds,
+    )
     return JobAccepted(job_id=job.job_id, job=job)
 
 
-@router.post("/collections/{name}/rollback", response_model=RollbackResponse, dependencies=[require_scope("admin")],
-             responses=_CONFLICT)
+@router.post(
+    "/collections/{name}/rollback",
+    response_model=RollbackResponse,
+    dependencies=[require_scope("admin")],
+    responses=_CONFLICT,
+)
 async def rollback_collection(name: CollectionName, clients: Clients) -> RollbackResponse:
     """Switch a collection back to the version it used before its last switch, while that one is kept; the
     version it replaces is kept in turn, so a second rollback undoes the first."""

@@ -32,8 +32,13 @@ _REQUEST_BODY = {
 }
 
 
-@router.post("/convert", response_model=ConvertResponse, openapi_extra={"requestBody": _REQUEST_BODY},
-             dependencies=[require_scope("read", collections=False)], responses=NOT_ALLOWED_RESPONSES)
+@router.post(
+    "/convert",
+    response_model=ConvertResponse,
+    openapi_extra={"requestBody": _REQUEST_BODY},
+    dependencies=[require_scope("read", collections=False)],
+    responses=NOT_ALLOWED_RESPONSES,
+)
 async def convert(request: Request, clients: Clients) -> ConvertResponse:
     """Convert a document to Markdown: send multipart `file`, or JSON `{"url": "https://..."}`.
 
@@ -56,7 +61,9 @@ async def convert(request: Request, clients: Clients) -> ConvertResponse:
             raise validation_error(errors) from None
         return await clients.convert_url(body.url)
     raise RagmeshError(
-        grpc.StatusCode.INVALID_ARGUMENT, "UNSUPPORTED_MEDIA_TYPE",
-        "send multipart/form-data with a `file`, or application/json with a `url`", DOMAIN,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "UNSUPPORTED_MEDIA_TYPE",
+        "send multipart/form-data with a `file`, or application/json with a `url`",
+        DOMAIN,
         {"content_type": content_type[:100]},
     )

@@ -22,8 +22,7 @@ async def get_document(doc_id: DocId, clients: Clients, collection: Collection =
     return await clients.get_document(doc_id, collection=collection)
 
 
-@router.delete("/documents/{doc_id:path}", response_model=DeleteDocumentResponse,
-               dependencies=[require_scope("write")])
+@router.delete("/documents/{doc_id:path}", response_model=DeleteDocumentResponse, dependencies=[require_scope("write")])
 async def delete_document(
     doc_id: DocId, clients: Clients, collection: Collection = "default"
 ) -> DeleteDocumentResponse:

@@ -43,8 +43,9 @@ async def get_golden_set(name: CollectionName, clients: Clients) -> GoldenSetRes
     return await clients.get_golden_set(name)
 
 
-@router.delete("/collections/{name}/golden", response_model=DeleteGoldenSetResponse,
-               dependencies=[require_scope("write")])
+@router.delete(
+    "/collections/{name}/golden", response_model=DeleteGoldenSetResponse, dependencies=[require_scope("write")]
+)
 async def delete_golden_set(name: CollectionName, clients: Clients) -> DeleteGoldenSetResponse:
     """Remove the collection's golden set; its evaluation history is kept."""
     return DeleteGoldenSetResponse(collection=name, deleted_queries=await clients.delete_golden_set(name))
@@ -52,7 +53,9 @@ async def delete_golden_set(name: CollectionName, clients: Clients) -> DeleteGol
 
 @router.post("/collections/{name}/evaluate", response_model=EvaluationsResponse, dependencies=[require_scope("read")])
 async def evaluate_collection(
-    name: CollectionName, clients: Clients, body: Annotated[EvaluateRequest | None, Body()] = None,
+    name: CollectionName,
+    clients: Clients,
+    body: Annotated[EvaluateRequest | None, Body()] = None,
 ) -> EvaluationsResponse:
     """Score the collection's current index on its golden set: every golden query is searched (each of `modes`,
     default: the search service's default mode), the documents ranked (best chunk each) and scored: nDCG@10,
@@ -65,13 +68,14 @@ async def evaluate_collection(
     return EvaluationsResponse(collection=name, evaluations=await clients.evaluate_collection(name, modes, version))
 
 
-@router.get("/collections/{name}/evaluations", response_model=EvaluationsResponse,
-            dependencies=[require_scope("read")])
+@router.get("/collections/{name}/evaluations", response_model=EvaluationsResponse, dependencies=[require_scope("read")])
 async def list_evaluations(
-    name: CollectionName, clients: Clients,
+    name: CollectionName,
+    clients: Clients,
     mode: Annotated[SearchModeName | None, Query(description="Only this mode's evaluations.")] = None,
     limit: Annotated[int, Query(ge=1, le=1000, description="At most this many, the newest.")] = 100,
 ) -> EvaluationsResponse:
     """The collection's evaluation history, oldest first (the newest 100 are kept)."""
-    return EvaluationsResponse(collection=name,
-                               evaluations=await clients.list_evaluations(name, mode=mode, limit=limit))
+    return EvaluationsResponse(
+        collection=name, evaluations=await clients.list_evaluations(name, mode=mode, limit=limit)
+    )

@@ -27,7 +27,10 @@ async def ready(clients: Clients) -> ReadyResponse:
     down = [name for name, serving in states.items() if not serving]
     if down:
         raise RagmeshError(
-            grpc.StatusCode.UNAVAILABLE, "SERVICES_NOT_READY", f"not serving: {', '.join(down)}", DOMAIN,
+            grpc.StatusCode.UNAVAILABLE,
+            "SERVICES_NOT_READY",
+            f"not serving: {', '.join(down)}",
+            DOMAIN,
             {"services": ",".join(down)},
         )
     return ReadyResponse(services=dict.fromkeys(states, "SERVING"))

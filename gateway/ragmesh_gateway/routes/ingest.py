@@ -62,27 +62,37 @@ def _file_form() -> dict:
     text = IngestTextRequest.model_json_schema()["properties"]
     return {
         "required": True,
-        "content": {"multipart/form-data": {
-            "schema": {
-                "type": "object",
-                "required": ["file"],
-                "properties": {
-                    "file": {"type": "string", "format": "binary",
-                             "description": "The file (PDF, DOCX, PPTX, XLSX, HTML, EPUB, CSV, ...)."},
-                    "collection": blank_is_omitted(text["collection"]),
-                    "doc_id": blank_is_omitted(text["doc_id"]["anyOf"][0],
-                                               "Document id; derived from the file name if omitted."),
-                    "title": {"type": "string", "description": "Document title."},
-                    "metadata": {key: value for key, value in text["metadata"].items() if key != "default"},
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {
+                        "file": {
+                            "type": "string",
+                            "format": "binary",
+                            "description": "The file (PDF, DOCX, PPTX, XLSX, HTML, EPUB, CSV, ...).",
+                        },
+                        "collection": blank_is_omitted(text["collection"]),
+                        "doc_id": blank_is_omitted(
+                            text["doc_id"]["anyOf"][0], "Document id; derived from the file name if omitted."
+                        ),
+                        "title": {"type": "string", "description": "Document title."},
+                        "metadata": {key: value for key, value in text["metadata"].items() if key != "default"},
+                    },
                 },
-            },
-            "encoding": {"metadata": {"contentType": "application/json"}},
-        }},
+                "encoding": {"metadata": {"contentType": "application/json"}},
+            }
+        },
     }
 
 
-@router.post("/ingest/file", response_model=IngestFileResponse, dependencies=[require_scope("write")],
-             openapi_extra={"requestBody": _file_form()})
+@router.post(
+    "/ingest/file",
+    response_model=IngestFileResponse,
+    dependencies=[require_scope("write")],
+    openapi_extra={"requestBody": _file_form()},
+)
 async def ingest_file(
     file: Annotated[UploadFile, File(description="The file (PDF, DOCX, PPTX, XLSX, HTML, EPUB, CSV, ...).")],
     clients: Clients,
@@ -97,13 +107,22 @@ async def ingest_file(
     encrypted or empty files get 422."""
     data = await file.read()
     return await clients.ingest_file(
-        data, filename=file.filename or "", mime_type=file.content_type or "", collection=collection,
-        doc_id=doc_id, title=title, metadata=_metadata_form(metadata),
+        data,
+        filename=file.filename or "",
+        mime_type=file.content_type or "",
+        collection=collection,
+        doc_id=doc_id,
+        title=title,
+        metadata=_metadata_form(metadata),
     )
 
 
-@router.post("/ingest_url", response_model=IngestUrlResponse, dependencies=[require_scope("write")],
-             responses=NOT_ALLOWED_RESPONSES)
+@router.post(
+    "/ingest_url",
+    response_model=IngestUrlResponse,
+    dependencies=[require_scope("write")],
+    responses=NOT_ALLOWED_RESPONSES,
+)
 async def ingest_url(body: IngestUrlRequest, clients: Clients) -> IngestResult:
     """Fetch an http(s) URL, convert it to Markdown and ingest it.
 

@@ -51,30 +51,57 @@ register_url_convertor("job_id", _JobIdConvertor())
 router = APIRouter(prefix="/api/v1", tags=["jobs"], responses=UPLOAD_ERROR_RESPONSES)
 
 
-@router.post("/jobs", response_model=JobAccepted, status_code=status.HTTP_202_ACCEPTED,
-             dependencies=[require_scope("write")], responses=NOT_ALLOWED_RESPONSES)
+@router.post(
+    "/jobs",
+    response_model=JobAccepted,
+    status_code=status.HTTP_202_ACCEPTED,
+    dependencies=[require_scope("write")],
+    responses=NOT_ALLOWED_RESPONSES,
+)
 async def create_job(body: CreateJobRequest, clients: Clients) -> JobAccepted:
     """Queue a job that ingests a list of URLs, a list of texts, or a folder on the indexer's machine (under
     RAGMESH_INDEXER_ROOTS; `.gitignore`/`.ragmeshignore` and the default skips apply, secrets are never read,
     binaries/oversized files are skipped with a reason). A folder or URL list is remembered as a datasource of
     the collection (see `/datasources`). A failed document never fails the job."""
     job = await clients.create_job(
-        collection=body.collection, urls=body.urls, documents=body.documents, folder=body.folder,
-        prune=body.prune, fresh_for_seconds=body.fresh_for_seconds,
+        collection=body.collection,
+        urls=body.urls,
+        documents=body.documents,
+        folder=body.folder,
+        prune=body.prune,
+        fresh_for_seconds=body.fresh_for_seconds,
     )
     return JobAccepted(job_id=job.job_id, job=job)
 
 
-_ARCHIVE_FORM = {"required": True, "content": {"multipart/form-data": {"schema": {
-    "type": "object", "required": ["file"], "properties": {
-        "file": {"type": "string", "format": "binary",
-                 "description": "A ZIP archive; each member is ingested under its path."},
-        "collection": blank_is_omitted(CreateJobRequest.model_json_schema()["properties"]["collection"]),
-    }}}}}
+_ARCHIVE_FORM = {
+    "required": True,
+    "content": {
+        "multipart/form-data": {
+            "schema": {
+                "type": "object",
+                "required": ["file"],
+                "properties": {
+                    "file": {
+                        "type": "string",
+                        "format": "binary",
+                        "description": "A ZIP archive; each member is ingested under its path.",
+                    },
+                    "collection": blank_is_omitted(CreateJobRequest.model_json_schema()["properties"]["collection"]),
+                },
+            }
+        }
+    },
+}
 
 
-@router.post("/jobs/archive", response_model=JobAccepted, status_code=status.HTTP_202_ACCEPTED,
-             dependencies=[require_scope("write")], openapi_extra={"requestBody": _ARCHIVE_FORM})
+@router.post(
+    "/jobs/archive",
+    response_model=JobAccepted,
+    status_code=status.HTTP_202_ACCEPTED,
+    dependencies=[require_scope("write")],
+    openapi_extra={"requestBody": _ARCHIVE_FORM},
+)
 async def create_archive_job(
     file: Annotated[UploadFile, File(description="A ZIP archive; each member is ingested under its path.")],
     clients: Clients,
@@ -83,14 +110,14 @@ async def create_archive_job(
     """Queue a job that ingests the members of an uploaded ZIP archive (each titled and identified by its path
     in the archive; the folder skip rules apply). Encrypted archives and archives that unpack past the
     indexer's limit are refused."""
-    job = await clients.create_job(collection=collection, archive=await file.read(),
-                                   archive_name=file.filename or "")
+    job = await clients.create_job(collection=collection, archive=await file.read(), archive_name=file.filename or "")
     return JobAccepted(job_id=job.job_id, job=job)
 
 
 @router.get("/jobs", response_model=JobsResponse)
 async def list_jobs(
-    clients: Clients, principal: Annotated[Principal, require_scope("read", collections=False)],
+    clients: Clients,
+    principal: Annotated[Principal, require_scope("read", collections=False)],
     limit: Annotated[int, Query(ge=1, le=1000, description="At most this many.")] = 50,
 ) -> JobsResponse:
     """Recent jobs, newest first (without per-document errors)."""
@@ -99,7 +126,9 @@ async def list_jobs(
 
 @router.get("/jobs/{job_id:job_id}", response_model=Job)
 async def get_job(
-    job_id: JobId, clients: Clients, principal: Annotated[Principal, require_scope("read", collections=False)],
+    job_id: JobId,
+    clients: Clients,
+    principal: Annotated[Principal, require_scope("read", collections=False)],
 ) -> Job:
     """A job: queued/running/done/failed/cancelled (a re-index also rejected), counts, bytes, per-document
     errors, skipped files, when it started and finished, its rate, and for a re-index its versions and gate."""
@@ -110,7 +139,9 @@ async def get_job(
 
 @router.delete("/jobs/{job_id:job_id}", response_model=Job)
 async def cancel_job(
-    job_id: JobId, clients: Clients, principal: Annotated[Principal, require_scope("write", collections=False)],
+    job_id: JobId,
+    clients: Clients,
+    principal: Annotated[Principal, require_scope("write", collections=False)],
 ) -> Job:
     """Cancel a job: documents not started yet are not ingested. Cancelling a finished job changes nothing."""
     principal.require_collections([(await clients.get_job(job_id)).collection])
@@ -119,7 +150,8 @@ async def cancel_job(
 
 @router.get("/datasources", response_model=DatasourcesResponse)
 async def list_datasources(
-    clients: Clients, principal: Annotated[Principal, require_scope("read", collections=False)],
+    clients: Clients,
+    principal: Annotated[Principal, require_scope("read", collections=False)],
     collection: Annotated[CollectionName | None, Query(description="Only this collection's.")] = None,
 ) -> DatasourcesResponse:
     """The folders and URL lists synced into collections, with their options and whether a sync is due."""
@@ -131,28 +163,36 @@ async def list_datasources(
 
 @router.post("/datasources/sync", response_model=JobsResponse, status_code=status.HTTP_202_ACCEPTED)
 async def sync_datasources(
-    body: SyncRequest, clients: Clients, principal: Annotated[Principal, require_scope("write", collections=False)],
+    body: SyncRequest,
+    clients: Clients,
+    principal: Annotated[Principal, require_scope("write", collections=False)],
 ) -> JobsResponse:
     """Queue a job for every datasource that is due (never synced, past its fresh_until, or without a
     freshness limit), or for every one with `all`. Unchanged files are skipped by their content hash."""
     if body.collection is not None:
         principal.require_collections([body.collection])
     elif principal.collections is not None:
-        raise RagmeshError(grpc.StatusCode.PERMISSION_DENIED, "COLLECTION_REQUIRED",
-                           "this API key is limited to some collections: name the collection to sync", DOMAIN,
-                           {"allowed_collections": ",".join(sorted(principal.collections))})
+        raise RagmeshError(
+            grpc.StatusCode.PERMISSION_DENIED,
+            "COLLECTION_REQUIRED",
+            "this API key is limited to some collections: name the collection to sync",
+            DOMAIN,
+            {"allowed_collections": ",".join(sorted(principal.collections))},
+        )
     return JobsResponse(jobs=await clients.sync_datasources(body.collection, everything=body.all))
 
 
-@router.get("/collections/{name}/expired", response_model=ExpiredDocumentsResponse,
-            dependencies=[require_scope("read")])
+@router.get(
+    "/collections/{name}/expired", response_model=ExpiredDocumentsResponse, dependencies=[require_scope("read")]
+)
 async def expired_documents(name: CollectionName, clients: Clients) -> ExpiredDocumentsResponse:
     """The documents of a collection whose fresh_until has passed."""
     return ExpiredDocumentsResponse(documents=await clients.expired_documents(name))
 
 
-@router.delete("/collections/{name}/expired", response_model=PruneExpiredResponse,
-               dependencies=[require_scope("write")])
+@router.delete(
+    "/collections/{name}/expired", response_model=PruneExpiredResponse, dependencies=[require_scope("write")]
+)
 async def prune_expired(name: CollectionName, clients: Clients) -> PruneExpiredResponse:
     """Delete the documents of a collection whose fresh_until has passed."""
     return PruneExpiredResponse(deleted=await clients.prune_expired(name))

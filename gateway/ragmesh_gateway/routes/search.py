@@ -23,8 +23,14 @@ async def search(body: SearchRequest, clients: Clients) -> Response:
     `collections` are searched in parallel and merged. `filters` match payload fields or metadata keys
     exactly (a list matches any of its values)."""
     found = await clients.search(
-        body.query, collections=body.collection_names(), top_k=body.top_k, mode=body.mode, filters=body.filters,
-        group_by_document=body.group_by_document, score_threshold=body.score_threshold, fusion=body.fusion,
+        body.query,
+        collections=body.collection_names(),
+        top_k=body.top_k,
+        mode=body.mode,
+        filters=body.filters,
+        group_by_document=body.group_by_document,
+        score_threshold=body.score_threshold,
+        fusion=body.fusion,
         rrf_k=body.rrf_k,
     )
     # Serialised once by pydantic-core: FastAPI would validate the model again against response_model, turn

@@ -53,7 +53,7 @@ def _service_config(full_service: str, idempotent: Iterable[str]) -> str:
                         "retryableStatusCodes": [RETRYABLE.name],
                     },
                 }
-            ]
+            ],
         }
     )
 
@@ -101,8 +101,7 @@ class ServiceClient:
             ("grpc.min_reconnect_backoff_ms", 250),
             ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MAX_MS),
         ]
-        interceptors = [*(self.caller_telemetry.client_interceptors() if self.caller_telemetry else ()),
-                        *interceptors]
+        interceptors = [*(self.caller_telemetry.client_interceptors() if self.caller_telemetry else ()), *interceptors]
         token = mesh_token()
         if token:
             interceptors.append(MeshTokenClientInterceptor(token))
@@ -117,8 +116,11 @@ class ServiceClient:
             budget = min(budget, inherited - time.monotonic())
         if budget < _MIN_TIMEOUT:
             raise RagmeshError(
-                grpc.StatusCode.DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED",
-                f"no time left to call {self.service}", "ragmesh", {"service": self.service},
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                "DEADLINE_EXCEEDED",
+                f"no time left to call {self.service}",
+                "ragmesh",
+                {"service": self.service},
             )
         return budget
 
@@ -180,8 +182,10 @@ async def model_dimension(embedder: ServiceClient, wait_seconds: float) -> int:
     from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
     async for attempt in AsyncRetrying(
-        stop=stop_after_delay(wait_seconds), wait=wait_exponential(multiplier=0.2, max=2),
-        retry=retry_if_exception_type(RagmeshError), reraise=True,
+        stop=stop_after_delay(wait_seconds),
+        wait=wait_exponential(multiplier=0.2, max=2),
+        retry=retry_if_exception_type(RagmeshError),
+        reraise=True,
     ):
         with attempt:
             info = await embedder.call("GetModelInfo", embedder_pb.GetModelInfoRequest(), timeout=5)

@@ -37,15 +37,23 @@ class ServiceSettings(BaseSettings):
     host: str = Field("127.0.0.1", description="Address to bind the gRPC server to (0.0.0.0 in containers).")
     port: int = Field(0, ge=0, le=65535, description="gRPC port; 0 picks a free one (tests).")
     shutdown_grace_seconds: float = Field(
-        5.0, ge=0, le=300, validation_alias="RAGMESH_SHUTDOWN_GRACE_SECONDS",
+        5.0,
+        ge=0,
+        le=300,
+        validation_alias="RAGMESH_SHUTDOWN_GRACE_SECONDS",
         description="On SIGTERM, how long in-flight calls may finish (keep below terminationGracePeriodSeconds).",
     )
     metrics_port: int = Field(
-        0, ge=0, le=65535, description="Port of the Prometheus /metrics endpoint (on the gRPC host); 0 disables it.",
+        0,
+        ge=0,
+        le=65535,
+        description="Port of the Prometheus /metrics endpoint (on the gRPC host); 0 disables it.",
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", validation_alias="RAGMESH_LOG_LEVEL")
     max_message_bytes: int = Field(
-        64 * 1024 * 1024, ge=1024, validation_alias="RAGMESH_GRPC_MAX_MESSAGE_BYTES",
+        64 * 1024 * 1024,
+        ge=1024,
+        validation_alias="RAGMESH_GRPC_MAX_MESSAGE_BYTES",
         description="Largest gRPC message accepted or sent.",
     )
 

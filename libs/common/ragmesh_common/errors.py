@@ -183,5 +183,3 @@ def _from_status(status: status_pb2.Status) -> RagmeshError:
             detail.Unpack(retry)
             retry_after = retry.retry_delay.ToNanoseconds() / 1e9
     return RagmeshError(code, reason, status.message, domain, metadata, tuple(violations), retry_after)
-
-

@@ -57,9 +57,14 @@ _END = object()
 class InProcessSettings(BaseSettings):
     model_config = SettingsConfigDict(extra="ignore", frozen=True)
 
-    calls: bool = Field(True, validation_alias="RAGMESH_IN_PROCESS_CALLS", description=(
-        "`ragmesh up`: a service calls another service of its process directly instead of over loopback gRPC "
-        "(false: every call over gRPC)."))
+    calls: bool = Field(
+        True,
+        validation_alias="RAGMESH_IN_PROCESS_CALLS",
+        description=(
+            "`ragmesh up`: a service calls another service of its process directly instead of over loopback gRPC "
+            "(false: every call over gRPC)."
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -111,13 +116,19 @@ async def unary(local: LocalService, client: ServiceClient, method: str, request
     with _client_span(client, path) as parent:
         for attempt in range(1, _ATTEMPTS + 1):
             try:
-                task = loop.create_task(_serve_unary(local, path, behavior, request, expires, parent),
-                                        context=contextvars.copy_context())
+                task = loop.create_task(
+                    _serve_unary(local, path, behavior, request, expires, parent), context=contextvars.copy_context()
+                )
                 return await _until(task, deadline, client)
             except RagmeshError as err:
                 # `retried` here: the callee pushed back (it retried downstream already).
-                retry = (not streaming_request and attempt < _ATTEMPTS and method in client.idempotent
-                         and err.code == grpc.StatusCode.UNAVAILABLE and not err.retried)
+                retry = (
+                    not streaming_request
+                    and attempt < _ATTEMPTS
+                    and method in client.idempotent
+                    and err.code == grpc.StatusCode.UNAVAILABLE
+                    and not err.retried
+                )
                 if not retry or (pause := random.uniform(0, backoff)) >= deadline - loop.time():
                     raise client.failed(err, method) from None
                 await asyncio.sleep(pause)
@@ -125,8 +136,9 @@ async def unary(local: LocalService, client: ServiceClient, method: str, request
     raise AssertionError("unreachable")
 
 
-async def stream(local: LocalService, client: ServiceClient, method: str, request,
-                 timeout: float | None) -> AsyncIterator:
+async def stream(
+    local: LocalService, client: ServiceClient, method: str, request, timeout: float | None
+) -> AsyncIterator:
     """`client.stream(method, request)` served by `local`: each response as the callee yields it (none read
     ahead); closing early cancels the callee, as a cancelled gRPC call does."""
     path = f"/{client.full_name}/{method}"
@@ -142,8 +154,9 @@ async def stream(local: LocalService, client: ServiceClient, method: str, reques
     with _client_span(client, path) as parent:
         responses = _serve_stream(local, path, behavior, request, expires, parent)
         try:
-            while (response := await _until(loop.create_task(_step(responses), context=context), deadline,
-                                             client)) is not _END:
+            while (
+                response := await _until(loop.create_task(_step(responses), context=context), deadline, client)
+            ) is not _END:
                 yield response
         except RagmeshError as err:
             raise client.failed(err, method) from None
@@ -158,8 +171,9 @@ async def _until(task: asyncio.Task, deadline: float, client: ServiceClient):
         async with asyncio.timeout_at(deadline):
             return await task
     except TimeoutError:
-        raise transport_error(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", service=client.service,
-                              target=client.target) from None
+        raise transport_error(
+            grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", service=client.service, target=client.target
+        ) from None
 
 
 async def _step(responses: AsyncIterator):
@@ -173,14 +187,16 @@ async def _close(responses) -> None:
 def _handler(local: LocalService, client: ServiceClient, path: str) -> grpc.RpcMethodHandler:
     handler = local.handlers.get(path)
     if handler is None:  # as gRPC answers a method the server does not serve
-        raise transport_error(grpc.StatusCode.UNIMPLEMENTED, "Method not found!", service=client.service,
-                              target=client.target)
+        raise transport_error(
+            grpc.StatusCode.UNIMPLEMENTED, "Method not found!", service=client.service, target=client.target
+        )
     return handler
 
 
 def _misuse(client: ServiceClient, path: str, what: str) -> RagmeshError:
-    return RagmeshError(grpc.StatusCode.INTERNAL, "INTERNAL_ERROR", f"{path} has {what}", "ragmesh",
-                        {"service": client.service})
+    return RagmeshError(
+        grpc.StatusCode.INTERNAL, "INTERNAL_ERROR", f"{path} has {what}", "ragmesh", {"service": client.service}
+    )
 
 
 def _check_size(client: ServiceClient, request) -> None:
@@ -189,7 +205,8 @@ def _check_size(client: ServiceClient, request) -> None:
         raise transport_error(
             grpc.StatusCode.RESOURCE_EXHAUSTED,
             f"Sent message larger than max ({size} vs. {client.max_message_bytes})",
-            service=client.service, target=client.target,
+            service=client.service,
+            target=client.target,
         )
 
 
@@ -226,15 +243,24 @@ class _client_span:  # noqa: N801 - a context manager used like a function
     def __enter__(self) -> trace.Span | None:
         if self.telemetry is not None and self.telemetry.tracing:
             self.span = self.telemetry.tracer("opentelemetry.instrumentation.grpc").start_span(
-                self.path, kind=SpanKind.CLIENT, attributes=_rpc_attributes(self.path))
+                self.path, kind=SpanKind.CLIENT, attributes=_rpc_attributes(self.path)
+            )
         return self.span
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if self.span is None:
             return
-        code = exc.code if isinstance(exc, RagmeshError) else (
-            grpc.StatusCode.CANCELLED if isinstance(exc, asyncio.CancelledError) else
-            grpc.StatusCode.UNKNOWN if exc is not None else grpc.StatusCode.OK)
+        code = (
+            exc.code
+            if isinstance(exc, RagmeshError)
+            else (
+                grpc.StatusCode.CANCELLED
+                if isinstance(exc, asyncio.CancelledError)
+                else grpc.StatusCode.UNKNOWN
+                if exc is not None
+                else grpc.StatusCode.OK
+            )
+        )
         _end(self.span, code, exc)
 
 
@@ -273,8 +299,11 @@ class _Served:
         self.span = None
         if self.local.telemetry.tracing:
             self.span = self.local.telemetry.tracer("opentelemetry.instrumentation.grpc").start_span(
-                self.path, kind=SpanKind.SERVER, attributes=_rpc_attributes(self.path),
-                context=trace.set_span_in_context(self.parent) if self.parent is not None else None)
+                self.path,
+                kind=SpanKind.SERVER,
+                attributes=_rpc_attributes(self.path),
+                context=trace.set_span_in_context(self.parent) if self.parent is not None else None,
+            )
             self._attached = trace.use_span(self.span, end_on_exit=False)
             self._attached.__enter__()
         self.metrics.in_flight.labels(self.service, self.method).inc()
@@ -308,8 +337,16 @@ def _rpc_attributes(path: str) -> dict[str, Any]:
 
 # The codes that make a SERVER span an error (the server's fault), as OpenTelemetry's semantic conventions for
 # gRPC and its gRPC instrumentation have it; every code but OK makes a CLIENT span one.
-_SERVER_ERRORS = frozenset({grpc.StatusCode.UNKNOWN, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNIMPLEMENTED,
-                            grpc.StatusCode.INTERNAL, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DATA_LOSS})
+_SERVER_ERRORS = frozenset(
+    {
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.UNIMPLEMENTED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DATA_LOSS,
+    }
+)
 
 
 def _end(span: trace.Span, code: grpc.StatusCode, exc: BaseException | None, *, server: bool = False) -> None:

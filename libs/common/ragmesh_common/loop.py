@@ -27,9 +27,14 @@ EventLoop = Literal["auto", "uvloop", "asyncio"]
 class LoopSettings(BaseSettings):
     model_config = SettingsConfigDict(extra="ignore", frozen=True)
 
-    event_loop: EventLoop = Field("auto", validation_alias="RAGMESH_EVENT_LOOP", description=(
-        "The event loop of `ragmesh up` and `ragmesh serve`: auto (uvloop when installed, else asyncio's), uvloop "
-        "(fail at start-up without it) or asyncio."))
+    event_loop: EventLoop = Field(
+        "auto",
+        validation_alias="RAGMESH_EVENT_LOOP",
+        description=(
+            "The event loop of `ragmesh up` and `ragmesh serve`: auto (uvloop when installed, else asyncio's), uvloop "
+            "(fail at start-up without it) or asyncio."
+        ),
+    )
 
 
 def loop_factory(choice: EventLoop) -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -40,8 +45,10 @@ def loop_factory(choice: EventLoop) -> Callable[[], asyncio.AbstractEventLoop] |
         import uvloop
     except ImportError:
         if choice == "uvloop":
-            raise ConfigError("RAGMESH_EVENT_LOOP=uvloop: uvloop is not installed (pip install uvloop; it has no "
-                              "Windows build); use auto or asyncio") from None
+            raise ConfigError(
+                "RAGMESH_EVENT_LOOP=uvloop: uvloop is not installed (pip install uvloop; it has no "
+                "Windows build); use auto or asyncio"
+            ) from None
         return None
     return uvloop.new_event_loop
 

@@ -22,7 +22,9 @@ class MeshAuthSettings(BaseSettings):
     model_config = SettingsConfigDict(extra="ignore", frozen=True)
 
     mesh_token: SecretStr | None = Field(
-        None, min_length=16, validation_alias="RAGMESH_MESH_TOKEN",
+        None,
+        min_length=16,
+        validation_alias="RAGMESH_MESH_TOKEN",
         description="Shared secret every service sends and requires on gRPC calls (at least 16 characters).",
     )
 
@@ -52,8 +54,12 @@ class MeshTokenServerInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None:
             return None
-        error = RagmeshError(grpc.StatusCode.UNAUTHENTICATED, "MESH_TOKEN_INVALID",
-                             f"{method}: this service needs the mesh token (RAGMESH_MESH_TOKEN)", self._domain)
+        error = RagmeshError(
+            grpc.StatusCode.UNAUTHENTICATED,
+            "MESH_TOKEN_INVALID",
+            f"{method}: this service needs the mesh token (RAGMESH_MESH_TOKEN)",
+            self._domain,
+        )
 
         async def refuse(request, context):
             await context.abort(error.code, error.message, error.trailing_metadata())
@@ -67,8 +73,12 @@ class MeshTokenServerInterceptor(grpc.aio.ServerInterceptor):
         return rewrap_handler(handler, lambda _: refuse, lambda _: refuse_stream)
 
 
-class MeshTokenClientInterceptor(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClientInterceptor,
-                                 grpc.aio.StreamUnaryClientInterceptor, grpc.aio.StreamStreamClientInterceptor):
+class MeshTokenClientInterceptor(
+    grpc.aio.UnaryUnaryClientInterceptor,
+    grpc.aio.UnaryStreamClientInterceptor,
+    grpc.aio.StreamUnaryClientInterceptor,
+    grpc.aio.StreamStreamClientInterceptor,
+):
     """Adds the mesh token to every call's metadata."""
 
     def __init__(self, token: str) -> None:
@@ -77,8 +87,9 @@ class MeshTokenClientInterceptor(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.
     def _details(self, details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
         metadata = grpc.aio.Metadata(*(details.metadata or ()))
         metadata.add(METADATA_KEY, self._token)
-        return grpc.aio.ClientCallDetails(details.method, details.timeout, metadata, details.credentials,
-                                          details.wait_for_ready)
+        return grpc.aio.ClientCallDetails(
+            details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
+        )
 
     async def intercept_unary_unary(self, continuation, client_call_details, request):
         return await continuation(self._details(client_call_details), request)

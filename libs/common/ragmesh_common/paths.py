@@ -38,8 +38,11 @@ def under_roots(uri: str, roots: tuple[Path, ...], *, domain: str, setting: str,
     relative to the first root. `setting` names the variable that holds the roots, for the message."""
     if not roots:
         raise RagmeshError(
-            grpc.StatusCode.PERMISSION_DENIED, "LOCAL_PATHS_DISABLED",
-            f"this server reads no local files ({setting} is empty)", domain, {"setting": setting},
+            grpc.StatusCode.PERMISSION_DENIED,
+            "LOCAL_PATHS_DISABLED",
+            f"this server reads no local files ({setting} is empty)",
+            domain,
+            {"setting": setting},
         )
     raw = unquote(urlsplit(uri).path) if uri.lower().startswith("file://") else uri
     try:
@@ -48,8 +51,10 @@ def under_roots(uri: str, roots: tuple[Path, ...], *, domain: str, setting: str,
         raise invalid_argument("PATH_INVALID", f"not a usable path: {exc}", field=field) from None
     if not any(path.is_relative_to(root) for root in roots):
         raise RagmeshError(
-            grpc.StatusCode.PERMISSION_DENIED, "PATH_OUTSIDE_ROOTS",
-            f"the path is outside the folders this server may read ({setting})", domain,
+            grpc.StatusCode.PERMISSION_DENIED,
+            "PATH_OUTSIDE_ROOTS",
+            f"the path is outside the folders this server may read ({setting})",
+            domain,
             {"roots": ",".join(str(root) for root in roots), "setting": setting},
         )
     return path
@@ -63,8 +68,7 @@ def file_under_roots(uri: str, roots: tuple[Path, ...], *, domain: str, setting:
     return path
 
 
-def folder_under_roots(uri: str, roots: tuple[Path, ...], *, domain: str, setting: str,
-                       field: str = "folder") -> Path:
+def folder_under_roots(uri: str, roots: tuple[Path, ...], *, domain: str, setting: str, field: str = "folder") -> Path:
     """As `under_roots`, and the path must be a folder (else NOT_FOUND FOLDER_NOT_FOUND)."""
     path = under_roots(uri, roots, domain=domain, setting=setting, field=field)
     if not path.is_dir():

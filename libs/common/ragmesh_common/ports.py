@@ -27,7 +27,7 @@ def _listening_inodes(port: int) -> set[str]:
 
 
 def port_holder(port: int) -> str | None:
-    """"pid N (command line)" of a process listening on `port`, when this user may see it; else None."""
+    """ "pid N (command line)" of a process listening on `port`, when this user may see it; else None."""
     inodes = {f"socket:[{inode}]" for inode in _listening_inodes(port)}
     if not inodes:
         return None

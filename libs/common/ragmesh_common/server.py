@@ -43,9 +43,7 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
         if handler is None:
             return None
         method = handler_call_details.method
-        return rewrap_handler(
-            handler, lambda b: self._wrap_unary(b, method), lambda b: self._wrap_stream(b, method)
-        )
+        return rewrap_handler(handler, lambda b: self._wrap_unary(b, method), lambda b: self._wrap_stream(b, method))
 
     def _wrap_unary(self, behavior, method: str):
         async def wrapper(request, context):
@@ -84,7 +82,10 @@ def status_error(exc: BaseException, domain: str, method: str) -> RagmeshError:
         return err
     log.error("%s failed unexpectedly", method, exc_info=exc)
     return RagmeshError(
-        grpc.StatusCode.INTERNAL, "INTERNAL_ERROR", f"internal error in {method}: {type(exc).__name__}", domain,
+        grpc.StatusCode.INTERNAL,
+        "INTERNAL_ERROR",
+        f"internal error in {method}: {type(exc).__name__}",
+        domain,
     )
 
 
@@ -136,8 +137,9 @@ class Service:
         """Clients of this process whose target is `target` call this service directly (`inprocess`)."""
         from . import inprocess  # it builds on this module
 
-        inprocess.serve(target, inprocess.LocalService(self.name, self.domain, self.handlers,
-                                                       setup_telemetry(self.name)))
+        inprocess.serve(
+            target, inprocess.LocalService(self.name, self.domain, self.handlers, setup_telemetry(self.name))
+        )
         self.in_process_targets.append(target)
 
     async def start(self) -> None:
@@ -201,8 +203,16 @@ def new_server(
         port = 0
     if port == 0:
         raise port_in_use(f"the {name} service", settings.host, settings.port, f"{prefix}PORT")
-    return Service(name, server, port, health_servicer, names, settings.shutdown_grace_seconds,
-                   domain=domain, handlers=recording.handlers)
+    return Service(
+        name,
+        server,
+        port,
+        health_servicer,
+        names,
+        settings.shutdown_grace_seconds,
+        domain=domain,
+        handlers=recording.handlers,
+    )
 
 
 class _RecordingServer:

@@ -167,7 +167,9 @@ class Telemetry:
             from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
             FastAPIInstrumentor.instrument_app(
-                app, tracer_provider=self.tracer_provider, excluded_urls=UNTRACED_HTTP_PATHS,
+                app,
+                tracer_provider=self.tracer_provider,
+                excluded_urls=UNTRACED_HTTP_PATHS,
                 exclude_spans=["receive", "send"],
             )
 
@@ -230,12 +232,17 @@ class GrpcServerMetrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.latency = Histogram(
-            "ragmesh_grpc_server_handling_seconds", "Time to serve a gRPC call, by RPC and status code.",
-            ["grpc_service", "grpc_method", "grpc_code"], registry=registry, buckets=LATENCY_BUCKETS,
+            "ragmesh_grpc_server_handling_seconds",
+            "Time to serve a gRPC call, by RPC and status code.",
+            ["grpc_service", "grpc_method", "grpc_code"],
+            registry=registry,
+            buckets=LATENCY_BUCKETS,
         )
         self.in_flight = Gauge(
-            "ragmesh_grpc_server_in_flight_requests", "gRPC calls being served now.",
-            ["grpc_service", "grpc_method"], registry=registry,
+            "ragmesh_grpc_server_in_flight_requests",
+            "gRPC calls being served now.",
+            ["grpc_service", "grpc_method"],
+            registry=registry,
         )
 
 
@@ -322,8 +329,14 @@ def serve_metrics(telemetry: Telemetry, host: str, port: int) -> Callable[[], No
     try:
         server, thread = start_http_server(port, addr=host, registry=telemetry.registry)
     except OSError as exc:
-        log.error("%s: cannot serve metrics on %s:%d: %s; set RAGMESH_%s_METRICS_PORT to a free port (0: off)",
-                  telemetry.service, host, port, exc.strerror or exc, telemetry.service.upper())
+        log.error(
+            "%s: cannot serve metrics on %s:%d: %s; set RAGMESH_%s_METRICS_PORT to a free port (0: off)",
+            telemetry.service,
+            host,
+            port,
+            exc.strerror or exc,
+            telemetry.service.upper(),
+        )
         return None
     log.info("%s metrics on http://%s:%d/metrics", telemetry.service, host, port)
 
@@ -333,4 +346,3 @@ def serve_metrics(telemetry: Telemetry, host: str, port: int) -> Callable[[], No
         thread.join(5)
 
     return stop
-

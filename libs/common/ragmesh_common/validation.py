@@ -16,9 +16,7 @@ DOC_ID_MAX_CHARS = 512
 _SPACE = r" \t\n\r\f\v\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 _PRINTABLE = r"\x00-\x1f"
 # 1-512 characters, none a control character (below U+0020), not starting or ending with whitespace.
-DOC_ID_PATTERN = (
-    rf"^[^{_PRINTABLE}{_SPACE}](?:[^{_PRINTABLE}]{{0,{DOC_ID_MAX_CHARS - 2}}}[^{_PRINTABLE}{_SPACE}])?$"
-)
+DOC_ID_PATTERN = rf"^[^{_PRINTABLE}{_SPACE}](?:[^{_PRINTABLE}]{{0,{DOC_ID_MAX_CHARS - 2}}}[^{_PRINTABLE}{_SPACE}])?$"
 DOC_ID_RE = re.compile(DOC_ID_PATTERN)
 # Text with at least one character that is not whitespace (what `text.strip()` leaves something of).
 NOT_BLANK_PATTERN = rf"[^{_SPACE}]"
@@ -32,8 +30,18 @@ GOLDEN_MAX_JUDGMENTS = 50_000
 GOLDEN_MAX_GRADE = 10
 GOLDEN_QUERY_ID_MAX_CHARS = 256
 # Chunk payload fields search can filter on besides user metadata keys (their values are strings).
-CHUNK_FILTER_FIELDS = ("doc_id", "title", "source", "filename", "mime_type", "url", "language", "path",
-                       "path_prefix", "datasource")
+CHUNK_FILTER_FIELDS = (
+    "doc_id",
+    "title",
+    "source",
+    "filename",
+    "mime_type",
+    "url",
+    "language",
+    "path",
+    "path_prefix",
+    "datasource",
+)
 
 
 def collection_name(name: str, *, field: str = "collection") -> str:

@@ -19,8 +19,10 @@ def dense_rows(response) -> list[list[float]]:
     matrix = response.dense_matrix
     rows, columns = matrix.rows, matrix.columns
     if rows != len(response.embeddings) or len(matrix.data) != rows * columns * 4:
-        raise ValueError(f"a dense_matrix of {len(matrix.data)} bytes cannot hold {rows} x {columns} float32 "
-                         f"values for {len(response.embeddings)} embeddings")
+        raise ValueError(
+            f"a dense_matrix of {len(matrix.data)} bytes cannot hold {rows} x {columns} float32 "
+            f"values for {len(response.embeddings)} embeddings"
+        )
     values = array("f")
     values.frombytes(matrix.data)
     if sys.byteorder == "big":  # the wire format is little-endian

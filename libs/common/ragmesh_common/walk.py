@@ -24,32 +24,133 @@ from pathlib import Path, PurePosixPath
 import pathspec
 
 IGNORE_FILES = (".gitignore", ".ragmeshignore")
-DEFAULT_SKIP_DIRS = frozenset({
-    ".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox", ".mypy_cache",
-    ".pytest_cache", ".ruff_cache", ".ragmesh", ".eggs", "build", "dist", "target", ".next", ".gradle",
-    ".idea", ".cache", "site-packages",
-})
+DEFAULT_SKIP_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "node_modules",
+        "__pycache__",
+        ".venv",
+        "venv",
+        ".tox",
+        ".nox",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".ragmesh",
+        ".eggs",
+        "build",
+        "dist",
+        "target",
+        ".next",
+        ".gradle",
+        ".idea",
+        ".cache",
+        "site-packages",
+    }
+)
 DEFAULT_SKIP_DIR_GLOBS = ("*.egg-info",)
 # Never opened, whatever the ignore files say.
 SECRET_GLOBS = (
-    ".env", ".env.*", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore", "*.kdbx", "id_rsa*", "id_dsa*",
-    "id_ecdsa*", "id_ed25519*", ".netrc", ".npmrc", ".pypirc", ".htpasswd", ".pgpass", "credentials",
-    "credentials.*", "*credentials*.json", "service-account*.json", "*.secret", "secrets.*",
+    ".env",
+    ".env.*",
+    "*.pem",
+    "*.key",
+    "*.p12",
+    "*.pfx",
+    "*.jks",
+    "*.keystore",
+    "*.kdbx",
+    "id_rsa*",
+    "id_dsa*",
+    "id_ecdsa*",
+    "id_ed25519*",
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+    ".htpasswd",
+    ".pgpass",
+    "credentials",
+    "credentials.*",
+    "*credentials*.json",
+    "service-account*.json",
+    "*.secret",
+    "secrets.*",
 )
 SECRET_EXCEPTIONS = (".env.example", ".env.sample", ".env.template", "*.pub")
-BINARY_EXTENSIONS = frozenset({
-    ".pyc", ".pyo", ".so", ".o", ".a", ".dll", ".dylib", ".exe", ".class", ".jar", ".war", ".whl", ".egg",
-    ".png", ".jpg", ".jpeg", ".gif", ".bmp", ".ico", ".webp", ".tif", ".tiff", ".woff", ".woff2", ".ttf",
-    ".otf", ".eot", ".mp3", ".mp4", ".wav", ".ogg", ".mov", ".avi", ".mkv", ".sqlite", ".sqlite3", ".db",
-    ".bin", ".pt", ".pth", ".onnx", ".npy", ".npz", ".pkl", ".parquet", ".tar", ".gz", ".tgz", ".bz2", ".xz",
-    ".7z", ".rar", ".zst", ".iso", ".dmg", ".lock-wal",
-})
+BINARY_EXTENSIONS = frozenset(
+    {
+        ".pyc",
+        ".pyo",
+        ".so",
+        ".o",
+        ".a",
+        ".dll",
+        ".dylib",
+        ".exe",
+        ".class",
+        ".jar",
+        ".war",
+        ".whl",
+        ".egg",
+        ".png",
+        ".jpg",
+        ".jpeg",
+        ".gif",
+        ".bmp",
+        ".ico",
+        ".webp",
+        ".tif",
+        ".tiff",
+        ".woff",
+        ".woff2",
+        ".ttf",
+        ".otf",
+        ".eot",
+        ".mp3",
+        ".mp4",
+        ".wav",
+        ".ogg",
+        ".mov",
+        ".avi",
+        ".mkv",
+        ".sqlite",
+        ".sqlite3",
+        ".db",
+        ".bin",
+        ".pt",
+        ".pth",
+        ".onnx",
+        ".npy",
+        ".npz",
+        ".pkl",
+        ".parquet",
+        ".tar",
+        ".gz",
+        ".tgz",
+        ".bz2",
+        ".xz",
+        ".7z",
+        ".rar",
+        ".zst",
+        ".iso",
+        ".dmg",
+        ".lock-wal",
+    }
+)
 # Binary documents the converter reads.
 DOCUMENT_EXTENSIONS = frozenset({".pdf", ".docx", ".pptx", ".xlsx", ".xls", ".epub", ".zip", ".msg"})
 _SNIFF_BYTES = 8192
 
 SECRET, BINARY, TOO_LARGE, EMPTY, SYMLINK_OUTSIDE, UNREADABLE = (
-    "SECRET", "BINARY", "TOO_LARGE", "EMPTY", "SYMLINK_OUTSIDE", "UNREADABLE")
+    "SECRET",
+    "BINARY",
+    "TOO_LARGE",
+    "EMPTY",
+    "SYMLINK_OUTSIDE",
+    "UNREADABLE",
+)
 
 
 @dataclass(frozen=True)
@@ -103,7 +204,7 @@ def _ignored(rel: str, is_dir: bool, specs: list[tuple[str, pathspec.PathSpec]])
     for base, spec in specs:
         if base and not rel.startswith(base + "/"):
             continue
-        local = rel[len(base) + 1:] if base else rel
+        local = rel[len(base) + 1 :] if base else rel
         if spec.match_file(local + "/" if is_dir else local):
             return True
     return False
@@ -170,8 +271,9 @@ def walk(root: Path, *, max_bytes: int) -> Walk:
     return result
 
 
-def _entries(root: Path, folder: Path, specs: list[tuple[str, pathspec.PathSpec]],
-             max_bytes: int) -> Iterator[WalkedFile | SkippedFile]:
+def _entries(
+    root: Path, folder: Path, specs: list[tuple[str, pathspec.PathSpec]], max_bytes: int
+) -> Iterator[WalkedFile | SkippedFile]:
     rel_folder = folder.relative_to(root).as_posix() if folder != root else ""
     spec = _ignore_spec(folder)
     if spec is not None:

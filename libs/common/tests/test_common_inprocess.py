@@ -47,8 +47,13 @@ class _Servicer(pb_grpc.EmbedderServiceServicer):
             case "bad":
                 raise invalid_argument("TEXT_INVALID", "the text is invalid", field="texts[0]", index=0)
             case "busy":
-                raise RagmeshError(grpc.StatusCode.RESOURCE_EXHAUSTED, "QUEUE_FULL", "the queue is full",
-                                   metadata={"queue": "7"}, retry_after=1.5)
+                raise RagmeshError(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    "QUEUE_FULL",
+                    "the queue is full",
+                    metadata={"queue": "7"},
+                    retry_after=1.5,
+                )
             case "crash":
                 raise ValueError("boom")
             case "slow":
@@ -76,8 +81,13 @@ class _Servicer(pb_grpc.EmbedderServiceServicer):
 
 
 async def _start(name: str, servicer: _Servicer, transport: str):
-    service = new_server(name, ServiceSettings(port=0), lambda s: pb_grpc.add_EmbedderServiceServicer_to_server(
-        servicer, s), ["ragmesh.embedder.v1.EmbedderService"], domain=f"{name}.ragmesh")
+    service = new_server(
+        name,
+        ServiceSettings(port=0),
+        lambda s: pb_grpc.add_EmbedderServiceServicer_to_server(servicer, s),
+        ["ragmesh.embedder.v1.EmbedderService"],
+        domain=f"{name}.ragmesh",
+    )
     await service.start()
     if transport == "in_process":
         service.serve_in_process(f"127.0.0.1:{service.port}")
@@ -85,8 +95,12 @@ async def _start(name: str, servicer: _Servicer, transport: str):
 
 
 def _client(name: str, service, **kwargs) -> ServiceClient:
-    return ServiceClient(name, f"127.0.0.1:{service.port}", pb_grpc.EmbedderServiceStub,
-                         **{"timeout": 10, "idempotent": ("GetModelInfo",), **kwargs})
+    return ServiceClient(
+        name,
+        f"127.0.0.1:{service.port}",
+        pb_grpc.EmbedderServiceStub,
+        **{"timeout": 10, "idempotent": ("GetModelInfo",), **kwargs},
+    )
 
 
 @pytest.fixture(params=TRANSPORTS)
@@ -129,8 +143,16 @@ async def test_errors_reach_the_caller_as_over_grpc(text):
             await client.close()
             await service.stop(0)
         err = info.value
-        seen[transport] = (err.code, err.reason, err.message, err.domain, dict(err.metadata),
-                           list(err.field_violations), err.retry_after, err.retried)
+        seen[transport] = (
+            err.code,
+            err.reason,
+            err.message,
+            err.domain,
+            dict(err.metadata),
+            list(err.field_violations),
+            err.retry_after,
+            err.retried,
+        )
     assert seen["in_process"] == seen["grpc"]
     code, reason, message, domain, *_ = seen["grpc"]
     assert domain == "callee.ragmesh"
@@ -147,7 +169,10 @@ async def test_the_callee_sees_the_deadline_and_is_cancelled_when_it_passes(mesh
         await _embed(client, "slow", timeout=0.3)
     err = info.value
     assert (err.code, err.reason, err.metadata["service"]) == (
-        grpc.StatusCode.DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED", "callee")
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        "DEADLINE_EXCEEDED",
+        "callee",
+    )
     await asyncio.wait_for(servicer.cancelled.wait(), 5)  # the callee stops working on it
 
 
@@ -164,8 +189,7 @@ async def test_an_unavailable_idempotent_call_is_retried_once_per_layer():
             with pytest.raises(RagmeshError) as info:
                 await front.call("GetModelInfo", pb.GetModelInfoRequest())
             assert (middle.info_attempts, back.info_attempts) == (1, 4), transport
-            assert (info.value.reason, info.value.domain, info.value.retried) == (
-                "MODEL_LOADING", "back.ragmesh", True)
+            assert (info.value.reason, info.value.domain, info.value.retried) == ("MODEL_LOADING", "back.ragmesh", True)
             middle.downstream, middle.info_attempts, back.info_attempts = None, 0, 0
             with pytest.raises(RagmeshError):
                 await front.call("GetModelInfo", pb.GetModelInfoRequest())
@@ -182,8 +206,9 @@ async def test_a_stream_answers_each_request_then_fails_with_the_callees_error(m
     assert [r.request_id async for r in client.stream("EmbedStream", iter(requests))] == ["0", "1", "2"]
     got = []
     with pytest.raises(RagmeshError) as info:
-        async for response in client.stream("EmbedStream", iter([*requests[:2], pb.EmbedStreamRequest(
-                request_id="2", texts=["bad"])])):
+        async for response in client.stream(
+            "EmbedStream", iter([*requests[:2], pb.EmbedStreamRequest(request_id="2", texts=["bad"])])
+        ):
             got.append(response.request_id)
     assert got == ["0", "1"] and (info.value.reason, info.value.domain) == ("TEXT_INVALID", "callee.ragmesh")
 
@@ -215,16 +240,22 @@ async def test_a_message_over_the_callers_limit_is_refused_before_it_is_sent():
                 await _embed(client, "x" * 2000)
             assert await _embed(client, "x" * 100)  # under the limit: served
             with pytest.raises(RagmeshError) as streamed:  # each message of a request stream too
-                [r async for r in client.stream("EmbedStream", iter([
-                    pb.EmbedStreamRequest(request_id="0"), pb.EmbedStreamRequest(texts=["x" * 2000])]))]
+                [
+                    r
+                    async for r in client.stream(
+                        "EmbedStream",
+                        iter([pb.EmbedStreamRequest(request_id="0"), pb.EmbedStreamRequest(texts=["x" * 2000])]),
+                    )
+                ]
         finally:
             await client.close()
             await service.stop(0)
         seen[transport] = (info.value.code, info.value.reason, len(servicer.requests))
         # A streamed message over the limit fails the call both ways; gRPC's core reports it as INTERNAL
         # ("Internal error from Core"), in process it is named.
-        assert streamed.value.code == (grpc.StatusCode.RESOURCE_EXHAUSTED if transport == "in_process"
-                                       else grpc.StatusCode.INTERNAL), streamed.value
+        assert streamed.value.code == (
+            grpc.StatusCode.RESOURCE_EXHAUSTED if transport == "in_process" else grpc.StatusCode.INTERNAL
+        ), streamed.value
     assert seen["in_process"] == seen["grpc"] == (grpc.StatusCode.RESOURCE_EXHAUSTED, "RESOURCE_EXHAUSTED", 1)
 
 
@@ -233,8 +264,13 @@ async def test_the_callees_request_metrics_count_calls_served_in_process(mesh):
     registry = telemetry.setup_telemetry("callee").registry
 
     def count(code: str) -> float:
-        return registry.get_sample_value("ragmesh_grpc_server_handling_seconds_count", {
-            "grpc_service": "ragmesh.embedder.v1.EmbedderService", "grpc_method": "Embed", "grpc_code": code}) or 0
+        return (
+            registry.get_sample_value(
+                "ragmesh_grpc_server_handling_seconds_count",
+                {"grpc_service": "ragmesh.embedder.v1.EmbedderService", "grpc_method": "Embed", "grpc_code": code},
+            )
+            or 0
+        )
 
     before = count("OK"), count("INVALID_ARGUMENT")
     await _embed(client, "a")
@@ -317,11 +353,19 @@ async def test_one_trace_with_the_same_spans_in_process_as_over_grpc(monkeypatch
             assert {s.context.trace_id for s in spans} == {root.get_span_context().trace_id}, transport
             by_id = {s.context.span_id: s for s in spans}
             seen[transport] = sorted(
-                (s.name, s.kind.name, s.resource.attributes["service.name"],
-                 by_id[s.parent.span_id].kind.name if s.parent and s.parent.span_id in by_id else None,
-                 s.attributes.get("rpc.service"), s.attributes.get("rpc.method"),
-                 s.attributes.get("rpc.grpc.status_code"), s.status.status_code.name)
-                for s in spans if s.name != "request")
+                (
+                    s.name,
+                    s.kind.name,
+                    s.resource.attributes["service.name"],
+                    by_id[s.parent.span_id].kind.name if s.parent and s.parent.span_id in by_id else None,
+                    s.attributes.get("rpc.service"),
+                    s.attributes.get("rpc.method"),
+                    s.attributes.get("rpc.grpc.status_code"),
+                    s.status.status_code.name,
+                )
+                for s in spans
+                if s.name != "request"
+            )
     finally:
         for name in ("trace-caller", "trace-callee"):
             telemetry._services[name].tracer_provider.shutdown()

@@ -24,8 +24,9 @@ def run(main):
         return pool.submit(loop.run, main).result()
 
 
-@pytest.mark.parametrize(("setting", "expected"), [(None, "uvloop"), ("auto", "uvloop"), ("uvloop", "uvloop"),
-                                                   ("asyncio", "asyncio")])
+@pytest.mark.parametrize(
+    ("setting", "expected"), [(None, "uvloop"), ("auto", "uvloop"), ("uvloop", "uvloop"), ("asyncio", "asyncio")]
+)
 def test_the_setting_picks_the_loop_and_auto_is_uvloop_where_installed(monkeypatch, setting, expected):
     pytest.importorskip("uvloop", reason="uvloop is not installed here (no Windows build)")
     if setting is None:

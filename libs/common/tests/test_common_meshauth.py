@@ -41,7 +41,10 @@ async def test_calls_without_the_token_are_refused_and_health_stays_open(guarded
                 await channel.unary_unary(f"/{SERVICE}/Unary")(b"hi", timeout=5, metadata=metadata)
             error = from_rpc_error(refused.value)
             assert (error.code, error.reason, error.domain) == (
-                grpc.StatusCode.UNAUTHENTICATED, "MESH_TOKEN_INVALID", "echo.ragmesh")
+                grpc.StatusCode.UNAUTHENTICATED,
+                "MESH_TOKEN_INVALID",
+                "echo.ragmesh",
+            )
             assert "RAGMESH_MESH_TOKEN" in error.message and TOKEN not in error.message
         stream = channel.unary_stream(f"/{SERVICE}/Stream")(b"x", timeout=5)
         with pytest.raises(grpc.aio.AioRpcError) as refused:
@@ -49,8 +52,9 @@ async def test_calls_without_the_token_are_refused_and_health_stays_open(guarded
         assert from_rpc_error(refused.value).reason == "MESH_TOKEN_INVALID"
         health = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
         assert health.status == health_pb2.HealthCheckResponse.SERVING
-        assert await channel.unary_unary(f"/{SERVICE}/Unary")(b"hi", timeout=5,
-                                                              metadata=((METADATA_KEY, TOKEN),)) == b"HI"
+        assert (
+            await channel.unary_unary(f"/{SERVICE}/Unary")(b"hi", timeout=5, metadata=((METADATA_KEY, TOKEN),)) == b"HI"
+        )
 
 
 async def test_service_client_sends_the_token(guarded):

@@ -38,7 +38,7 @@ async def _stream(request: bytes, context):
 
 
 def _register(server: grpc.aio.Server) -> None:
-    identity = (lambda b: b)  # noqa: E731
+    identity = lambda b: b  # noqa: E731
     handlers = {
         "Unary": grpc.unary_unary_rpc_method_handler(_unary, identity, identity),
         "Stream": grpc.unary_stream_rpc_method_handler(_stream, identity, identity),
@@ -208,15 +208,17 @@ async def _serve(name: str, servicer: _Relay):
     def register(server: grpc.aio.Server) -> None:
         embedder_grpc.add_EmbedderServiceServicer_to_server(servicer, server)
 
-    service = new_server(name, ServiceSettings(port=0), register, ["ragmesh.embedder.v1.EmbedderService"],
-                         domain=f"{name}.ragmesh")
+    service = new_server(
+        name, ServiceSettings(port=0), register, ["ragmesh.embedder.v1.EmbedderService"], domain=f"{name}.ragmesh"
+    )
     await service.start()
     return service
 
 
 def _client(name: str, port: int) -> ServiceClient:
-    return ServiceClient(name, f"127.0.0.1:{port}", embedder_grpc.EmbedderServiceStub, timeout=10,
-                         idempotent=("GetModelInfo",))
+    return ServiceClient(
+        name, f"127.0.0.1:{port}", embedder_grpc.EmbedderServiceStub, timeout=10, idempotent=("GetModelInfo",)
+    )
 
 
 async def test_a_failure_is_retried_at_one_layer_not_at_every_hop():

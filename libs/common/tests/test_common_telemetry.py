@@ -20,8 +20,14 @@ from ragmesh_common.telemetry import Attr, Telemetry, TracedStore
 
 @pytest.fixture
 def otel_env(monkeypatch):
-    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_SERVICE_NAME",
-                 "OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_RESOURCE_ATTRIBUTES"):
+    for name in (
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_SERVICE_NAME",
+        "OTEL_SDK_DISABLED",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "OTEL_RESOURCE_ATTRIBUTES",
+    ):
         monkeypatch.delenv(name, raising=False)
     return monkeypatch
 
@@ -157,8 +163,10 @@ def test_logging_never_waits_for_stdout_and_writes_every_line_by_exit():
 
 @pytest.mark.parametrize("how", ["setup_logging('svc', stream=sys.stderr)", "setup_logging('svc'); log_to_stderr()"])
 def test_a_process_whose_stdout_carries_a_protocol_logs_to_stderr(how):
-    script = f"import logging, sys\nfrom ragmesh_common.logs import log_to_stderr, setup_logging\n{how}\n" \
-             "logging.getLogger('ragmesh.test').warning('to stderr')\nprint('protocol')\n"
+    script = (
+        f"import logging, sys\nfrom ragmesh_common.logs import log_to_stderr, setup_logging\n{how}\n"
+        "logging.getLogger('ragmesh.test').warning('to stderr')\nprint('protocol')\n"
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "protocol\n"  # nothing but the protocol on stdout

@@ -54,13 +54,23 @@ def tree(tmp_path: Path) -> Path:
 def test_walk_applies_the_skip_rules(tree: Path) -> None:
     result = walk(tree, max_bytes=1000)
     assert [f.rel for f in result.files] == [
-        "README.md", "alias.py", "config/.env.example", "docs/keep.log", "report.pdf", "src/app.py",
+        "README.md",
+        "alias.py",
+        "config/.env.example",
+        "docs/keep.log",
+        "report.pdf",
+        "src/app.py",
         "web/page.ts",
     ]
     assert {s.rel: s.reason for s in result.skipped} == {
-        ".env": "SECRET", "config/id_rsa": "SECRET", "config/service-account-prod.json": "SECRET",
-        "data/blob.dat": "BINARY", "big.txt": "TOO_LARGE", "outside.txt": "SYMLINK_OUTSIDE",
-        "src/__init__.py": "EMPTY", "src/blank.py": "EMPTY",
+        ".env": "SECRET",
+        "config/id_rsa": "SECRET",
+        "config/service-account-prod.json": "SECRET",
+        "data/blob.dat": "BINARY",
+        "big.txt": "TOO_LARGE",
+        "outside.txt": "SYMLINK_OUTSIDE",
+        "src/__init__.py": "EMPTY",
+        "src/blank.py": "EMPTY",
     }
     assert [s.rel for s in result.skipped if s.quiet] == ["src/__init__.py", "src/blank.py"]
     sizes = {f.rel: f.size for f in result.files}
@@ -85,8 +95,11 @@ def test_paths_stay_under_their_roots(tree: Path, tmp_path: Path) -> None:
     roots = (tree.resolve(),)
     assert folder_under_roots("src", roots, domain="d", setting="S") == tree.resolve() / "src"
     assert file_under_roots(str(tree / "src" / "app.py"), roots, domain="d", setting="S").name == "app.py"
-    for bad, reason in (("../secret-elsewhere.txt", "PATH_OUTSIDE_ROOTS"), ("outside.txt", "PATH_OUTSIDE_ROOTS"),
-                        ("nope", "FOLDER_NOT_FOUND")):
+    for bad, reason in (
+        ("../secret-elsewhere.txt", "PATH_OUTSIDE_ROOTS"),
+        ("outside.txt", "PATH_OUTSIDE_ROOTS"),
+        ("nope", "FOLDER_NOT_FOUND"),
+    ):
         with pytest.raises(RagmeshError) as caught:
             folder_under_roots(bad, roots, domain="d", setting="S")
         assert caught.value.reason == reason

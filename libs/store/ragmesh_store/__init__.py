@@ -60,6 +60,12 @@ def open_store(settings: StoreSettings, dimension: int) -> Store:
         from .client import QdrantClientStore
 
         return QdrantClientStore.from_settings(settings, dimension)
-    return EdgeStore(settings.data_dir, dimension, hnsw_ef=settings.hnsw_ef,
-                     flush_interval=settings.flush_interval_seconds, hnsw_m=settings.hnsw_m,
-                     hnsw_ef_construct=settings.hnsw_ef_construct, search_threads=settings.search_threads)
+    return EdgeStore(
+        settings.data_dir,
+        dimension,
+        hnsw_ef=settings.hnsw_ef,
+        flush_interval=settings.flush_interval_seconds,
+        hnsw_m=settings.hnsw_m,
+        hnsw_ef_construct=settings.hnsw_ef_construct,
+        search_threads=settings.search_threads,
+    )

@@ -224,7 +224,7 @@ def relative_score_query(query_fn: Callable[[Query], list[Hit]], query: Query) -
     hits = sorted((Hit(i, s, payloads[i].payload) for i, s in fused.items()), key=tie_key)
     if query.score_threshold is not None:
         hits = [h for h in hits if h.score >= query.score_threshold]
-    return hits[:query.limit]
+    return hits[: query.limit]
 
 
 def evidence_depth(query: Query) -> int:
@@ -265,8 +265,9 @@ class EvidenceReads:
     earlier evidence's sparse list, BM25 scores and IDFs are reused). Each list's ids are turned into strings and
     the list cut to the candidates it keeps once."""
 
-    def __init__(self, query: Query, dense: Sequence[Any], sparse: Sequence[Any],
-                 same_sparse_as: HybridEvidence | None = None) -> None:
+    def __init__(
+        self, query: Query, dense: Sequence[Any], sparse: Sequence[Any], same_sparse_as: HybridEvidence | None = None
+    ) -> None:
         self.query = query
         self.same_sparse_as = same_sparse_as
         self.dense_read = scored(dense)
@@ -295,7 +296,7 @@ class EvidenceReads:
         on C-level keys: by id, then by score, best first, which keeps equal scores in id order)."""
         kept = sorted(read, key=_ID)
         kept.sort(key=_SCORE, reverse=True)
-        return kept[:max(self.query.prefetch_limit, self.query.limit)]
+        return kept[: max(self.query.prefetch_limit, self.query.limit)]
 
     def vector_ids(self, count: int) -> list[str]:
         """The chunks whose dense vectors `hybrid_evidence(..., vectors_of=count)` reads: each list's first
@@ -305,9 +306,16 @@ class EvidenceReads:
         sparse = [i for i, _ in self.sparse_read] if self.same_sparse_as is None else [h.id for h in self.sparse]
         return list(dict.fromkeys([*(i for i, _ in self.dense_read[:count]), *sparse[:count]]))
 
-    def evidence(self, bm25_by_id: Sequence[Any], cosine_by_id: Sequence[Any], probes: Sequence[Sequence[Any]] = (),
-                 vectors: Sequence[Sequence[Any]] = (), *, terms: Sequence[int] = (),
-                 points: Callable[[], int]) -> HybridEvidence:
+    def evidence(
+        self,
+        bm25_by_id: Sequence[Any],
+        cosine_by_id: Sequence[Any],
+        probes: Sequence[Sequence[Any]] = (),
+        vectors: Sequence[Sequence[Any]] = (),
+        *,
+        terms: Sequence[int] = (),
+        points: Callable[[], int],
+    ) -> HybridEvidence:
         """`HybridEvidence` from these reads and the rest the store read (scored points of either client): the BM25
         scores and the cosines of `need_bm25` and `need_cosine`, read by id (a chunk without any query term has no
         BM25 score); for each of `terms` the best single-term BM25 hit (read with its sparse vector: score / the
@@ -317,8 +325,9 @@ class EvidenceReads:
             term_idf: dict[int, float] = {}
             for term, result in zip(terms, probes, strict=True):
                 probe = term_probe(result, term)
-                term_idf[term] = (probe[0] / probe[1] if probe is not None and probe[1] > 0
-                                  else absent_term_idf(points()))
+                term_idf[term] = (
+                    probe[0] / probe[1] if probe is not None and probe[1] > 0 else absent_term_idf(points())
+                )
         else:
             term_idf = dict(self.same_sparse_as.term_idf)
         # A candidate's score may come from its own list as read (past the cut too) or from the other list's
@@ -330,8 +339,9 @@ class EvidenceReads:
         for result in vectors:
             for p in result:
                 read_vectors.setdefault(str(p.id), p)
-        return HybridEvidence(self.dense, self.sparse, dense_scores, sparse_scores, term_idf,
-                              PointVectors(read_vectors))
+        return HybridEvidence(
+            self.dense, self.sparse, dense_scores, sparse_scores, term_idf, PointVectors(read_vectors)
+        )
 
 
 class PointVectors(Mapping[str, Sequence[float]]):

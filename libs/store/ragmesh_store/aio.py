@@ -23,8 +23,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-async def store_call(fn: Callable[..., T], *args: object, executor: Executor | None = None,
-                     inline: bool = False) -> T:
+async def store_call(fn: Callable[..., T], *args: object, executor: Executor | None = None, inline: bool = False) -> T:
     """Run a blocking store call off the event loop (in `executor`, default: asyncio's own thread pool) in the
     caller's context, as `asyncio.to_thread` does (so a traced store call is a span of the caller's trace),
     mapping store failures to RagmeshError. `inline`: on the caller's thread instead, for a store whose calls hold
@@ -35,8 +34,9 @@ async def store_call(fn: Callable[..., T], *args: object, executor: Executor | N
         call = functools.partial(contextvars.copy_context().run, fn, *args)
         return await asyncio.get_running_loop().run_in_executor(executor, call)
     except CollectionNotFound as exc:
-        raise not_found("COLLECTION_NOT_FOUND", f"collection {exc.name!r} does not exist",
-                        collection=exc.name) from None
+        raise not_found(
+            "COLLECTION_NOT_FOUND", f"collection {exc.name!r} does not exist", collection=exc.name
+        ) from None
     except StoreError as exc:
         log.warning("store call %s failed: %s", getattr(fn, "__name__", fn), exc)
         raise unavailable("STORE_UNAVAILABLE", f"the vector store failed: {exc}") from None

@@ -67,8 +67,10 @@ def _counts(shard_dir: Path) -> dict[str, int]:
         raise SnapshotError(f"cannot read collection {shard_dir.name!r}: {exc}") from None
     try:
         first = qe.Filter(must=[qe.FieldCondition("chunk_index", match=qe.MatchValue(0))])
-        return {"documents": shard.count(qe.CountRequest(exact=True, filter=first)),
-                "chunks": shard.count(qe.CountRequest(exact=True))}
+        return {
+            "documents": shard.count(qe.CountRequest(exact=True, filter=first)),
+            "chunks": shard.count(qe.CountRequest(exact=True)),
+        }
     finally:
         shard.close()
 
@@ -91,8 +93,9 @@ def snapshot(data_dir: str | os.PathLike[str], output: str | os.PathLike[str]) -
     with _owned(data_dir):
         check_format(data_dir)
         collections = {p.name: _counts(p) for p in _collections(data_dir)}
-        members = [data_dir / FORMAT_FILE] + [f for p in _collections(data_dir) for f in sorted(p.rglob("*"))
-                                               if f.is_file()]
+        members = [data_dir / FORMAT_FILE] + [
+            f for p in _collections(data_dir) for f in sorted(p.rglob("*")) if f.is_file()
+        ]
         files = {f.relative_to(data_dir).as_posix(): _sha256(f) for f in members}
         manifest = {
             "snapshot_version": SNAPSHOT_VERSION,
@@ -111,8 +114,24 @@ def snapshot(data_dir: str | os.PathLike[str], output: str | os.PathLike[str]) -
                 # which Python's tarfile would read and compress byte by byte. Python's tarfile reads the result.
                 names = [m.relative_to(data_dir).as_posix() for m in members]
                 result = subprocess.run(
-                    ["tar", "--sparse", "--format=gnu", "-czf", str(partial), "-C", scratch, MANIFEST,
-                     "-C", str(data_dir), "--", *names], capture_output=True, text=True, check=False)
+                    [
+                        "tar",
+                        "--sparse",
+                        "--format=gnu",
+                        "-czf",
+                        str(partial),
+                        "-C",
+                        scratch,
+                        MANIFEST,
+                        "-C",
+                        str(data_dir),
+                        "--",
+                        *names,
+                    ],
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
                 if result.returncode != 0:
                     raise SnapshotError(f"writing {output} failed: {result.stderr.strip()[:500]}")
             os.replace(partial, output)
@@ -130,25 +149,34 @@ def read_manifest(archive: str | os.PathLike[str]) -> dict[str, Any]:
         return json.loads(tar.extractfile(member).read())
 
 
-def restore(archive: str | os.PathLike[str], data_dir: str | os.PathLike[str], *, force: bool = False,
-            ) -> dict[str, Any]:
+def restore(
+    archive: str | os.PathLike[str],
+    data_dir: str | os.PathLike[str],
+    *,
+    force: bool = False,
+) -> dict[str, Any]:
     """Restore a snapshot into `data_dir` (which must be empty or absent unless `force`); returns the manifest
     after checking every file's checksum and every collection's counts."""
     archive, data_dir = Path(archive).resolve(), Path(data_dir).resolve()
     manifest = read_manifest(archive)
     if manifest.get("snapshot_version") != SNAPSHOT_VERSION:
-        raise SnapshotError(f"{archive} has snapshot version {manifest.get('snapshot_version')}; this ragmesh "
-                            f"reads version {SNAPSHOT_VERSION}")
+        raise SnapshotError(
+            f"{archive} has snapshot version {manifest.get('snapshot_version')}; this ragmesh "
+            f"reads version {SNAPSHOT_VERSION}"
+        )
     if not isinstance(manifest.get("format_version"), int) or manifest["format_version"] > FORMAT_VERSION:
         raise StoreFormatError(
             f"{archive} holds store format version {manifest.get('format_version')} (written by "
-            f"{manifest.get('created_by')}); this ragmesh reads up to {FORMAT_VERSION}: restore it with that release")
+            f"{manifest.get('created_by')}); this ragmesh reads up to {FORMAT_VERSION}: restore it with that release"
+        )
     data_dir.mkdir(parents=True, exist_ok=True)
     with _owned(data_dir):
         existing = [p for p in data_dir.iterdir() if p.name != ".lock"]
         if existing and not force:
-            raise SnapshotError(f"RAGMESH_DATA_DIR={data_dir} is not empty ({len(existing)} entries); restore into "
-                                "an empty directory, or pass --force to replace what is there")
+            raise SnapshotError(
+                f"RAGMESH_DATA_DIR={data_dir} is not empty ({len(existing)} entries); restore into "
+                "an empty directory, or pass --force to replace what is there"
+            )
         with tempfile.TemporaryDirectory(prefix=".restoring-", dir=data_dir) as staging_name:
             staging = Path(staging_name)
             with tarfile.open(archive, "r:gz") as tar:
@@ -159,16 +187,19 @@ def restore(archive: str | os.PathLike[str], data_dir: str | os.PathLike[str], *
             extracted = {f.relative_to(staging).as_posix() for f in staging.rglob("*") if f.is_file()} - {MANIFEST}
             expected = manifest["files"]
             if extracted != set(expected):
-                raise SnapshotError(f"{archive}: the files do not match the manifest "
-                                    f"(missing {sorted(set(expected) - extracted)[:5]}, "
-                                    f"extra {sorted(extracted - set(expected))[:5]})")
+                raise SnapshotError(
+                    f"{archive}: the files do not match the manifest "
+                    f"(missing {sorted(set(expected) - extracted)[:5]}, "
+                    f"extra {sorted(extracted - set(expected))[:5]})"
+                )
             damaged = [name for name, digest in expected.items() if _sha256(staging / name) != digest]
             if damaged:
                 raise SnapshotError(f"{archive}: checksum mismatch in {damaged[:5]}")
             found = {p.name: _counts(p) for p in _collections(staging)}
             if found != manifest["collections"]:
-                raise SnapshotError(f"{archive}: restored collections {found} differ from the manifest "
-                                    f"{manifest['collections']}")
+                raise SnapshotError(
+                    f"{archive}: restored collections {found} differ from the manifest {manifest['collections']}"
+                )
             for entry in existing:
                 shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
             (staging / MANIFEST).unlink()

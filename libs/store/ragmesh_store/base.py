@@ -17,8 +17,19 @@ from typing import Any, Literal, NamedTuple, Protocol
 DENSE = "dense"
 SPARSE = "bm25"
 # Payload fields every chunk carries; the keyword-like ones get a payload index.
-KEYWORD_FIELDS = ("doc_id", "source", "filename", "mime_type", "url", "title", "content_hash",
-                  "language", "path", "path_prefixes", "datasource")
+KEYWORD_FIELDS = (
+    "doc_id",
+    "source",
+    "filename",
+    "mime_type",
+    "url",
+    "title",
+    "content_hash",
+    "language",
+    "path",
+    "path_prefixes",
+    "datasource",
+)
 INTEGER_FIELDS = ("chunk_index",)
 METADATA_PREFIX = "metadata."  # user metadata lives under payload["metadata"]
 # A filter on "path_prefix" matches the folders a document's path lies in: each chunk of a file stored under a
@@ -182,8 +193,9 @@ class Store(Protocol):
     def query(self, name: str, query: Query) -> list[Hit]:
         """Best first; equal scores ordered by (doc_id, chunk_index) so results are stable."""
 
-    def hybrid_evidence(self, name: str, query: Query, vectors_of: int = 0,
-                        same_sparse_as: HybridEvidence | None = None) -> HybridEvidence:
+    def hybrid_evidence(
+        self, name: str, query: Query, vectors_of: int = 0, same_sparse_as: HybridEvidence | None = None
+    ) -> HybridEvidence:
         """The candidates of a hybrid `query` with both scores each and the query terms' IDF (see
         `HybridEvidence`), in two batched calls to the engine (the lists, then the scores they lack, by id).
         `same_sparse_as`: an earlier call's evidence for the same query but for its dense vector (pseudo-relevance

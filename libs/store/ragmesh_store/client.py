@@ -109,7 +109,11 @@ class QdrantClientStore:
     ) -> QdrantClientStore:
         client = QdrantClient(url=url, api_key=api_key, timeout=max(1, round(timeout_seconds)))
         return cls(
-            client, dimension, prefix, hnsw_ef=hnsw_ef, replication_factor=replication_factor,
+            client,
+            dimension,
+            prefix,
+            hnsw_ef=hnsw_ef,
+            replication_factor=replication_factor,
             shard_number=shard_number,
         )
 
@@ -179,9 +183,11 @@ class QdrantClientStore:
         with self._call():
             names = [c.name for c in self.client.get_collections().collections]
         # Only collections' own names: the versions above 1 (`<name>.v<n>`) are not listed.
-        return sorted(n[len(self.prefix) :] for n in names
-                      if n.startswith(self.prefix) and len(n) > len(self.prefix)
-                      and not is_version_name(n[len(self.prefix) :]))
+        return sorted(
+            n[len(self.prefix) :]
+            for n in names
+            if n.startswith(self.prefix) and len(n) > len(self.prefix) and not is_version_name(n[len(self.prefix) :])
+        )
 
     def delete_collection(self, name: str) -> int:
         with self._call(name):
@@ -230,15 +236,15 @@ class QdrantClientStore:
             self._require(name)
             return
         with self._call(name):
-            self.client.delete(self._full(name), points_selector=models.PointIdsList(points=engine_ids(ids)),
-                               wait=True)
+            self.client.delete(self._full(name), points_selector=models.PointIdsList(points=engine_ids(ids)), wait=True)
 
     def clear_points(self, name: str) -> int:
         with self._call(name):
             chunks = self.client.count(self._full(name), exact=True).count
             # An empty filter matches every point.
-            self.client.delete(self._full(name), points_selector=models.FilterSelector(filter=models.Filter()),
-                               wait=True)
+            self.client.delete(
+                self._full(name), points_selector=models.FilterSelector(filter=models.Filter()), wait=True
+            )
         return chunks
 
     def delete_document(self, name: str, doc_id: str) -> int:
@@ -287,8 +293,12 @@ class QdrantClientStore:
         while True:
             with self._call(name):
                 batch, offset = self.client.scroll(
-                    self._full(name), scroll_filter=query_filter, limit=_SCROLL_PAGE, offset=offset,
-                    with_payload=["doc_id", *fields], with_vectors=False,
+                    self._full(name),
+                    scroll_filter=query_filter,
+                    limit=_SCROLL_PAGE,
+                    offset=offset,
+                    with_payload=["doc_id", *fields],
+                    with_vectors=False,
                 )
             rows.extend(document_row(r.payload, fields) for r in batch)
             if offset is None:
@@ -302,14 +312,19 @@ class QdrantClientStore:
         if query.mode == "hybrid":
             prefetch_limit = max(query.prefetch_limit, query.limit)
             prefetch: list[models.Prefetch] | None = [
-                models.Prefetch(query=_vector(query, "dense"), using=DENSE, limit=prefetch_limit,
-                                filter=query_filter, params=params),
-                models.Prefetch(query=_vector(query, "sparse"), using=SPARSE, limit=prefetch_limit,
-                                filter=query_filter),
+                models.Prefetch(
+                    query=_vector(query, "dense"), using=DENSE, limit=prefetch_limit, filter=query_filter, params=params
+                ),
+                models.Prefetch(
+                    query=_vector(query, "sparse"), using=SPARSE, limit=prefetch_limit, filter=query_filter
+                ),
             ]
             weights = list(query.rrf_weights) if query.rrf_weights else None
-            scoring: Any = (models.FusionQuery(fusion=models.Fusion.DBSF) if query.fusion == "dbsf" else
-                            models.RrfQuery(rrf=models.Rrf(k=query.rrf_k, weights=weights)))
+            scoring: Any = (
+                models.FusionQuery(fusion=models.Fusion.DBSF)
+                if query.fusion == "dbsf"
+                else models.RrfQuery(rrf=models.Rrf(k=query.rrf_k, weights=weights))
+            )
             using = None
         else:
             prefetch, scoring = None, _vector(query, query.mode)
@@ -332,8 +347,9 @@ class QdrantClientStore:
 
         return stable_query(run, query.limit)
 
-    def hybrid_evidence(self, name: str, query: Query, vectors_of: int = 0,
-                        same_sparse_as: HybridEvidence | None = None) -> HybridEvidence:
+    def hybrid_evidence(
+        self, name: str, query: Query, vectors_of: int = 0, same_sparse_as: HybridEvidence | None = None
+    ) -> HybridEvidence:
         query_filter = _client_filter(conditions(query.filters))
         params = models.SearchParams(hnsw_ef=self._hnsw_ef) if self._hnsw_ef else None
         depth = evidence_depth(query)
@@ -341,51 +357,88 @@ class QdrantClientStore:
         terms = list(query.sparse.indices) if query.sparse and same_sparse_as is None else []
 
         def nearest(vector: Any, using: str, limit: int, **options: Any) -> models.QueryRequest:
-            return models.QueryRequest(query=vector, using=using, filter=query_filter, limit=limit,
-                                       params=params if using == DENSE else None, **options)
+            return models.QueryRequest(
+                query=vector,
+                using=using,
+                filter=query_filter,
+                limit=limit,
+                params=params if using == DENSE else None,
+                **options,
+            )
 
         def by_id(vector: Any, using: str, ids: set[str]) -> models.QueryRequest:
             # An exact score of a few points (re-running the other list's search as a prefetch costs several times
             # more); a chunk without any query term is left out of a BM25 one, as search leaves it out.
-            return models.QueryRequest(query=vector, using=using, limit=len(ids), with_payload=False,
-                                       filter=models.Filter(must=[models.HasIdCondition(has_id=engine_ids(ids))]),
-                                       params=models.SearchParams(exact=True) if using == DENSE else None)
+            return models.QueryRequest(
+                query=vector,
+                using=using,
+                limit=len(ids),
+                with_payload=False,
+                filter=models.Filter(must=[models.HasIdCondition(has_id=engine_ids(ids))]),
+                params=models.SearchParams(exact=True) if using == DENSE else None,
+            )
 
         requests = [nearest(dense, DENSE, depth, with_payload=False)]
         if same_sparse_as is None:  # else its sparse list, BM25 scores and IDFs are this query's too
             requests.append(nearest(sparse, SPARSE, depth, with_payload=False))
             # One single-term BM25 query per query term, unfiltered: its best chunk's score / the term's weight in
             # that chunk is the term's IDF.
-            requests += [models.QueryRequest(query=models.SparseVector(indices=[t], values=[1.0]), using=SPARSE,
-                                             limit=1, with_payload=False, with_vector=[SPARSE]) for t in terms]
+            requests += [
+                models.QueryRequest(
+                    query=models.SparseVector(indices=[t], values=[1.0]),
+                    using=SPARSE,
+                    limit=1,
+                    with_payload=False,
+                    with_vector=[SPARSE],
+                )
+                for t in terms
+            ]
         with self._call(name):
             lists = [r.points for r in self.client.query_batch_points(self._full(name), requests=requests)]
             reads = EvidenceReads(query, lists[0], lists[1] if same_sparse_as is None else [], same_sparse_as)
             # The candidates that lack one of their two scores, scored by id.
-            rescoring = {kind: by_id(vector, using, ids) for kind, vector, using, ids in
-                         (("cosine", dense, DENSE, reads.need_cosine), ("bm25", sparse, SPARSE, reads.need_bm25))
-                         if ids}
-            rescored = dict(zip(rescoring, [r.points for r in self.client.query_batch_points(
-                self._full(name), requests=list(rescoring.values()))] if rescoring else [], strict=True))
+            rescoring = {
+                kind: by_id(vector, using, ids)
+                for kind, vector, using, ids in (
+                    ("cosine", dense, DENSE, reads.need_cosine),
+                    ("bm25", sparse, SPARSE, reads.need_bm25),
+                )
+                if ids
+            }
+            rescored = dict(
+                zip(
+                    rescoring,
+                    [
+                        r.points
+                        for r in self.client.query_batch_points(self._full(name), requests=list(rescoring.values()))
+                    ]
+                    if rescoring
+                    else [],
+                    strict=True,
+                )
+            )
             # The feedback vectors, read by id (two more searches returning vectors cost several times more).
             top = reads.vector_ids(vectors_of)
-            vectors = [self.client.retrieve(self._full(name), ids=engine_ids(top), with_payload=False,
-                                            with_vectors=[DENSE])] if top else []
+            vectors = (
+                [self.client.retrieve(self._full(name), ids=engine_ids(top), with_payload=False, with_vectors=[DENSE])]
+                if top
+                else []
+            )
 
         def points() -> int:
             with self._call(name):
                 return self.client.count(self._full(name), exact=True).count
 
-        return reads.evidence(rescored.get("bm25", []), rescored.get("cosine", []), lists[2:], vectors, terms=terms,
-                              points=points)
+        return reads.evidence(
+            rescored.get("bm25", []), rescored.get("cosine", []), lists[2:], vectors, terms=terms, points=points
+        )
 
     def payloads(self, name: str, ids: Sequence[str]) -> dict[str, Any]:
         if not ids:
             self._require(name)
             return {}
         with self._call(name):
-            records = self.client.retrieve(self._full(name), ids=engine_ids(ids), with_payload=True,
-                                          with_vectors=False)
+            records = self.client.retrieve(self._full(name), ids=engine_ids(ids), with_payload=True, with_vectors=False)
         return {str(r.id): r.payload or {} for r in records}
 
     def search_defaults(self, name: str) -> SearchDefaults:

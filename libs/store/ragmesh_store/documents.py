@@ -17,7 +17,7 @@ def reassemble(chunks: Sequence[Hit]) -> str:
         text = str(chunk.payload.get("text", ""))
         start = int(chunk.payload.get("start", end or 0))
         if end is not None and start < end:
-            parts.append(text[end - start:])
+            parts.append(text[end - start :])
         else:
             parts.append(str(chunk.payload.get("separator", "")) + text)
         end = max(end or 0, start + len(text))

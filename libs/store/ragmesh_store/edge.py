@@ -232,9 +232,17 @@ class EdgeStore:
     # event loop's thread: a convoy. On the caller's thread there is nothing to wait for.
     holds_gil = True
 
-    def __init__(self, data_dir: str | os.PathLike[str], dimension: int, *, hnsw_ef: int | None = None,
-                 flush_interval: float = 5.0, hnsw_m: int = 16, hnsw_ef_construct: int = 100,
-                 search_threads: int = 1) -> None:
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        dimension: int,
+        *,
+        hnsw_ef: int | None = None,
+        flush_interval: float = 5.0,
+        hnsw_m: int = 16,
+        hnsw_ef_construct: int = 100,
+        search_threads: int = 1,
+    ) -> None:
         self.dimension = dimension
         self._search_threads = search_threads
         self._hnsw = qe.HnswIndexConfig(m=hnsw_m, ef_construct=hnsw_ef_construct, full_scan_threshold=10_000)
@@ -450,8 +458,11 @@ class EdgeStore:
         offset = None
         with collection.use() as shard, self._edge_errors():
             while True:
-                batch, offset = shard.scroll(qe.ScrollRequest(offset=offset, limit=_SCROLL_PAGE, filter=edge_filter,
-                                                              with_payload=["doc_id", *fields]))
+                batch, offset = shard.scroll(
+                    qe.ScrollRequest(
+                        offset=offset, limit=_SCROLL_PAGE, filter=edge_filter, with_payload=["doc_id", *fields]
+                    )
+                )
                 rows.extend(document_row(r.payload, fields) for r in batch)
                 if offset is None:
                     return sorted(rows, key=lambda row: str(row["doc_id"]))
@@ -466,8 +477,9 @@ class EdgeStore:
         dicts costs more than the searches): the whole fused list comes back (limit = the candidate depth), the
         top `limit` and every hit tied with the last of them get their payloads, and tie_key orders them."""
         depth = max(query.prefetch_limit, query.limit)
-        fused = relative_score_query(functools.partial(self._query, name, payload=False),
-                                     dataclasses.replace(query, limit=depth))
+        fused = relative_score_query(
+            functools.partial(self._query, name, payload=False), dataclasses.replace(query, limit=depth)
+        )
         if len(fused) > query.limit:
             cut = fused[query.limit - 1].score
             fused = [h for h in fused if h.score >= cut]
@@ -477,7 +489,7 @@ class EdgeStore:
         with collection.use() as shard, self._edge_errors():
             records = shard.retrieve(engine_ids(h.id for h in fused), with_payload=True, with_vector=False)
         payloads = {str(r.id): r.payload or {} for r in records}
-        return sorted((Hit(h.id, h.score, payloads.get(h.id, {})) for h in fused), key=tie_key)[:query.limit]
+        return sorted((Hit(h.id, h.score, payloads.get(h.id, {})) for h in fused), key=tie_key)[: query.limit]
 
     def _query(self, name: str, query: Query, payload: bool | list[str] = True) -> list[Hit]:
         collection = self._get(name)
@@ -509,8 +521,9 @@ class EdgeStore:
 
         return stable_query(run, query.limit)
 
-    def hybrid_evidence(self, name: str, query: Query, vectors_of: int = 0,
-                        same_sparse_as: HybridEvidence | None = None) -> HybridEvidence:
+    def hybrid_evidence(
+        self, name: str, query: Query, vectors_of: int = 0, same_sparse_as: HybridEvidence | None = None
+    ) -> HybridEvidence:
         collection = self._get(name)
         edge_filter = _edge_filter(conditions(query.filters))
         params = qe.SearchParams(hnsw_ef=self._hnsw_ef) if self._hnsw_ef else None
@@ -519,31 +532,48 @@ class EdgeStore:
         terms = list(query.sparse.indices) if query.sparse and same_sparse_as is None else []
 
         def nearest(vector: qe.Query, limit: int, **options: Any) -> qe.QueryRequest:
-            return qe.QueryRequest(limit=limit, query=vector, filter=edge_filter,
-                                   params=params if vector is dense else None, **options)
+            return qe.QueryRequest(
+                limit=limit, query=vector, filter=edge_filter, params=params if vector is dense else None, **options
+            )
 
         def by_id(vector: qe.Query, ids: set[str]) -> qe.QueryRequest:
             # An exact score of a few points (re-running the other list's search as a prefetch costs several times
             # more); a chunk without any query term is left out of a BM25 one, as search leaves it out.
-            return qe.QueryRequest(limit=len(ids), query=vector,
-                                   filter=qe.Filter(must=[qe.HasIdCondition({engine_id(i) for i in ids})]),
-                                   params=qe.SearchParams(exact=True) if vector is dense else None, with_payload=False)
+            return qe.QueryRequest(
+                limit=len(ids),
+                query=vector,
+                filter=qe.Filter(must=[qe.HasIdCondition({engine_id(i) for i in ids})]),
+                params=qe.SearchParams(exact=True) if vector is dense else None,
+                with_payload=False,
+            )
 
         requests = [nearest(dense, depth, with_payload=False)]
         if same_sparse_as is None:  # else its sparse list, BM25 scores and IDFs are this query's too
             requests.append(nearest(sparse, depth, with_payload=False))
             # One single-term BM25 query per query term, unfiltered: its best chunk's score / the term's weight in
             # that chunk is the term's IDF.
-            requests += [qe.QueryRequest(limit=1, query=qe.Query.Nearest(qe.SparseVector([t], [1.0]), using=SPARSE),
-                                         with_vector=[SPARSE]) for t in terms]
+            requests += [
+                qe.QueryRequest(
+                    limit=1, query=qe.Query.Nearest(qe.SparseVector([t], [1.0]), using=SPARSE), with_vector=[SPARSE]
+                )
+                for t in terms
+            ]
         with collection.use() as shard, self._edge_errors():
             lists = list(shard.query_batch(qe.QueryBatchRequest(requests)))
             reads = EvidenceReads(query, lists[0], lists[1] if same_sparse_as is None else [], same_sparse_as)
             # The candidates that lack one of their two scores, scored by id.
-            rescoring = {kind: by_id(vector, ids) for kind, vector, ids in
-                         (("cosine", dense, reads.need_cosine), ("bm25", sparse, reads.need_bm25)) if ids}
-            rescored = dict(zip(rescoring, shard.query_batch(qe.QueryBatchRequest(list(rescoring.values())))
-                                if rescoring else [], strict=True))
+            rescoring = {
+                kind: by_id(vector, ids)
+                for kind, vector, ids in (("cosine", dense, reads.need_cosine), ("bm25", sparse, reads.need_bm25))
+                if ids
+            }
+            rescored = dict(
+                zip(
+                    rescoring,
+                    shard.query_batch(qe.QueryBatchRequest(list(rescoring.values()))) if rescoring else [],
+                    strict=True,
+                )
+            )
             # The feedback vectors, read by id (two more searches returning vectors cost several times more).
             top = reads.vector_ids(vectors_of)
             vectors = [shard.retrieve(engine_ids(top), False, [DENSE])] if top else []
@@ -551,8 +581,9 @@ class EdgeStore:
             def points() -> int:
                 return shard.info().points_count
 
-            return reads.evidence(rescored.get("bm25", []), rescored.get("cosine", []), lists[2:], vectors,
-                                  terms=terms, points=points)
+            return reads.evidence(
+                rescored.get("bm25", []), rescored.get("cosine", []), lists[2:], vectors, terms=terms, points=points
+            )
 
     def payloads(self, name: str, ids: Sequence[str]) -> dict[str, Any]:
         collection = self._get(name)

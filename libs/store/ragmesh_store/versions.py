@@ -103,16 +103,25 @@ class Versions:
         return dataclasses.replace(self, versions=tuple(v for v in self.versions if v.version != version))
 
     def to_json(self) -> dict[str, Any]:
-        return {"active": self.active, "next_version": self.next_version,
-                "versions": [dataclasses.asdict(v) for v in self.versions]}
+        return {
+            "active": self.active,
+            "next_version": self.next_version,
+            "versions": [dataclasses.asdict(v) for v in self.versions],
+        }
 
     @classmethod
     def from_json(cls, name: str, value: dict[str, Any]) -> Versions:
         versions = tuple(
-            Version(int(v["version"]), v["state"],
-                    IndexSettings(**v["settings"]) if v.get("settings") else None,
-                    v.get("created_at", ""), v.get("retained_until", ""), v.get("job_id", ""))
-            for v in value["versions"])
+            Version(
+                int(v["version"]),
+                v["state"],
+                IndexSettings(**v["settings"]) if v.get("settings") else None,
+                v.get("created_at", ""),
+                v.get("retained_until", ""),
+                v.get("job_id", ""),
+            )
+            for v in value["versions"]
+        )
         return cls(name, int(value["active"]), versions, int(value.get("next_version", 2)), recorded=True)
 
 
@@ -128,5 +137,13 @@ def write_versions(store: Store, versions: Versions) -> None:
     store.set_collection_record(versions.name, VERSIONS_RECORD, versions.to_json())
 
 
-__all__ = ["VERSIONS_RECORD", "IndexSettings", "Version", "Versions", "is_version_name", "physical_name",
-           "read_versions", "write_versions"]
+__all__ = [
+    "VERSIONS_RECORD",
+    "IndexSettings",
+    "Version",
+    "Versions",
+    "is_version_name",
+    "physical_name",
+    "read_versions",
+    "write_versions",
+]

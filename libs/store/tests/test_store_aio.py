@@ -38,8 +38,7 @@ async def test_a_store_call_is_a_child_of_the_callers_span(monkeypatch, how):
 
     try:
         with telemetry.tracer().start_as_current_span("ingest"):
-            assert await store_call(store.document_hash, "docs", "a", executor=pool,
-                                    inline=how == "inline") == "docs/a"
+            assert await store_call(store.document_hash, "docs", "a", executor=pool, inline=how == "inline") == "docs/a"
         spans = {span.name: span for span in exporter.get_finished_spans()}
         call, request = spans["store.document_hash"], spans["ingest"]
         assert call.context.trace_id == request.context.trace_id

@@ -18,10 +18,15 @@ from ragmesh_store.backup import MANIFEST, SnapshotError, read_manifest, restore
 
 
 def _chunks(doc_id: str, n: int) -> list[ChunkPoint]:
-    return [ChunkPoint(id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{doc_id}:{i}")), dense=[1.0, float(i), 0.5, 0.0],
-                       sparse=Sparse([i + 1], [1.0]),
-                       payload={"doc_id": doc_id, "chunk_index": i, "text": f"{doc_id} part {i}"})
-            for i in range(n)]
+    return [
+        ChunkPoint(
+            id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{doc_id}:{i}")),
+            dense=[1.0, float(i), 0.5, 0.0],
+            sparse=Sparse([i + 1], [1.0]),
+            payload={"doc_id": doc_id, "chunk_index": i, "text": f"{doc_id} part {i}"},
+        )
+        for i in range(n)
+    ]
 
 
 @pytest.fixture
@@ -39,8 +44,10 @@ def stocked(tmp_path: Path) -> Path:
 def _texts(data: Path) -> dict[tuple[str, str], list[str]]:
     store = EdgeStore(data, 4)
     try:
-        return {(c, d): [h.payload["text"] for h in store.document_chunks(c, d)]
-                for c, d in (("docs", "a"), ("docs", "b"), ("notes", "c"))}
+        return {
+            (c, d): [h.payload["text"] for h in store.document_chunks(c, d)]
+            for c, d in (("docs", "a"), ("docs", "b"), ("notes", "c"))
+        }
     finally:
         store.close()
 
@@ -53,15 +60,29 @@ def test_a_snapshot_restores_every_chunk_into_a_fresh_directory(stocked: Path, t
     assert read_manifest(tmp_path / "backup.tar.gz") == manifest
     restored = restore(tmp_path / "backup.tar.gz", tmp_path / "fresh")
     assert restored == manifest
-    assert _texts(tmp_path / "fresh") == before == {
-        ("docs", "a"): ["a part 0", "a part 1", "a part 2"], ("docs", "b"): ["b part 0"],
-        ("notes", "c"): ["c part 0", "c part 1"]}
+    assert (
+        _texts(tmp_path / "fresh")
+        == before
+        == {
+            ("docs", "a"): ["a part 0", "a part 1", "a part 2"],
+            ("docs", "b"): ["b part 0"],
+            ("notes", "c"): ["c part 0", "c part 1"],
+        }
+    )
 
 
 def test_a_snapshot_is_refused_while_another_process_owns_the_store(stocked: Path, tmp_path: Path) -> None:
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"from ragmesh_store import EdgeStore; s = EdgeStore({str(stocked)!r}, 4); "
-         "print('held', flush=True); input()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            f"from ragmesh_store import EdgeStore; s = EdgeStore({str(stocked)!r}, 4); "
+            "print('held', flush=True); input()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(StoreBusyError, match="stop it before taking or restoring a snapshot"):
@@ -86,8 +107,15 @@ def test_a_snapshot_keeps_every_version_of_a_versioned_collection(stocked: Path,
     store = EdgeStore(stocked, 4, flush_interval=0)
     store.ensure_collection("docs.v2")  # version 2 of "docs", built beside it
     store.upsert("docs.v2", _chunks("a", 2))
-    store.set_collection_record("docs", "versions", {"active": 2, "next_version": 3, "versions": [
-        {"version": 1, "state": "previous"}, {"version": 2, "state": "active"}]})
+    store.set_collection_record(
+        "docs",
+        "versions",
+        {
+            "active": 2,
+            "next_version": 3,
+            "versions": [{"version": 1, "state": "previous"}, {"version": 2, "state": "active"}],
+        },
+    )
     store.close()
     manifest = snapshot(stocked, tmp_path / "backup.tar.gz")
     assert manifest["collections"]["docs.v2"] == {"documents": 1, "chunks": 2}

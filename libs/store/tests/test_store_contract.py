@@ -82,10 +82,22 @@ ALPHA_FILE = {"path": "src/a/alpha.py", "path_prefixes": path_prefixes("src/a/al
 GAMMA_FILE = {"path": "src/b/gamma.go", "path_prefixes": path_prefixes("src/b/gamma.go"), "language": "go"}
 # alpha: 2 chunks near axis 0, terms 1-2; beta: 1 chunk on axis 1, term 3; gamma: 3 chunks near axis 2, term 4.
 CORPUS = [
-    chunk("alpha", 0, [1, 0, 0, 0], [1, 2], metadata={"lang": "en", "year": 2020, "draft": False, "ratio": 0.5},
-          **ALPHA_FILE),
-    chunk("alpha", 1, [0.9, 0.1, 0, 0], [1], metadata={"lang": "en", "year": 2020, "draft": False, "ratio": 0.5},
-          **ALPHA_FILE),
+    chunk(
+        "alpha",
+        0,
+        [1, 0, 0, 0],
+        [1, 2],
+        metadata={"lang": "en", "year": 2020, "draft": False, "ratio": 0.5},
+        **ALPHA_FILE,
+    ),
+    chunk(
+        "alpha",
+        1,
+        [0.9, 0.1, 0, 0],
+        [1],
+        metadata={"lang": "en", "year": 2020, "draft": False, "ratio": 0.5},
+        **ALPHA_FILE,
+    ),
     chunk("beta", 0, [0, 1, 0, 0], [3], source="url", metadata={"lang": "de", "year": 2021, "draft": True}),
     chunk("gamma", 0, [0, 0, 1, 0], [4, 5], metadata={"lang": "fr", "team.name": "core"}, **GAMMA_FILE),
     chunk("gamma", 1, [0, 0, 0.9, 0.1], [4], metadata={"lang": "fr", "team.name": "core"}, **GAMMA_FILE),
@@ -273,8 +285,9 @@ def test_filters(readonly: Store, filters, expected_docs) -> None:
 
 @pytest.mark.parametrize("mode", ["sparse", "hybrid"])
 def test_filters_apply_in_every_mode(readonly: Store, mode) -> None:
-    query = Query(mode=mode, limit=10, dense=[1, 0, 0, 0], sparse=Sparse([1, 3], [1.0, 1.0]),
-                  filters={"metadata.lang": "de"})
+    query = Query(
+        mode=mode, limit=10, dense=[1, 0, 0, 0], sparse=Sparse([1, 3], [1.0, 1.0]), filters={"metadata.lang": "de"}
+    )
     assert ids_of(readonly.query("docs", query)) == [("beta", 0)]
 
 
@@ -321,11 +334,14 @@ def test_equal_scores_are_ordered_by_doc_id_on_every_call(store: Store, mode) ->
 def test_equal_fused_scores_are_ordered_by_doc_id_on_every_call(store: Store) -> None:
     store.ensure_collection("ties")
     # "zulu" is first by dense and second by sparse, "alpha" the other way round: equal RRF scores.
-    store.upsert("ties", [
-        chunk("zulu", 0, [1, 0, 0, 0], [8], weight=0.5),
-        chunk("alpha", 0, [0.9, 0.1, 0, 0], [8], weight=1.0),
-        chunk("other", 0, [0, 0, 1, 0], [7]),
-    ])
+    store.upsert(
+        "ties",
+        [
+            chunk("zulu", 0, [1, 0, 0, 0], [8], weight=0.5),
+            chunk("alpha", 0, [0.9, 0.1, 0, 0], [8], weight=1.0),
+            chunk("other", 0, [0, 0, 1, 0], [7]),
+        ],
+    )
     query = Query(mode="hybrid", limit=1, dense=[1, 0, 0, 0], sparse=Sparse([8], [1.0]))
     results = [corpus_ids for corpus_ids in (ids_of(store.query("ties", query)) for _ in range(5))]
     assert results == [[("alpha", 0)]] * 5
@@ -407,8 +423,9 @@ def test_numeric_and_uuid_point_ids_come_back_as_they_were_stored(readonly: Stor
     numeric = {h.id for h in hits if h.payload["doc_id"] not in UUID_IDS}
     assert len(numeric) == 3 and all(i.isdigit() for i in numeric)
     assert all(uuid.UUID(h.id) and len(h.id) == 36 for h in hits if h.payload["doc_id"] in UUID_IDS)
-    hybrid = readonly.query("docs", Query(mode="hybrid", limit=10, dense=[1, 1, 1, 1], sparse=Sparse([1, 4], [1, 1]),
-                                          prefetch_limit=10))
+    hybrid = readonly.query(
+        "docs", Query(mode="hybrid", limit=10, dense=[1, 1, 1, 1], sparse=Sparse([1, 4], [1, 1]), prefetch_limit=10)
+    )
     assert {h.id for h in hybrid} == {p.id for p in CORPUS}  # the dense list reads every chunk
 
 
@@ -640,7 +657,8 @@ def test_edge_second_process_gets_store_busy_error(edge: EdgeStore) -> None:
     )
     message = result.stdout.strip()
     assert message.startswith(
-        f"the embedded store at RAGMESH_DATA_DIR={edge.data_dir} is already open in another process")
+        f"the embedded store at RAGMESH_DATA_DIR={edge.data_dir} is already open in another process"
+    )
     assert f"(pid {os.getpid()})" in message
     assert "ragmesh serve indexer search" in message and "QDRANT_URL" in message
 
@@ -664,9 +682,15 @@ def test_edge_shard_held_by_a_foreign_process_is_store_busy(edge: EdgeStore) -> 
     edge.close()
     path = edge.data_dir / "collections" / "docs"
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"import qdrant_edge, sys; s = qdrant_edge.EdgeShard.load({str(path)!r}); "
-         "print('held', flush=True); sys.stdin.read()"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            f"import qdrant_edge, sys; s = qdrant_edge.EdgeShard.load({str(path)!r}); "
+            "print('held', flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
@@ -792,15 +816,15 @@ def test_hybrid_fusions_and_rrf_weights(corpus: Store, fusion: str) -> None:
     query = Query(mode="hybrid", limit=3, dense=[1, 0, 0, 0], sparse=Sparse([4], [1.0]), fusion=fusion)
     hits = corpus.query("docs", query)
     assert hits and [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-    dense_only = Query(mode="hybrid", limit=3, dense=[1, 0, 0, 0], sparse=Sparse([4], [1.0]),
-                       rrf_weights=(1.0, 0.0))
+    dense_only = Query(mode="hybrid", limit=3, dense=[1, 0, 0, 0], sparse=Sparse([4], [1.0]), rrf_weights=(1.0, 0.0))
     assert ids_of(corpus.query("docs", dense_only))[:1] == ids_of(corpus.query("docs", dense_query([1, 0, 0, 0])))[:1]
 
 
 def test_relative_score_fusion_is_a_weighted_sum_of_min_max_normalised_scores(corpus: Store) -> None:
     dense, sparse = [1, 0, 0, 0], Sparse([4], [1.0])
-    fused = corpus.query("docs", Query(mode="hybrid", limit=3, dense=dense, sparse=sparse,
-                                       fusion="relative_score", dense_weight=1.0))
+    fused = corpus.query(
+        "docs", Query(mode="hybrid", limit=3, dense=dense, sparse=sparse, fusion="relative_score", dense_weight=1.0)
+    )
     assert ids_of(fused) == ids_of(corpus.query("docs", dense_query(dense, limit=3)))  # all weight on dense
     assert fused[0].score == pytest.approx(1.0) and all(0.0 <= h.score <= 1.0 for h in fused)
 
@@ -865,8 +889,9 @@ def test_hybrid_evidence_vectors_are_the_stored_ones_of_the_top_chunks_of_each_l
 
 
 def test_hybrid_evidence_applies_filters_to_the_candidates_but_not_to_the_idf(corpus: Store) -> None:
-    query = Query(mode="hybrid", limit=3, dense=[1.0, 0, 0, 0], sparse=Sparse([4], [1.0]),
-                  filters={"metadata.lang": "en"})
+    query = Query(
+        mode="hybrid", limit=3, dense=[1.0, 0, 0, 0], sparse=Sparse([4], [1.0]), filters={"metadata.lang": "en"}
+    )
     evidence = corpus.hybrid_evidence("docs", query)
     assert {h.id for h in evidence.dense + evidence.sparse} == {point_id("alpha", 0), point_id("alpha", 1)}
     assert evidence.sparse == [] and evidence.vectors == {}
@@ -877,8 +902,9 @@ def test_hybrid_evidence_for_a_moved_dense_vector_reusing_the_sparse_side_equals
     """Pseudo-relevance feedback moves only the dense vector: the second call, given the first's evidence, gives
     what a call of its own would (the lists are cut at 2, so the dense candidates change)."""
     sparse = Sparse([4, 99], [1.0, 1.0])
-    first = corpus.hybrid_evidence("docs", Query(mode="hybrid", limit=2, dense=[1.0, 0, 0, 0], sparse=sparse,
-                                                 prefetch_limit=2))
+    first = corpus.hybrid_evidence(
+        "docs", Query(mode="hybrid", limit=2, dense=[1.0, 0, 0, 0], sparse=sparse, prefetch_limit=2)
+    )
     moved = Query(mode="hybrid", limit=2, dense=[0.0, 1.0, 0.2, 0.0], sparse=sparse, prefetch_limit=2)
     fresh = corpus.hybrid_evidence("docs", moved)
     reused = corpus.hybrid_evidence("docs", moved, same_sparse_as=first)
@@ -895,8 +921,13 @@ def test_hybrid_evidence_reusing_the_sparse_side_searches_only_the_dense_list(co
     sparse = Sparse([4, 99], [1.0, 1.0])
     query = Query(mode="hybrid", limit=2, dense=[0.0, 1.0, 0.2, 0.0], sparse=sparse, prefetch_limit=2)
     gamma0, beta0 = point_id("gamma", 0), point_id("beta", 0)
-    planted = HybridEvidence(dense=[Hit(beta0, 1.0, {})], sparse=[Hit(gamma0, 9.0, {})], dense_scores={},
-                             sparse_scores={gamma0: 9.0}, term_idf={4: 1.25, 99: 7.5})
+    planted = HybridEvidence(
+        dense=[Hit(beta0, 1.0, {})],
+        sparse=[Hit(gamma0, 9.0, {})],
+        dense_scores={},
+        sparse_scores={gamma0: 9.0},
+        term_idf={4: 1.25, 99: 7.5},
+    )
     again = corpus.hybrid_evidence("docs", query, same_sparse_as=planted)
     assert again.sparse == planted.sparse and again.term_idf == planted.term_idf
     assert again.sparse_scores[gamma0] == 9.0
@@ -906,14 +937,20 @@ def test_hybrid_evidence_reusing_the_sparse_side_searches_only_the_dense_list(co
     assert set(again.dense_scores) == candidates
     assert again.dense_scores == pytest.approx({i: fresh.dense_scores.get(i, 0.0) for i in candidates}, abs=1e-6)
     # gamma 2 is a new dense candidate: its BM25 score read by id; beta 0 holds no query term, so it has none.
-    assert again.sparse_scores[point_id("gamma", 2)] == pytest.approx(fresh.sparse_scores[point_id("gamma", 2)],
-                                                                     rel=1e-5)
+    assert again.sparse_scores[point_id("gamma", 2)] == pytest.approx(
+        fresh.sparse_scores[point_id("gamma", 2)], rel=1e-5
+    )
     assert beta0 not in again.sparse_scores
 
 
 def test_payloads_by_id(corpus: Store) -> None:
-    wanted = [point_id("beta", 0), point_id("alpha", 1), point_id("gamma", 2), "00000000-0000-4000-8000-000000000000",
-              "12345"]
+    wanted = [
+        point_id("beta", 0),
+        point_id("alpha", 1),
+        point_id("gamma", 2),
+        "00000000-0000-4000-8000-000000000000",
+        "12345",
+    ]
     payloads = corpus.payloads("docs", wanted)
     assert set(payloads) == set(wanted[:3])  # an unknown id is left out
     assert (payloads[wanted[0]]["doc_id"], payloads[wanted[1]]["chunk_index"]) == ("beta", 1)

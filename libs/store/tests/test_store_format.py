@@ -13,8 +13,12 @@ from ragmesh_store.edge import FORMAT_FILE, FORMAT_VERSION
 
 
 def _point(doc_id: str) -> ChunkPoint:
-    return ChunkPoint(id=str(uuid.uuid5(uuid.NAMESPACE_URL, doc_id)), dense=[1.0, 0.0, 0.0, 0.0],
-                      sparse=Sparse([1], [1.0]), payload={"doc_id": doc_id, "chunk_index": 0, "text": doc_id})
+    return ChunkPoint(
+        id=str(uuid.uuid5(uuid.NAMESPACE_URL, doc_id)),
+        dense=[1.0, 0.0, 0.0, 0.0],
+        sparse=Sparse([1], [1.0]),
+        payload={"doc_id": doc_id, "chunk_index": 0, "text": doc_id},
+    )
 
 
 def test_a_new_data_directory_records_its_format(tmp_path: Path) -> None:
@@ -39,10 +43,13 @@ def test_a_directory_from_before_format_records_is_version_1_and_keeps_its_data(
     assert json.loads((tmp_path / "data" / FORMAT_FILE).read_text())["format_version"] == 1
 
 
-@pytest.mark.parametrize("record", [
-    {"format_version": FORMAT_VERSION + 1, "created_by": "ragmesh-store 9.0.0"},
-    {"format_version": 0},
-])
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"format_version": FORMAT_VERSION + 1, "created_by": "ragmesh-store 9.0.0"},
+        {"format_version": 0},
+    ],
+)
 def test_a_format_this_version_cannot_read_is_refused_and_left_alone(tmp_path: Path, record: dict) -> None:
     data = tmp_path / "data"
     EdgeStore(data, 4).close()

@@ -74,8 +74,15 @@ class ChatModel:
     """One chat model behind an OpenAI-compatible API."""
 
     def __init__(
-        self, *, model: str, base_url: str = "", api_key: str | None = None, timeout: float = 120.0,
-        max_retries: int = 1, temperature: float | None = None, max_output_tokens: int | None = None,
+        self,
+        *,
+        model: str,
+        base_url: str = "",
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        max_retries: int = 1,
+        temperature: float | None = None,
+        max_output_tokens: int | None = None,
         tracer: Tracer | None = None,
     ) -> None:
         import openai
@@ -86,12 +93,15 @@ class ChatModel:
         self.temperature = temperature
         self.max_output_tokens = max_output_tokens
         # Local OpenAI-compatible servers often need no key, but the client insists on one.
-        self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=api_key or "unused", timeout=timeout,
-                                          max_retries=max_retries)
+        self._client = openai.AsyncOpenAI(
+            base_url=self.base_url, api_key=api_key or "unused", timeout=timeout, max_retries=max_retries
+        )
         self._tracer = tracer or trace.NoOpTracer()
         url = urlsplit(self.base_url)
-        self._server = {server_attributes.SERVER_ADDRESS: url.hostname or "",
-                        server_attributes.SERVER_PORT: url.port or (443 if url.scheme == "https" else 80)}
+        self._server = {
+            server_attributes.SERVER_ADDRESS: url.hostname or "",
+            server_attributes.SERVER_PORT: url.port or (443 if url.scheme == "https" else 80),
+        }
 
     async def close(self) -> None:
         await self._client.close()
@@ -110,8 +120,10 @@ class ChatModel:
 
     def _span(self, request: Mapping[str, Any]):
         attributes = {
-            gen_ai.GEN_AI_OPERATION_NAME: "chat", gen_ai.GEN_AI_PROVIDER_NAME: "openai",
-            gen_ai.GEN_AI_REQUEST_MODEL: self.model, **self._server,
+            gen_ai.GEN_AI_OPERATION_NAME: "chat",
+            gen_ai.GEN_AI_PROVIDER_NAME: "openai",
+            gen_ai.GEN_AI_REQUEST_MODEL: self.model,
+            **self._server,
         }
         if "temperature" in request:
             attributes[gen_ai.GEN_AI_REQUEST_TEMPERATURE] = request["temperature"]
@@ -120,8 +132,12 @@ class ChatModel:
         return self._tracer.start_span(f"chat {self.model}", kind=SpanKind.CLIENT, attributes=attributes)
 
     async def complete(
-        self, messages: Sequence[Mapping[str, Any]], *, tools: Sequence[Mapping[str, Any]] = (),
-        max_tokens: int | None = None, temperature: float | None = None,
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] = (),
+        max_tokens: int | None = None,
+        temperature: float | None = None,
     ) -> Completion:
         """One whole completion."""
         request = self._request(messages, tools, max_tokens, temperature)
@@ -134,8 +150,13 @@ class ChatModel:
             usage = response.usage
             completion = Completion(
                 text=(message.content or "") if message else "",
-                tool_calls=[ToolCall(c.id, c.function.name, c.function.arguments or "")
-                            for c in (message.tool_calls or []) if getattr(c, "function", None)] if message else [],
+                tool_calls=[
+                    ToolCall(c.id, c.function.name, c.function.arguments or "")
+                    for c in (message.tool_calls or [])
+                    if getattr(c, "function", None)
+                ]
+                if message
+                else [],
                 input_tokens=usage.prompt_tokens if usage else 0,
                 output_tokens=usage.completion_tokens if usage else 0,
                 finish_reason=(choice.finish_reason or "") if choice else "",
@@ -150,8 +171,12 @@ class ChatModel:
         return completion
 
     async def stream(
-        self, messages: Sequence[Mapping[str, Any]], *, tools: Sequence[Mapping[str, Any]] = (),
-        max_tokens: int | None = None, temperature: float | None = None,
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] = (),
+        max_tokens: int | None = None,
+        temperature: float | None = None,
     ) -> AsyncIterator[str | Completion]:
         """Stream a completion: its text pieces (str) as they come, then the finished Completion (tool calls
         assembled from their pieces, usage when the API reports it)."""
@@ -180,8 +205,7 @@ class ChatModel:
                             continue
                         if delta.content:
                             if not text:
-                                span.add_event("gen_ai.first_token",
-                                               {"ragmesh.seconds": time.perf_counter() - started})
+                                span.add_event("gen_ai.first_token", {"ragmesh.seconds": time.perf_counter() - started})
                             text.append(delta.content)
                             yield delta.content
                         for piece in delta.tool_calls or ():
@@ -217,24 +241,50 @@ class ChatModel:
         meta = {"endpoint": self.base_url, "model": self.model}
         where = f"the chat model {self.model!r} at {self.base_url}"
         if isinstance(exc, openai.APITimeoutError):
-            return RagmeshError(grpc.StatusCode.DEADLINE_EXCEEDED, "CHAT_MODEL_TIMEOUT",
-                                f"{where} did not answer in time", DOMAIN, meta)
+            return RagmeshError(
+                grpc.StatusCode.DEADLINE_EXCEEDED, "CHAT_MODEL_TIMEOUT", f"{where} did not answer in time", DOMAIN, meta
+            )
         if isinstance(exc, openai.APIConnectionError):
-            return RagmeshError(grpc.StatusCode.UNAVAILABLE, "CHAT_MODEL_UNAVAILABLE",
-                                f"{where} cannot be reached: {_cause(exc)}", DOMAIN, meta)
+            return RagmeshError(
+                grpc.StatusCode.UNAVAILABLE,
+                "CHAT_MODEL_UNAVAILABLE",
+                f"{where} cannot be reached: {_cause(exc)}",
+                DOMAIN,
+                meta,
+            )
         if isinstance(exc, openai.APIStatusError):
             meta["status"] = str(exc.status_code)
             detail = _api_message(exc)
             if exc.status_code == 429:
-                return RagmeshError(grpc.StatusCode.RESOURCE_EXHAUSTED, "CHAT_MODEL_RATE_LIMITED",
-                                    f"{where} is rate limiting requests: {detail}", DOMAIN, meta)
+                return RagmeshError(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    "CHAT_MODEL_RATE_LIMITED",
+                    f"{where} is rate limiting requests: {detail}",
+                    DOMAIN,
+                    meta,
+                )
             if exc.status_code >= 500:
-                return RagmeshError(grpc.StatusCode.UNAVAILABLE, "CHAT_MODEL_UNAVAILABLE",
-                                    f"{where} failed (HTTP {exc.status_code}): {detail}", DOMAIN, meta)
-            return RagmeshError(grpc.StatusCode.UNAVAILABLE, "CHAT_MODEL_REJECTED",
-                                f"{where} refused the request (HTTP {exc.status_code}): {detail}", DOMAIN, meta)
-        return RagmeshError(grpc.StatusCode.UNAVAILABLE, "CHAT_MODEL_UNAVAILABLE",
-                            f"{where} failed: {type(exc).__name__}: {exc}", DOMAIN, meta)
+                return RagmeshError(
+                    grpc.StatusCode.UNAVAILABLE,
+                    "CHAT_MODEL_UNAVAILABLE",
+                    f"{where} failed (HTTP {exc.status_code}): {detail}",
+                    DOMAIN,
+                    meta,
+                )
+            return RagmeshError(
+                grpc.StatusCode.UNAVAILABLE,
+                "CHAT_MODEL_REJECTED",
+                f"{where} refused the request (HTTP {exc.status_code}): {detail}",
+                DOMAIN,
+                meta,
+            )
+        return RagmeshError(
+            grpc.StatusCode.UNAVAILABLE,
+            "CHAT_MODEL_UNAVAILABLE",
+            f"{where} failed: {type(exc).__name__}: {exc}",
+            DOMAIN,
+            meta,
+        )
 
 
 def _cause(exc: BaseException) -> str:
@@ -252,12 +302,14 @@ def _api_message(exc: Any) -> str:
 
 
 def _end(span, completion: Completion) -> None:
-    span.set_attributes({
-        gen_ai.GEN_AI_RESPONSE_MODEL: completion.model,
-        gen_ai.GEN_AI_USAGE_INPUT_TOKENS: completion.input_tokens,
-        gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS: completion.output_tokens,
-        gen_ai.GEN_AI_RESPONSE_FINISH_REASONS: [completion.finish_reason or "unknown"],
-    })
+    span.set_attributes(
+        {
+            gen_ai.GEN_AI_RESPONSE_MODEL: completion.model,
+            gen_ai.GEN_AI_USAGE_INPUT_TOKENS: completion.input_tokens,
+            gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS: completion.output_tokens,
+            gen_ai.GEN_AI_RESPONSE_FINISH_REASONS: [completion.finish_reason or "unknown"],
+        }
+    )
     span.end()
 
 

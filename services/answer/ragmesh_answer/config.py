@@ -20,55 +20,95 @@ from ragmesh_common.config import ServiceSettings
 class AnswerSettings(ServiceSettings):
     """Settings of the answer service."""
 
-    model_config = SettingsConfigDict(env_prefix="RAGMESH_ANSWER_", extra="ignore", frozen=True,
-                                      populate_by_name=True)
+    model_config = SettingsConfigDict(env_prefix="RAGMESH_ANSWER_", extra="ignore", frozen=True, populate_by_name=True)
 
     port: int = Field(config.DEFAULT_PORTS["answer"], ge=0, le=65535, description="gRPC port; 0 picks a free one.")
-    metrics_port: int = Field(config.DEFAULT_METRICS_PORTS["answer"], ge=0, le=65535,
-                              description="Prometheus /metrics port; 0 disables it.")
-    search_addr: str = Field(config.default_addr("search"), validation_alias="RAGMESH_SEARCH_ADDR",
-                             description="Where the search service listens (host:port).")
-    embedder_addr: str = Field(config.default_addr("embedder"), validation_alias="RAGMESH_EMBEDDER_ADDR",
-                               description="Where the embedder listens (host:port); ranks extractive sentences.")
+    metrics_port: int = Field(
+        config.DEFAULT_METRICS_PORTS["answer"], ge=0, le=65535, description="Prometheus /metrics port; 0 disables it."
+    )
+    search_addr: str = Field(
+        config.default_addr("search"),
+        validation_alias="RAGMESH_SEARCH_ADDR",
+        description="Where the search service listens (host:port).",
+    )
+    embedder_addr: str = Field(
+        config.default_addr("embedder"),
+        validation_alias="RAGMESH_EMBEDDER_ADDR",
+        description="Where the embedder listens (host:port); ranks extractive sentences.",
+    )
 
     # --- the chat model ---------------------------------------------------------------------------------------
-    base_url: str = Field("", description=(
-        "Base URL of an OpenAI-compatible chat API, e.g. http://localhost:11434/v1 (Ollama), "
-        "http://vllm:8000/v1, https://<resource>.openai.azure.com/openai/v1/; empty means OpenAI's."))
+    base_url: str = Field(
+        "",
+        description=(
+            "Base URL of an OpenAI-compatible chat API, e.g. http://localhost:11434/v1 (Ollama), "
+            "http://vllm:8000/v1, https://<resource>.openai.azure.com/openai/v1/; empty means OpenAI's."
+        ),
+    )
     api_key: SecretStr | None = Field(None, description="The chat API's key; local servers may need none.")
     model: str = Field("", description="The chat model's name; empty: no model, answers are extractive.")
-    require_model: bool = Field(False, description=(
-        "Refuse to answer (503 CHAT_MODEL_NOT_CONFIGURED) instead of answering extractively without a model."))
+    require_model: bool = Field(
+        False,
+        description=(
+            "Refuse to answer (503 CHAT_MODEL_NOT_CONFIGURED) instead of answering extractively without a model."
+        ),
+    )
     temperature: float = Field(0.1, ge=0, le=2, description="Sampling temperature of answers.")
     max_output_tokens: int = Field(1024, ge=16, le=65_536, description="The longest answer, in model tokens.")
     timeout_seconds: float = Field(120.0, gt=0, le=3600, description="Timeout of one chat-model request.")
-    max_retries: int = Field(1, ge=0, le=10, description=(
-        "Retries (with backoff) of a chat request that could not connect or got 429/5xx."))
+    max_retries: int = Field(
+        1, ge=0, le=10, description=("Retries (with backoff) of a chat request that could not connect or got 429/5xx.")
+    )
 
     # --- retrieval and context ------------------------------------------------------------------------------------
     top_k: int = Field(5, ge=1, le=50, description="Chunks retrieved when the request does not say.")
-    search_mode: Literal["dense", "hybrid", "sparse", "semantic", "keyword"] = Field("dense", description=(
-        "How chunks are retrieved. Dense scores are cosine similarities, an absolute measure of relevance that "
-        "min_relevance can cut on; hybrid scores are relative to the candidates (the best is always near 1)."))
-    min_relevance: float = Field(0.3, ge=0, le=1, description=(
-        "Chunks scoring below this are not relevant; when none is left the answer is NO_RESULTS."))
-    context_tokens: int = Field(3000, ge=100, le=1_000_000, description=(
-        "Budget of the numbered sources given to the model, in estimated tokens (4 characters each)."))
+    search_mode: Literal["dense", "hybrid", "sparse", "semantic", "keyword"] = Field(
+        "dense",
+        description=(
+            "How chunks are retrieved. Dense scores are cosine similarities, an absolute measure of relevance that "
+            "min_relevance can cut on; hybrid scores are relative to the candidates (the best is always near 1)."
+        ),
+    )
+    min_relevance: float = Field(
+        0.3,
+        ge=0,
+        le=1,
+        description=("Chunks scoring below this are not relevant; when none is left the answer is NO_RESULTS."),
+    )
+    context_tokens: int = Field(
+        3000,
+        ge=100,
+        le=1_000_000,
+        description=("Budget of the numbered sources given to the model, in estimated tokens (4 characters each)."),
+    )
     max_query_chars: int = Field(1000, ge=1, le=100_000, description="Longest question accepted.")
     extractive_sentences: int = Field(3, ge=1, le=20, description="Sentences in an extractive answer.")
     search_timeout_seconds: float = Field(15.0, gt=0, description="Deadline of a Search or Embed call.")
 
     # --- sessions ---------------------------------------------------------------------------------------------
-    session_turns: int = Field(5, ge=1, le=100, description=(
-        "Exchanges a session keeps (and a follow-up is rewritten with); older ones are dropped."))
-    session_ttl_seconds: int = Field(7 * 24 * 3600, ge=60, description=(
-        "A session is forgotten this long after its last turn."))
-    redis_url: str = Field("", validation_alias="RAGMESH_REDIS_URL", description=(
-        "redis://host:6379/0: sessions live in Redis, so any replica serves any turn; empty: under the data "
-        "directory (SQLite, one file)."))
+    session_turns: int = Field(
+        5,
+        ge=1,
+        le=100,
+        description=("Exchanges a session keeps (and a follow-up is rewritten with); older ones are dropped."),
+    )
+    session_ttl_seconds: int = Field(
+        7 * 24 * 3600, ge=60, description=("A session is forgotten this long after its last turn.")
+    )
+    redis_url: str = Field(
+        "",
+        validation_alias="RAGMESH_REDIS_URL",
+        description=(
+            "redis://host:6379/0: sessions live in Redis, so any replica serves any turn; empty: under the data "
+            "directory (SQLite, one file)."
+        ),
+    )
     redis_prefix: str = Field("ragmesh:answer:", max_length=128, description="Prefix of the Redis keys.")
-    data_dir: Path = Field(Path(".ragmesh"), validation_alias="RAGMESH_DATA_DIR", description=(
-        "The data directory; without Redis, sessions are kept in <data_dir>/answer/sessions.sqlite3."))
+    data_dir: Path = Field(
+        Path(".ragmesh"),
+        validation_alias="RAGMESH_DATA_DIR",
+        description=("The data directory; without Redis, sessions are kept in <data_dir>/answer/sessions.sqlite3."),
+    )
 
     @field_validator("model")
     @classmethod

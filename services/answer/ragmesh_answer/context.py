@@ -121,8 +121,9 @@ def build_context(chunks: Sequence[Chunk], budget_tokens: int) -> Context:
     for chunk in taken:
         key = (chunk.collection, chunk.doc_id)
         if key not in sources:
-            sources[key] = SourceDoc(len(sources) + 1, chunk.doc_id, chunk.collection, chunk.title, chunk.url,
-                                     chunk.filename, best=chunk)
+            sources[key] = SourceDoc(
+                len(sources) + 1, chunk.doc_id, chunk.collection, chunk.title, chunk.url, chunk.filename, best=chunk
+            )
         sources[key].chunks.append(chunk)
     for source in sources.values():
         source.chunks.sort(key=lambda c: c.chunk_index)
@@ -142,13 +143,19 @@ def sentences(text: str, *, min_words: int = 4, max_chars: int = 400) -> list[st
     Markdown marks and list bullets removed, overlong ones cut at a word."""
     out = []
     for paragraph in re.split(r"\n\s*\n", text):
-        lines = [line for line in paragraph.splitlines()
-                 if line.strip() and not line.lstrip().startswith(("#", "|", "```", "---", "==="))]
+        lines = [
+            line
+            for line in paragraph.splitlines()
+            if line.strip() and not line.lstrip().startswith(("#", "|", "```", "---", "==="))
+        ]
         if not lines:
             continue
         # A list keeps one item per line; prose lines are re-joined.
-        items = [_LIST_MARK.sub("", line) for line in lines] if any(_LIST_MARK.match(x) for x in lines) else [
-            " ".join(line.strip() for line in lines)]
+        items = (
+            [_LIST_MARK.sub("", line) for line in lines]
+            if any(_LIST_MARK.match(x) for x in lines)
+            else [" ".join(line.strip() for line in lines)]
+        )
         for item in items:
             for sentence in _SENTENCE_END.split(_MD_INLINE.sub("", item).strip()):
                 sentence = " ".join(sentence.split())

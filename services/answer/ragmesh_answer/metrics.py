@@ -16,18 +16,28 @@ class AnswerMetrics:
         self.time_to_first_token = Histogram(
             "ragmesh_answer_time_to_first_token_seconds",
             "From receiving a question to the first piece of its answer, by generator (model, extractive).",
-            ["generator"], registry=registry, buckets=TTFT_BUCKETS,
+            ["generator"],
+            registry=registry,
+            buckets=TTFT_BUCKETS,
         )
         self.answer_tokens = Histogram(
             "ragmesh_answer_tokens_per_answer",
             "Tokens written per answer (the model's output tokens; words for an extractive answer).",
-            ["generator"], registry=registry, buckets=TOKEN_BUCKETS,
+            ["generator"],
+            registry=registry,
+            buckets=TOKEN_BUCKETS,
         )
-        self.answers = Counter("ragmesh_answer_answers", "Questions answered, by generator.", ["generator"],
-                               registry=registry)
-        self.no_results = Counter("ragmesh_answer_no_results",
-                                  "Questions with nothing relevant retrieved (NO_RESULTS; no model call).",
-                                  registry=registry)
-        self.model_tokens = Counter("ragmesh_answer_model_tokens",
-                                    "Tokens the chat model read (input) and wrote (output), rewrites included.",
-                                    ["type"], registry=registry)
+        self.answers = Counter(
+            "ragmesh_answer_answers", "Questions answered, by generator.", ["generator"], registry=registry
+        )
+        self.no_results = Counter(
+            "ragmesh_answer_no_results",
+            "Questions with nothing relevant retrieved (NO_RESULTS; no model call).",
+            registry=registry,
+        )
+        self.model_tokens = Counter(
+            "ragmesh_answer_model_tokens",
+            "Tokens the chat model read (input) and wrote (output), rewrites included.",
+            ["type"],
+            registry=registry,
+        )

@@ -24,9 +24,16 @@ def chat_model(settings: AnswerSettings, tracer=None) -> ChatModel | None:
     if not settings.model_configured:
         return None
     key = settings.api_key.get_secret_value() if settings.api_key else None
-    return ChatModel(model=settings.model, base_url=settings.base_url, api_key=key,
-                     timeout=settings.timeout_seconds, max_retries=settings.max_retries,
-                     temperature=settings.temperature, max_output_tokens=settings.max_output_tokens, tracer=tracer)
+    return ChatModel(
+        model=settings.model,
+        base_url=settings.base_url,
+        api_key=key,
+        timeout=settings.timeout_seconds,
+        max_retries=settings.max_retries,
+        temperature=settings.temperature,
+        max_output_tokens=settings.max_output_tokens,
+        tracer=tracer,
+    )
 
 
 def create_server(settings: AnswerSettings) -> Service:
@@ -35,26 +42,51 @@ def create_server(settings: AnswerSettings) -> Service:
     model that is down fails only the questions that need it."""
     telemetry = setup_telemetry("answer")
     clients = {
-        "search": ServiceClient("search", settings.search_addr, search_grpc.SearchServiceStub,
-                                timeout=settings.search_timeout_seconds, idempotent=("Search", "GetDocument"),
-                                max_message_bytes=settings.max_message_bytes, caller="answer"),
-        "embedder": ServiceClient("embedder", settings.embedder_addr, embedder_grpc.EmbedderServiceStub,
-                                  timeout=settings.search_timeout_seconds, idempotent=("Embed", "GetModelInfo"),
-                                  max_message_bytes=settings.max_message_bytes, caller="answer"),
+        "search": ServiceClient(
+            "search",
+            settings.search_addr,
+            search_grpc.SearchServiceStub,
+            timeout=settings.search_timeout_seconds,
+            idempotent=("Search", "GetDocument"),
+            max_message_bytes=settings.max_message_bytes,
+            caller="answer",
+        ),
+        "embedder": ServiceClient(
+            "embedder",
+            settings.embedder_addr,
+            embedder_grpc.EmbedderServiceStub,
+            timeout=settings.search_timeout_seconds,
+            idempotent=("Embed", "GetModelInfo"),
+            max_message_bytes=settings.max_message_bytes,
+            caller="answer",
+        ),
     }
-    sessions = open_sessions(redis_url=settings.redis_url, redis_prefix=settings.redis_prefix,
-                             path=settings.sessions_path, max_turns=settings.session_turns,
-                             ttl_seconds=settings.session_ttl_seconds)
+    sessions = open_sessions(
+        redis_url=settings.redis_url,
+        redis_prefix=settings.redis_prefix,
+        path=settings.sessions_path,
+        max_turns=settings.session_turns,
+        ttl_seconds=settings.session_ttl_seconds,
+    )
     model = chat_model(settings, telemetry.tracer("ragmesh.answer"))
     answerer = Answerer(
-        search=clients["search"], embedder=clients["embedder"], sessions=sessions,
-        metrics=telemetry.metrics(AnswerMetrics), model=model, require_model=settings.require_model,
-        default_top_k=settings.top_k, search_mode=settings.search_mode, min_relevance=settings.min_relevance,
-        context_tokens=settings.context_tokens, max_query_chars=settings.max_query_chars,
-        extractive_sentences=settings.extractive_sentences, session_turns=settings.session_turns,
+        search=clients["search"],
+        embedder=clients["embedder"],
+        sessions=sessions,
+        metrics=telemetry.metrics(AnswerMetrics),
+        model=model,
+        require_model=settings.require_model,
+        default_top_k=settings.top_k,
+        search_mode=settings.search_mode,
+        min_relevance=settings.min_relevance,
+        context_tokens=settings.context_tokens,
+        max_query_chars=settings.max_query_chars,
+        extractive_sentences=settings.extractive_sentences,
+        session_turns=settings.session_turns,
     )
     service = new_server(
-        "answer", settings,
+        "answer",
+        settings,
         lambda server: pb_grpc.add_AnswerServiceServicer_to_server(AnswerServicer(answerer), server),
         [pb.DESCRIPTOR.services_by_name["AnswerService"].full_name],
         domain=DOMAIN,

@@ -47,9 +47,13 @@ _WORD = re.compile(r"\w+")
 # History given to the rewrite: each earlier answer cut to this many characters.
 HISTORY_ANSWER_CHARS = 600
 
-_SEARCH_MODES = {"hybrid": search_pb.SEARCH_MODE_HYBRID, "dense": search_pb.SEARCH_MODE_DENSE,
-                 "sparse": search_pb.SEARCH_MODE_SPARSE, "semantic": search_pb.SEARCH_MODE_SEMANTIC,
-                 "keyword": search_pb.SEARCH_MODE_KEYWORD}
+_SEARCH_MODES = {
+    "hybrid": search_pb.SEARCH_MODE_HYBRID,
+    "dense": search_pb.SEARCH_MODE_DENSE,
+    "sparse": search_pb.SEARCH_MODE_SPARSE,
+    "semantic": search_pb.SEARCH_MODE_SEMANTIC,
+    "keyword": search_pb.SEARCH_MODE_KEYWORD,
+}
 _CITATIONS = re.compile(r"\s*\[\d{1,3}(?:\s*[,;]\s*\d{1,3})*\]")
 
 ANSWER_INSTRUCTIONS = (
@@ -59,7 +63,7 @@ ANSWER_INSTRUCTIONS = (
 )
 REWRITE_INSTRUCTIONS = (
     "Rewrite the follow-up question as a standalone question that can be understood without the conversation: "
-    "replace pronouns and references (\"it\", \"they\", \"the second one\") with what they refer to in the "
+    'replace pronouns and references ("it", "they", "the second one") with what they refer to in the '
     "conversation. Reply with the standalone question only. If it is already standalone, repeat it unchanged."
 )
 
@@ -101,10 +105,21 @@ class Answerer:
     """The answer service's domain: see the module docstring."""
 
     def __init__(
-        self, *, search: ServiceClient, embedder: ServiceClient, sessions: SessionStore, metrics: AnswerMetrics,
-        model: ChatModel | None, require_model: bool = False, default_top_k: int = 5, search_mode: str = "dense",
-        min_relevance: float = 0.3, context_tokens: int = 3000, max_query_chars: int = 1000,
-        extractive_sentences: int = 3, session_turns: int = 5,
+        self,
+        *,
+        search: ServiceClient,
+        embedder: ServiceClient,
+        sessions: SessionStore,
+        metrics: AnswerMetrics,
+        model: ChatModel | None,
+        require_model: bool = False,
+        default_top_k: int = 5,
+        search_mode: str = "dense",
+        min_relevance: float = 0.3,
+        context_tokens: int = 3000,
+        max_query_chars: int = 1000,
+        extractive_sentences: int = 3,
+        session_turns: int = 5,
     ) -> None:
         self.search = search
         self.embedder = embedder
@@ -128,8 +143,13 @@ class Answerer:
     async def get_session(self, sid: str) -> list[Turn]:
         turns = await self.sessions.load(session_id(sid))
         if not turns:
-            raise RagmeshError(grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND", f"no session {sid!r} (or it expired)",
-                               DOMAIN, {"session_id": sid})
+            raise RagmeshError(
+                grpc.StatusCode.NOT_FOUND,
+                "SESSION_NOT_FOUND",
+                f"no session {sid!r} (or it expired)",
+                DOMAIN,
+                {"session_id": sid},
+            )
         return turns
 
     async def delete_session(self, sid: str) -> int:
@@ -141,19 +161,27 @@ class Answerer:
         if not query:
             raise invalid_argument("QUERY_EMPTY", "the question is empty", field="query")
         if len(query) > self.max_query_chars:
-            raise invalid_argument("QUERY_TOO_LONG", f"the question is longer than {self.max_query_chars} characters",
-                                   field="query", limit=self.max_query_chars)
+            raise invalid_argument(
+                "QUERY_TOO_LONG",
+                f"the question is longer than {self.max_query_chars} characters",
+                field="query",
+                limit=self.max_query_chars,
+            )
         top_k = question.top_k or self.default_top_k
         if not 1 <= top_k <= MAX_TOP_K:
             raise invalid_argument("TOP_K_OUT_OF_RANGE", f"top_k must be 1..{MAX_TOP_K}", field="top_k")
-        collections = [validation.collection_name(c, field=f"collections[{i}]")
-                       for i, c in enumerate(question.collections)] or [validation.DEFAULT_COLLECTION]
+        collections = [
+            validation.collection_name(c, field=f"collections[{i}]") for i, c in enumerate(question.collections)
+        ] or [validation.DEFAULT_COLLECTION]
         sid = session_id(question.session_id) if question.session_id else uuid.uuid4().hex
         if self.model is None and self.require_model:
             raise RagmeshError(
-                grpc.StatusCode.UNAVAILABLE, "CHAT_MODEL_NOT_CONFIGURED",
+                grpc.StatusCode.UNAVAILABLE,
+                "CHAT_MODEL_NOT_CONFIGURED",
                 "no chat model is configured (RAGMESH_ANSWER_MODEL is empty) and RAGMESH_ANSWER_REQUIRE_MODEL=true "
-                "refuses extractive answers", DOMAIN, {"setting": "RAGMESH_ANSWER_MODEL"},
+                "refuses extractive answers",
+                DOMAIN,
+                {"setting": "RAGMESH_ANSWER_MODEL"},
             )
         return query, collections, top_k, sid
 
@@ -181,16 +209,29 @@ class Answerer:
             usage.output_tokens = len(text.split())
         sources = context.cite(ctx.cited_numbers(text))
         answer = Answer(
-            text=text, sources=sources, chunks=context.chunks, session_id=sid, generator=generator,
-            model=self.model.model if self.model else "", standalone_query=standalone,
-            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+            text=text,
+            sources=sources,
+            chunks=context.chunks,
+            session_id=sid,
+            generator=generator,
+            model=self.model.model if self.model else "",
+            standalone_query=standalone,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
             numbers={(s.collection, s.doc_id): s.number for s in context.sources},
         )
-        await self.sessions.append(sid, Turn(
-            query=query, standalone_query=standalone, answer=text, generator=generator,
-            sources=[StoredSource(s.number, s.doc_id, s.collection, s.title, s.url, s.filename, s.cited)
-                     for s in sources],
-        ))
+        await self.sessions.append(
+            sid,
+            Turn(
+                query=query,
+                standalone_query=standalone,
+                answer=text,
+                generator=generator,
+                sources=[
+                    StoredSource(s.number, s.doc_id, s.collection, s.title, s.url, s.filename, s.cited) for s in sources
+                ],
+            ),
+        )
         self.metrics.answers.labels(generator).inc()
         self.metrics.answer_tokens.labels(generator).observe(usage.output_tokens)
         yield answer
@@ -202,46 +243,64 @@ class Answerer:
             return query
         if self.model is None:
             # The previous question already carries the ones before it; its oldest words go first past the limit.
-            return f"{history[-1].standalone_query} {query}"[-self.max_query_chars:].lstrip()
+            return f"{history[-1].standalone_query} {query}"[-self.max_query_chars :].lstrip()
         transcript = "\n".join(
             f"User: {turn.query}\nAssistant: {ctx.snippet(_CITATIONS.sub('', turn.answer), HISTORY_ANSWER_CHARS)}"
-            for turn in history[-self.session_turns:]
+            for turn in history[-self.session_turns :]
         )
         completion = await self.model.complete(
-            [{"role": "system", "content": REWRITE_INSTRUCTIONS},
-             {"role": "user", "content": f"Conversation:\n{transcript}\n\nFollow-up question: {query}"}],
-            max_tokens=200, temperature=0,
+            [
+                {"role": "system", "content": REWRITE_INSTRUCTIONS},
+                {"role": "user", "content": f"Conversation:\n{transcript}\n\nFollow-up question: {query}"},
+            ],
+            max_tokens=200,
+            temperature=0,
         )
         self._count(completion, usage)
         rewritten = " ".join(completion.text.split())
         return rewritten[: self.max_query_chars] if rewritten else query
 
-    async def _retrieve(self, query: str, collections: list[str], top_k: int,
-                        filters: Mapping[str, Any]) -> ctx.Context:
-        request = search_pb.SearchRequest(query=query, collections=collections, top_k=top_k, mode=self.search_mode,
-                                          score_threshold=self.min_relevance)
+    async def _retrieve(
+        self, query: str, collections: list[str], top_k: int, filters: Mapping[str, Any]
+    ) -> ctx.Context:
+        request = search_pb.SearchRequest(
+            query=query, collections=collections, top_k=top_k, mode=self.search_mode, score_threshold=self.min_relevance
+        )
         if filters:
             request.filters.CopyFrom(_struct(filters))
         reply = await self.search.call("Search", request)
         if not reply.results:
             self.metrics.no_results.inc()
             raise RagmeshError(
-                grpc.StatusCode.NOT_FOUND, "NO_RESULTS",
+                grpc.StatusCode.NOT_FOUND,
+                "NO_RESULTS",
                 f"nothing in {', '.join(collections)} is relevant to the question (no chunk scored at least "
-                f"{self.min_relevance:g})", DOMAIN,
+                f"{self.min_relevance:g})",
+                DOMAIN,
                 {"collections": ",".join(collections), "min_relevance": f"{self.min_relevance:g}"},
             )
-        chunks = [ctx.Chunk(chunk_id=r.chunk_id, doc_id=r.doc_id, collection=r.collection, chunk_index=r.chunk_index,
-                            text=r.text, score=min(1.0, max(0.0, r.score)), title=r.title, url=r.url,
-                            filename=r.filename)
-                  for r in reply.results]
+        chunks = [
+            ctx.Chunk(
+                chunk_id=r.chunk_id,
+                doc_id=r.doc_id,
+                collection=r.collection,
+                chunk_index=r.chunk_index,
+                text=r.text,
+                score=min(1.0, max(0.0, r.score)),
+                title=r.title,
+                url=r.url,
+                filename=r.filename,
+            )
+            for r in reply.results
+        ]
         return ctx.build_context(chunks, self.context_tokens)
 
-    async def _generate(self, query: str, history: Sequence[Turn], context: ctx.Context,
-                        usage: _Usage) -> AsyncIterator[str]:
+    async def _generate(
+        self, query: str, history: Sequence[Turn], context: ctx.Context, usage: _Usage
+    ) -> AsyncIterator[str]:
         assert self.model is not None
         messages: list[dict[str, Any]] = [{"role": "system", "content": ANSWER_INSTRUCTIONS}]
-        for turn in history[-self.session_turns:]:
+        for turn in history[-self.session_turns :]:
             messages.append({"role": "user", "content": turn.query})
             messages.append({"role": "assistant", "content": _CITATIONS.sub("", turn.answer)})
         messages.append({"role": "user", "content": f"Sources:\n\n{context.render()}\n\nQuestion: {query}"})
@@ -272,8 +331,12 @@ class Answerer:
             yield ctx.with_citation(ctx.snippet(best.text), context.number_of(best))
             return
         # One call for the question and the sentences (the input type only matters to sparse vectors).
-        reply = await self.embedder.call("Embed", embedder_pb.EmbedRequest(
-            texts=[query, *texts], input_type=embedder_pb.INPUT_TYPE_QUERY, kinds=[embedder_pb.VECTOR_KIND_DENSE]))
+        reply = await self.embedder.call(
+            "Embed",
+            embedder_pb.EmbedRequest(
+                texts=[query, *texts], input_type=embedder_pb.INPUT_TYPE_QUERY, kinds=[embedder_pb.VECTOR_KIND_DENSE]
+            ),
+        )
         vectors = [list(e.dense) for e in reply.embeddings]
         question, rows = vectors[0], vectors[1:]
         scores = [sum(a * b for a, b in zip(question, row, strict=True)) for row in rows]

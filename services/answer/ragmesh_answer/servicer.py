@@ -23,7 +23,9 @@ _GENERATORS = {MODEL: pb.GENERATOR_MODEL, EXTRACTIVE: pb.GENERATOR_EXTRACTIVE}
 def _question(request: pb.AskRequest | pb.AskStreamRequest) -> Question:
     annotate({Attr.COLLECTION: ",".join(request.collections) or None, Attr.TOP_K: request.top_k or None})
     return Question(
-        query=request.query, collections=list(request.collections), top_k=request.top_k,
+        query=request.query,
+        collections=list(request.collections),
+        top_k=request.top_k,
         filters=MessageToDict(request.filters) if request.HasField("filters") else {},
         session_id=request.session_id,
     )
@@ -31,39 +33,68 @@ def _question(request: pb.AskRequest | pb.AskStreamRequest) -> Question:
 
 def _source(source: ctx.SourceDoc) -> pb.Source:
     return pb.Source(
-        number=source.number, doc_id=source.doc_id, collection=source.collection, title=source.title,
-        url=source.url, filename=source.filename, cited=source.cited,
-        snippet=ctx.snippet(source.best.text) if source.best else "", relevance_score=source.relevance_score,
+        number=source.number,
+        doc_id=source.doc_id,
+        collection=source.collection,
+        title=source.title,
+        url=source.url,
+        filename=source.filename,
+        cited=source.cited,
+        snippet=ctx.snippet(source.best.text) if source.best else "",
+        relevance_score=source.relevance_score,
     )
 
 
 def _answer(answer: Answer) -> pb.Answer:
-    annotate({Attr.RESULT_COUNT: len(answer.chunks), Attr.GENERATOR: answer.generator,
-              Attr.MODEL: answer.model or None})
+    annotate(
+        {Attr.RESULT_COUNT: len(answer.chunks), Attr.GENERATOR: answer.generator, Attr.MODEL: answer.model or None}
+    )
     return pb.Answer(
-        text=answer.text, sources=[_source(s) for s in answer.sources],
+        text=answer.text,
+        sources=[_source(s) for s in answer.sources],
         matched_chunks=[
-            pb.MatchedChunk(chunk_id=c.chunk_id, doc_id=c.doc_id, collection=c.collection, chunk_index=c.chunk_index,
-                            text=c.text, relevance_score=c.score,
-                            source_number=answer.numbers.get((c.collection, c.doc_id), 0))
+            pb.MatchedChunk(
+                chunk_id=c.chunk_id,
+                doc_id=c.doc_id,
+                collection=c.collection,
+                chunk_index=c.chunk_index,
+                text=c.text,
+                relevance_score=c.score,
+                source_number=answer.numbers.get((c.collection, c.doc_id), 0),
+            )
             for c in answer.chunks
         ],
-        session_id=answer.session_id, generator=_GENERATORS[answer.generator], model=answer.model,
-        standalone_query=answer.standalone_query, input_tokens=answer.input_tokens,
+        session_id=answer.session_id,
+        generator=_GENERATORS[answer.generator],
+        model=answer.model,
+        standalone_query=answer.standalone_query,
+        input_tokens=answer.input_tokens,
         output_tokens=answer.output_tokens,
     )
 
 
 def _stored_source(source: StoredSource) -> pb.Source:
-    return pb.Source(number=source.number, doc_id=source.doc_id, collection=source.collection, title=source.title,
-                     url=source.url, filename=source.filename, cited=source.cited)
+    return pb.Source(
+        number=source.number,
+        doc_id=source.doc_id,
+        collection=source.collection,
+        title=source.title,
+        url=source.url,
+        filename=source.filename,
+        cited=source.cited,
+    )
 
 
 def _turn(turn: Turn) -> pb.Turn:
     created = dt.datetime.fromtimestamp(turn.created_at, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    return pb.Turn(query=turn.query, standalone_query=turn.standalone_query, answer=turn.answer,
-                   sources=[_stored_source(s) for s in turn.sources],
-                   generator=_GENERATORS.get(turn.generator, pb.GENERATOR_UNSPECIFIED), created_at=created)
+    return pb.Turn(
+        query=turn.query,
+        standalone_query=turn.standalone_query,
+        answer=turn.answer,
+        sources=[_stored_source(s) for s in turn.sources],
+        generator=_GENERATORS.get(turn.generator, pb.GENERATOR_UNSPECIFIED),
+        created_at=created,
+    )
 
 
 class AnswerServicer(pb_grpc.AnswerServiceServicer):

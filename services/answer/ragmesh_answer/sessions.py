@@ -38,7 +38,8 @@ def session_id(value: str) -> str:
     """A valid session id, or SESSION_ID_INVALID."""
     if not SESSION_ID_RE.fullmatch(value):
         raise invalid_argument(
-            "SESSION_ID_INVALID", "session_id must be 1-128 characters A-Z, a-z, 0-9, '_', '.', ':' or '-'",
+            "SESSION_ID_INVALID",
+            "session_id must be 1-128 characters A-Z, a-z, 0-9, '_', '.', ':' or '-'",
             field="session_id",
         )
     return value
@@ -98,8 +99,10 @@ class SessionStore(Protocol):
 
 def _store_unavailable(kind: str, exc: Exception) -> RagmeshError:
     return RagmeshError(
-        grpc.StatusCode.UNAVAILABLE, "SESSION_STORE_UNAVAILABLE",
-        f"the session store ({kind}) failed: {type(exc).__name__}: {exc}", metadata={"store": kind},
+        grpc.StatusCode.UNAVAILABLE,
+        "SESSION_STORE_UNAVAILABLE",
+        f"the session store ({kind}) failed: {type(exc).__name__}: {exc}",
+        metadata={"store": kind},
     )
 
 
@@ -199,14 +202,16 @@ class SqliteSessions:
         if rows and max(created for _, created in rows) < self._expired_before():
             self._delete(session_id)
             return []
-        return [Turn.from_json(body) for body, _ in rows[-self.max_turns:]]
+        return [Turn.from_json(body) for body, _ in rows[-self.max_turns :]]
 
     def _append(self, session_id: str, turn: Turn) -> None:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                self._db.execute("INSERT INTO turns (session_id, created_at, body) VALUES (?, ?, ?)",
-                                 (session_id, turn.created_at, turn.to_json()))
+                self._db.execute(
+                    "INSERT INTO turns (session_id, created_at, body) VALUES (?, ?, ?)",
+                    (session_id, turn.created_at, turn.to_json()),
+                )
                 self._db.execute(
                     "DELETE FROM turns WHERE session_id = ? AND seq NOT IN "
                     "(SELECT seq FROM turns WHERE session_id = ? ORDER BY seq DESC LIMIT ?)",
@@ -250,4 +255,3 @@ def open_sessions(*, redis_url: str, redis_prefix: str, path: Path, max_turns: i
     if redis_url:
         return RedisSessions(redis_url, prefix=redis_prefix, max_turns=max_turns, ttl_seconds=ttl_seconds)
     return SqliteSessions(path, max_turns=max_turns, ttl_seconds=ttl_seconds)
-

@@ -44,7 +44,12 @@ async def test_an_answer_cites_its_sources_and_lists_the_matched_chunks(answer, 
     assert reply.text == f"{PANDA_ANSWER} [1]"
     first = reply.sources[0]
     assert (first.number, first.doc_id, first.collection, first.title, first.cited) == (
-        1, "panda", "zoo", "Giant pandas", True)
+        1,
+        "panda",
+        "zoo",
+        "Giant pandas",
+        True,
+    )
     assert "bamboo" in first.snippet and 0 < first.relevance_score <= 1
     assert [s.cited for s in reply.sources] == [True] + [False] * (len(reply.sources) - 1)
     assert reply.matched_chunks and all(0 <= c.relevance_score <= 1 for c in reply.matched_chunks)
@@ -63,8 +68,11 @@ async def test_an_answer_cites_its_sources_and_lists_the_matched_chunks(answer, 
 
 async def test_the_cited_source_is_listed_first_even_when_it_is_not_the_best_match(answer):
     # The rocket chunk ranks first (more shared words), the fake cites the source sharing the most content words.
-    reply = (await answer.Ask(pb.AskRequest(query="rocket rocket rocket nozzle, and bread dough", collections=["zoo"],
-                                            top_k=5))).answer
+    reply = (
+        await answer.Ask(
+            pb.AskRequest(query="rocket rocket rocket nozzle, and bread dough", collections=["zoo"], top_k=5)
+        )
+    ).answer
     numbers = {s.doc_id: s.number for s in reply.sources}
     cited = [s for s in reply.sources if s.cited]
     assert len(cited) == 1 and reply.sources[0] == cited[0]
@@ -72,8 +80,9 @@ async def test_the_cited_source_is_listed_first_even_when_it_is_not_the_best_mat
 
 
 async def test_ask_stream_sends_the_text_as_it_comes_then_the_whole_answer(answer):
-    events = [e async for e in answer.AskStream(pb.AskStreamRequest(query="What do giant pandas eat?",
-                                                                    collections=["zoo"]))]
+    events = [
+        e async for e in answer.AskStream(pb.AskStreamRequest(query="What do giant pandas eat?", collections=["zoo"]))
+    ]
     deltas = [e.delta for e in events if e.WhichOneof("event") == "delta"]
     assert len(deltas) > 5, deltas  # word by word, as the model streamed them
     assert events[-1].WhichOneof("event") == "answer" and all(e.WhichOneof("event") == "delta" for e in events[:-1])
@@ -85,8 +94,9 @@ async def test_nothing_relevant_is_no_results_without_calling_the_model(answer, 
     err = await rpc_error(answer.Ask(pb.AskRequest(query=NOTHING_RELEVANT, collections=["zoo"])))
     assert (err.code, err.reason, err.domain) == (grpc.StatusCode.NOT_FOUND, "NO_RESULTS", "answer.ragmesh")
     assert "zoo" in err.message
-    stream_err = await rpc_error(_drain(answer.AskStream(pb.AskStreamRequest(query=NOTHING_RELEVANT,
-                                                                             collections=["zoo"]))))
+    stream_err = await rpc_error(
+        _drain(answer.AskStream(pb.AskStreamRequest(query=NOTHING_RELEVANT, collections=["zoo"])))
+    )
     assert stream_err.reason == "NO_RESULTS"
     assert fake_chat.calls() == []
 
@@ -95,14 +105,17 @@ async def _drain(call):
     return [event async for event in call]
 
 
-@pytest.mark.parametrize(("request_fields", "reason"), [
-    ({"query": "   "}, "QUERY_EMPTY"),
-    ({"query": "x" * 1001}, "QUERY_TOO_LONG"),
-    ({"query": "pandas", "top_k": 51}, "TOP_K_OUT_OF_RANGE"),
-    ({"query": "pandas", "top_k": -1}, "TOP_K_OUT_OF_RANGE"),
-    ({"query": "pandas", "session_id": "not a valid id!"}, "SESSION_ID_INVALID"),
-    ({"query": "pandas", "collections": ["Bad Name"]}, "COLLECTION_NAME_INVALID"),
-])
+@pytest.mark.parametrize(
+    ("request_fields", "reason"),
+    [
+        ({"query": "   "}, "QUERY_EMPTY"),
+        ({"query": "x" * 1001}, "QUERY_TOO_LONG"),
+        ({"query": "pandas", "top_k": 51}, "TOP_K_OUT_OF_RANGE"),
+        ({"query": "pandas", "top_k": -1}, "TOP_K_OUT_OF_RANGE"),
+        ({"query": "pandas", "session_id": "not a valid id!"}, "SESSION_ID_INVALID"),
+        ({"query": "pandas", "collections": ["Bad Name"]}, "COLLECTION_NAME_INVALID"),
+    ],
+)
 async def test_bad_questions_are_invalid_argument_with_a_reason(answer, fake_chat, rpc_error, request_fields, reason):
     err = await rpc_error(answer.Ask(pb.AskRequest(**request_fields)))
     assert (err.code, err.reason) == (grpc.StatusCode.INVALID_ARGUMENT, reason), err
@@ -117,20 +130,26 @@ async def test_a_missing_collection_is_the_search_services_not_found(answer, rpc
 
 async def test_without_a_model_the_answer_is_extractive_and_cited(mesh, rpc_error, answer_service):
     async with answer_service(mesh, min_relevance=RELEVANCE) as answer:
-        reply = (await answer.Ask(pb.AskRequest(query="how much bamboo does a giant panda eat a day",
-                                                collections=["zoo"]))).answer
+        reply = (
+            await answer.Ask(pb.AskRequest(query="how much bamboo does a giant panda eat a day", collections=["zoo"]))
+        ).answer
         assert reply.generator == pb.GENERATOR_EXTRACTIVE and reply.model == ""
         panda = DOCS["panda"][1]
         # Every sentence is quoted from a retrieved chunk and cites its document; the closest comes first.
-        assert reply.text.startswith("The giant panda eats bamboo almost exclusively, up to twelve kilograms of "
-                                     "bamboo a day [1].")
+        assert reply.text.startswith(
+            "The giant panda eats bamboo almost exclusively, up to twelve kilograms of bamboo a day [1]."
+        )
         for sentence in reply.text.split(". "):
             quoted = sentence.rsplit(" [", 1)[0]
             assert quoted.rstrip(".") in panda or any(quoted.rstrip(".") in text for _, text in DOCS.values())
         assert reply.sources[0].doc_id == "panda" and reply.sources[0].cited
         assert reply.output_tokens == len(reply.text.split()) and reply.input_tokens == 0
-        events = [e async for e in answer.AskStream(pb.AskStreamRequest(query="how much bamboo does a giant panda eat",
-                                                                        collections=["zoo"]))]
+        events = [
+            e
+            async for e in answer.AskStream(
+                pb.AskStreamRequest(query="how much bamboo does a giant panda eat", collections=["zoo"])
+            )
+        ]
         assert events[-1].answer.generator == pb.GENERATOR_EXTRACTIVE
         assert "".join(e.delta for e in events[:-1]) == events[-1].answer.text
         err = await rpc_error(answer.Ask(pb.AskRequest(query=NOTHING_RELEVANT, collections=["zoo"])))
@@ -152,19 +171,23 @@ async def test_a_model_that_is_down_is_unavailable_naming_its_endpoint_and_searc
         err = await rpc_error(answer.Ask(pb.AskRequest(query="What do giant pandas eat?", collections=["zoo"])))
         assert (err.code, err.reason) == (grpc.StatusCode.UNAVAILABLE, "CHAT_MODEL_UNAVAILABLE")
         assert url in err.message and err.metadata["endpoint"] == url
-        stream_err = await rpc_error(_drain(answer.AskStream(pb.AskStreamRequest(query="What do giant pandas eat?",
-                                                                                 collections=["zoo"]))))
+        stream_err = await rpc_error(
+            _drain(answer.AskStream(pb.AskStreamRequest(query="What do giant pandas eat?", collections=["zoo"])))
+        )
         assert stream_err.reason == "CHAT_MODEL_UNAVAILABLE"
     found = await mesh.stub("search").Search(search_pb.SearchRequest(query="giant pandas", collections=["zoo"]))
     assert found.results[0].doc_id == "panda"
 
 
-@pytest.mark.parametrize(("status", "code", "reason"), [
-    (401, grpc.StatusCode.UNAVAILABLE, "CHAT_MODEL_REJECTED"),
-    (404, grpc.StatusCode.UNAVAILABLE, "CHAT_MODEL_REJECTED"),
-    (429, grpc.StatusCode.RESOURCE_EXHAUSTED, "CHAT_MODEL_RATE_LIMITED"),
-    (500, grpc.StatusCode.UNAVAILABLE, "CHAT_MODEL_UNAVAILABLE"),
-])
+@pytest.mark.parametrize(
+    ("status", "code", "reason"),
+    [
+        (401, grpc.StatusCode.UNAVAILABLE, "CHAT_MODEL_REJECTED"),
+        (404, grpc.StatusCode.UNAVAILABLE, "CHAT_MODEL_REJECTED"),
+        (429, grpc.StatusCode.RESOURCE_EXHAUSTED, "CHAT_MODEL_RATE_LIMITED"),
+        (500, grpc.StatusCode.UNAVAILABLE, "CHAT_MODEL_UNAVAILABLE"),
+    ],
+)
 async def test_model_errors_map_to_reasons_with_the_apis_message(answer, fake_chat, rpc_error, status, code, reason):
     fake_chat.fail_with = (status, f"fake refusal {status}")
     try:
@@ -180,8 +203,9 @@ async def test_a_model_failing_mid_stream_ends_the_stream_with_its_error(answer,
     deltas = []
     try:
         with pytest.raises(grpc.aio.AioRpcError) as failed:
-            async for event in answer.AskStream(pb.AskStreamRequest(query="What do giant pandas eat?",
-                                                                    collections=["zoo"])):
+            async for event in answer.AskStream(
+                pb.AskStreamRequest(query="What do giant pandas eat?", collections=["zoo"])
+            ):
                 deltas.append(event.delta)
     finally:
         fake_chat.reset()

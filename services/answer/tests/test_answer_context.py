@@ -14,28 +14,42 @@ from ragmesh_answer.context import (
 
 
 def chunk(doc: str, index: int, text: str, score: float, collection: str = "c") -> Chunk:
-    return Chunk(chunk_id=f"{doc}-{index}", doc_id=doc, collection=collection, chunk_index=index, text=text,
-                 score=score, title=doc.title())
+    return Chunk(
+        chunk_id=f"{doc}-{index}",
+        doc_id=doc,
+        collection=collection,
+        chunk_index=index,
+        text=text,
+        score=score,
+        title=doc.title(),
+    )
 
 
 def test_chunks_are_grouped_by_document_numbered_by_their_best_chunk_and_kept_in_document_order():
-    context = build_context([
-        chunk("b", 3, "B three.", 0.9), chunk("a", 0, "A zero.", 0.8), chunk("b", 1, "B one.", 0.7),
-        chunk("a", 0, "Other collection.", 0.6, collection="d"),
-    ], budget_tokens=1000)
+    context = build_context(
+        [
+            chunk("b", 3, "B three.", 0.9),
+            chunk("a", 0, "A zero.", 0.8),
+            chunk("b", 1, "B one.", 0.7),
+            chunk("a", 0, "Other collection.", 0.6, collection="d"),
+        ],
+        budget_tokens=1000,
+    )
     numbered = [(s.number, s.collection, s.doc_id) for s in context.sources]
     assert numbered == [(1, "c", "b"), (2, "c", "a"), (3, "d", "a")]
     assert [c.chunk_index for c in context.sources[0].chunks] == [1, 3]
     assert context.sources[0].relevance_score == 0.9
-    assert context.render() == ("[1] B (c/b)\nB one.\n\nB three.\n\n[2] A (c/a)\nA zero.\n\n"
-                                "[3] A (d/a)\nOther collection.")
+    assert context.render() == (
+        "[1] B (c/b)\nB one.\n\nB three.\n\n[2] A (c/a)\nA zero.\n\n[3] A (d/a)\nOther collection."
+    )
     assert [c.chunk_id for c in context.chunks] == ["b-3", "a-0", "b-1", "a-0"]  # best first
 
 
 def test_the_budget_keeps_the_best_chunks_that_fit_and_cuts_a_first_chunk_that_does_not():
     big, small = "x" * 4000, "small chunk"
-    context = build_context([chunk("a", 0, "y" * 400, 0.9), chunk("b", 0, big, 0.8), chunk("c", 0, small, 0.7)],
-                            budget_tokens=200)
+    context = build_context(
+        [chunk("a", 0, "y" * 400, 0.9), chunk("b", 0, big, 0.8), chunk("c", 0, small, 0.7)], budget_tokens=200
+    )
     assert [s.doc_id for s in context.sources] == ["a", "c"]  # b does not fit, c still does
     assert sum(estimate_tokens(c.text) for c in context.chunks) <= 200
     cut = build_context([chunk("b", 0, big, 0.8)], budget_tokens=200)
@@ -52,12 +66,17 @@ def test_citations_are_read_in_order_and_the_cited_sources_come_first():
 
 
 def test_sentences_drop_headings_tables_and_fragments_and_keep_list_items_apart():
-    text = ("# Title\n\nThe first sentence is here. And a **second** one follows it!\nIt wraps onto a line.\n\n"
-            "| a | b |\n|---|---|\n\n- A list item with enough words.\n- Another item with words too\n\nToo short.\n\n"
-            "What is new in this release? A Title Without A Full Stop\n\nThis line has no full stop but is long enough")
+    text = (
+        "# Title\n\nThe first sentence is here. And a **second** one follows it!\nIt wraps onto a line.\n\n"
+        "| a | b |\n|---|---|\n\n- A list item with enough words.\n- Another item with words too\n\nToo short.\n\n"
+        "What is new in this release? A Title Without A Full Stop\n\nThis line has no full stop but is long enough"
+    )
     assert sentences(text) == [
-        "The first sentence is here.", "And a second one follows it!", "It wraps onto a line.",
-        "A list item with enough words.", "This line has no full stop but is long enough",
+        "The first sentence is here.",
+        "And a second one follows it!",
+        "It wraps onto a line.",
+        "A list item with enough words.",
+        "This line has no full stop but is long enough",
     ]
     assert sentences("word " * 200)[0].endswith("…") and len(sentences("word " * 200)[0]) <= 401
 

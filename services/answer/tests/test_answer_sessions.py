@@ -39,9 +39,14 @@ def redis_or_skip() -> str:
 
 
 def turn(n: int, created_at: float | None = None) -> Turn:
-    return Turn(query=f"question {n}", standalone_query=f"standalone {n}", answer=f"answer {n} [1]",
-                generator="model", sources=[StoredSource(1, f"doc-{n}", "zoo", cited=True)],
-                created_at=created_at or time.time())
+    return Turn(
+        query=f"question {n}",
+        standalone_query=f"standalone {n}",
+        answer=f"answer {n} [1]",
+        generator="model",
+        sources=[StoredSource(1, f"doc-{n}", "zoo", cited=True)],
+        created_at=created_at or time.time(),
+    )
 
 
 # --- the stores -----------------------------------------------------------------------------------------------
@@ -83,8 +88,9 @@ async def test_sqlite_turns_survive_kill_9_and_concurrent_writer_processes(tmp_p
     path = tmp_path / "sessions.sqlite3"
 
     async def writer(session: str, count: int, then: str) -> asyncio.subprocess.Process:
-        return await asyncio.create_subprocess_exec(sys.executable, "-c", _WRITER, str(path), session, str(count),
-                                                    then, stdout=asyncio.subprocess.PIPE)
+        return await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _WRITER, str(path), session, str(count), then, stdout=asyncio.subprocess.PIPE
+        )
 
     victim = await writer("killed", 3, "sleep")
     try:
@@ -189,9 +195,16 @@ async def test_a_follow_up_is_resolved_from_the_embedded_store_after_a_restart(
 
 async def test_a_follow_up_is_resolved_from_redis_by_another_replica(mesh, fake_chat, rpc_error, answer_service):
     prefix = f"ragmesh-test:{uuid.uuid4().hex}:"
-    await _follow_up_after_a_restart(answer_service, mesh, fake_chat, rpc_error, min_relevance=RELEVANCE,
-                                     redis_url=redis_or_skip(), redis_prefix=prefix,
-                                     data_dir=Path("/nonexistent/not-used-with-redis"))
+    await _follow_up_after_a_restart(
+        answer_service,
+        mesh,
+        fake_chat,
+        rpc_error,
+        min_relevance=RELEVANCE,
+        redis_url=redis_or_skip(),
+        redis_prefix=prefix,
+        data_dir=Path("/nonexistent/not-used-with-redis"),
+    )
 
 
 async def test_without_a_model_a_follow_up_is_searched_with_the_previous_question(mesh, answer_service):

@@ -15,13 +15,15 @@ class ConverterSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="RAGMESH_CONVERTER_", extra="ignore", frozen=True)
 
     port: int = Field(DEFAULT_PORTS["converter"], ge=0, le=65535, description="gRPC port; 0 picks a free one.")
-    metrics_port: int = Field(DEFAULT_METRICS_PORTS["converter"], ge=0, le=65535,
-                              description="Prometheus /metrics port; 0 disables it.")
+    metrics_port: int = Field(
+        DEFAULT_METRICS_PORTS["converter"], ge=0, le=65535, description="Prometheus /metrics port; 0 disables it."
+    )
     max_bytes: int = Field(
         50 * MIB, ge=1, description="Largest document accepted (upload, stream or URL body), in bytes."
     )
     max_unpacked_bytes: int = Field(
-        200 * MIB, ge=1,
+        200 * MIB,
+        ge=1,
         description="Largest total uncompressed size of a ZIP-based document (ZIP, DOCX, XLSX, PPTX, EPUB), "
         "nested archives included: the guard against decompression bombs.",
     )

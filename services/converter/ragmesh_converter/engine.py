@@ -70,8 +70,16 @@ def build_markitdown() -> MarkItDown:
     engine.register_converter(ZipConverter(markitdown=engine), priority=_GENERIC)
     engine.register_converter(HtmlConverter(), priority=_GENERIC)
     for converter in (
-        RssConverter(), WikipediaConverter(), DocxConverter(), XlsxConverter(), XlsConverter(),
-        PptxConverter(), IpynbConverter(), PdfConverter(), OutlookMsgConverter(), EpubConverter(),
+        RssConverter(),
+        WikipediaConverter(),
+        DocxConverter(),
+        XlsxConverter(),
+        XlsConverter(),
+        PptxConverter(),
+        IpynbConverter(),
+        PdfConverter(),
+        OutlookMsgConverter(),
+        EpubConverter(),
         CsvConverter(),
     ):
         engine.register_converter(converter)

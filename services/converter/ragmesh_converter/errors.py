@@ -18,16 +18,19 @@ def _error(code: grpc.StatusCode, reason: str, message: str, **metadata: object)
 
 def unsupported_media_type(detected: str, **metadata: object) -> RagmeshError:
     return _error(
-        grpc.StatusCode.INVALID_ARGUMENT, "UNSUPPORTED_MEDIA_TYPE",
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "UNSUPPORTED_MEDIA_TYPE",
         f"this content ({detected}) is not a supported document format; supported: PDF, DOCX, PPTX, XLSX, XLS, "
         "EPUB, HTML, CSV/TSV, JSON, XML/RSS, Jupyter notebooks, Outlook .msg, plain text, Markdown and ZIP",
-        detected_mime_type=detected, **metadata,
+        detected_mime_type=detected,
+        **metadata,
     )
 
 
 def conversion_failed(mime_type: str, detail: str) -> RagmeshError:
     return _error(
-        grpc.StatusCode.INVALID_ARGUMENT, "DOCUMENT_CONVERSION_FAILED",
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "DOCUMENT_CONVERSION_FAILED",
         f"the {mime_type} document could not be read; it may be corrupt or truncated ({detail[:300]})",
         mime_type=mime_type,
     )
@@ -35,7 +38,8 @@ def conversion_failed(mime_type: str, detail: str) -> RagmeshError:
 
 def encrypted(mime_type: str, *, what: str = "") -> RagmeshError:
     return _error(
-        grpc.StatusCode.INVALID_ARGUMENT, "DOCUMENT_ENCRYPTED",
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "DOCUMENT_ENCRYPTED",
         f"the {what or mime_type} document is password-protected; remove the password and send it again",
         mime_type=mime_type,
     )
@@ -44,7 +48,8 @@ def encrypted(mime_type: str, *, what: str = "") -> RagmeshError:
 def empty_document(mime_type: str = "") -> RagmeshError:
     what = f"the {mime_type} document" if mime_type else "the document"
     return _error(
-        grpc.StatusCode.INVALID_ARGUMENT, "EMPTY_DOCUMENT",
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "EMPTY_DOCUMENT",
         f"{what} is empty: it has no bytes or no text to convert (scanned images are not OCR'd)",
         mime_type=mime_type,
     )
@@ -53,9 +58,11 @@ def empty_document(mime_type: str = "") -> RagmeshError:
 def payload_too_large(size: int | None, max_bytes: int, *, what: str = "the document") -> RagmeshError:
     seen = f" ({size} bytes)" if size is not None else ""
     return _error(
-        grpc.StatusCode.INVALID_ARGUMENT, "PAYLOAD_TOO_LARGE",
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "PAYLOAD_TOO_LARGE",
         f"{what}{seen} is larger than the limit of {max_bytes} bytes",
-        max_bytes=max_bytes, size_bytes="" if size is None else size,
+        max_bytes=max_bytes,
+        size_bytes="" if size is None else size,
     )
 
 
@@ -65,22 +72,32 @@ def url_invalid(url: str, why: str) -> RagmeshError:
 
 def url_not_allowed(url: str, host: str, address: str) -> RagmeshError:
     return _error(
-        grpc.StatusCode.PERMISSION_DENIED, "URL_NOT_ALLOWED",
+        grpc.StatusCode.PERMISSION_DENIED,
+        "URL_NOT_ALLOWED",
         f"{host} resolves to {address}, a private, loopback, link-local or otherwise non-public address; "
         "the converter only fetches public URLs (RAGMESH_CONVERTER_ALLOW_PRIVATE_URLS)",
-        url=url[:200], host=host, address=address,
+        url=url[:200],
+        host=host,
+        address=address,
     )
 
 
 def url_fetch_failed(url: str, message: str, *, http_status: int | None = None, cause: str = "") -> RagmeshError:
     return _error(
-        grpc.StatusCode.INVALID_ARGUMENT, "URL_FETCH_FAILED", f"fetching {url[:200]} failed: {message}",
-        url=url[:200], http_status="" if http_status is None else http_status, cause=cause,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "URL_FETCH_FAILED",
+        f"fetching {url[:200]} failed: {message}",
+        url=url[:200],
+        http_status="" if http_status is None else http_status,
+        cause=cause,
     )
 
 
 def url_fetch_timeout(url: str, seconds: float) -> RagmeshError:
     return _error(
-        grpc.StatusCode.DEADLINE_EXCEEDED, "URL_FETCH_TIMEOUT",
-        f"fetching {url[:200]} took longer than {seconds:g} s", url=url[:200], timeout_seconds=seconds,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        "URL_FETCH_TIMEOUT",
+        f"fetching {url[:200]} took longer than {seconds:g} s",
+        url=url[:200],
+        timeout_seconds=seconds,
     )

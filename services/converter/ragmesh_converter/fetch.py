@@ -115,7 +115,9 @@ class UrlFetcher:
         address = await self._checked_address(url)
         extensions = {"sni_hostname": url.raw_host.decode("ascii")} if url.scheme == "https" else {}
         request = self._client.build_request(
-            "GET", url.copy_with(host=str(address)), headers={"Host": url.netloc.decode("ascii")},
+            "GET",
+            url.copy_with(host=str(address)),
+            headers={"Host": url.netloc.decode("ascii")},
             extensions=extensions,
         )
         try:

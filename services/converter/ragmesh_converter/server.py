@@ -12,9 +12,7 @@ from .service import Converter
 from .servicer import SERVICE_NAME, ConverterServicer
 
 
-def create_server(
-    settings: ConverterSettings, *, http_transport: httpx.AsyncBaseTransport | None = None
-) -> Service:
+def create_server(settings: ConverterSettings, *, http_transport: httpx.AsyncBaseTransport | None = None) -> Service:
     """The converter service on settings.host:settings.port with health and reflection.
 
     `http_transport` replaces the network under URL fetches (tests route a fake public address to a local
@@ -23,8 +21,11 @@ def create_server(
     converter = Converter(settings, http_transport=http_transport)
     servicer = ConverterServicer(converter)
     service = new_server(
-        "converter", settings, lambda server: pb_grpc.add_ConverterServiceServicer_to_server(servicer, server),
-        service_names=[SERVICE_NAME], domain=DOMAIN,
+        "converter",
+        settings,
+        lambda server: pb_grpc.add_ConverterServiceServicer_to_server(servicer, server),
+        service_names=[SERVICE_NAME],
+        domain=DOMAIN,
     )
     service.closers.append(converter.close)
     return service

@@ -77,7 +77,9 @@ class Converter:
             raise invalid_argument(
                 "STREAM_SIZE_MISMATCH",
                 f"the header announced {size_bytes} bytes but {len(body)} arrived; the upload is incomplete",
-                field="header.size_bytes", size_bytes=size_bytes, received_bytes=len(body),
+                field="header.size_bytes",
+                size_bytes=size_bytes,
+                received_bytes=len(body),
             )
         return await self._run(bytes(body), filename=filename, mime_type=mime_type)
 
@@ -85,7 +87,10 @@ class Converter:
         """Fetch an http(s) URL (SSRF guard, size cap, time limit) and convert what it returns."""
         fetched = await self._fetcher.fetch(url)
         return await self._run(
-            fetched.data, filename=fetched.filename, mime_type=fetched.mime_type, charset=fetched.charset,
+            fetched.data,
+            filename=fetched.filename,
+            mime_type=fetched.mime_type,
+            charset=fetched.charset,
             url=fetched.url,
         )
 
@@ -106,8 +111,11 @@ class Converter:
         detected = detect(self._magika, data, filename, mime_type)
         metadata_title = inspect(detected, data, self.settings.max_unpacked_bytes)
         info = StreamInfo(
-            mimetype=detected.mime_type, extension=detected.extension, charset=charset,
-            filename=filename or None, url=url or None,
+            mimetype=detected.mime_type,
+            extension=detected.extension,
+            charset=charset,
+            filename=filename or None,
+            url=url or None,
         )
         try:
             result = self._markitdown.convert_stream(io.BytesIO(data), stream_info=info)

@@ -15,8 +15,12 @@ SERVICE_NAME = pb.DESCRIPTOR.services_by_name["ConverterService"].full_name
 
 def _document(doc: ConvertedDoc) -> pb.ConvertedDocument:
     return pb.ConvertedDocument(
-        markdown=doc.markdown, title=doc.title, mime_type=doc.mime_type, size_bytes=doc.size_bytes,
-        url=doc.url, filename=doc.filename,
+        markdown=doc.markdown,
+        title=doc.title,
+        mime_type=doc.mime_type,
+        size_bytes=doc.size_bytes,
+        url=doc.url,
+        filename=doc.filename,
     )
 
 
@@ -51,7 +55,8 @@ async def _chunks(requests: AsyncIterator[pb.ConvertStreamRequest]) -> AsyncIter
     async for message in requests:
         if message.WhichOneof("part") != "chunk":
             raise invalid_argument(
-                "STREAM_HEADER_DUPLICATE", "only the first message of ConvertStream may be a header",
+                "STREAM_HEADER_DUPLICATE",
+                "only the first message of ConvertStream may be a header",
                 field="header",
             )
         yield message.chunk

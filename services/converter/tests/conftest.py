@@ -99,8 +99,9 @@ class Site:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
-    def add(self, path: str, body: bytes, content_type: str, *, status: int = 200, headers=None,
-            length: bool = True) -> None:
+    def add(
+        self, path: str, body: bytes, content_type: str, *, status: int = 200, headers=None, length: bool = True
+    ) -> None:
         def route(handler: http.server.BaseHTTPRequestHandler) -> None:
             handler.send_response(status)
             handler.send_header("Content-Type", content_type)
@@ -200,13 +201,20 @@ def encrypted_pdf(text: str, user_password: bytes, owner_password: bytes = b"own
 _FREE, _END, _FAT, _NOSTREAM = 0xFFFFFFFF, 0xFFFFFFFE, 0xFFFFFFFD, 0xFFFFFFFF
 
 
-def _dir_entry(name: str, kind: int, *, right: int = _NOSTREAM, child: int = _NOSTREAM, start: int = _END,
-               size: int = 0) -> bytes:
+def _dir_entry(
+    name: str, kind: int, *, right: int = _NOSTREAM, child: int = _NOSTREAM, start: int = _END, size: int = 0
+) -> bytes:
     encoded = (name + "\0").encode("utf-16-le") if name else b""
     return (
-        encoded.ljust(64, b"\0") + len(encoded).to_bytes(2, "little") + bytes([kind, 1])
-        + _NOSTREAM.to_bytes(4, "little") + right.to_bytes(4, "little") + child.to_bytes(4, "little")
-        + bytes(16 + 4 + 8 + 8) + start.to_bytes(4, "little") + size.to_bytes(8, "little")
+        encoded.ljust(64, b"\0")
+        + len(encoded).to_bytes(2, "little")
+        + bytes([kind, 1])
+        + _NOSTREAM.to_bytes(4, "little")
+        + right.to_bytes(4, "little")
+        + child.to_bytes(4, "little")
+        + bytes(16 + 4 + 8 + 8)
+        + start.to_bytes(4, "little")
+        + size.to_bytes(8, "little")
     )
 
 
@@ -217,12 +225,25 @@ def encrypted_office_container() -> bytes:
         fat += [*range(first + 1, first + stream_sectors), _END]
     fat += [_FREE] * (128 - len(fat))
     header = (
-        bytes.fromhex("D0CF11E0A1B11AE1") + bytes(16) + (0x3E).to_bytes(2, "little") + (3).to_bytes(2, "little")
-        + bytes.fromhex("FEFF") + (9).to_bytes(2, "little") + (6).to_bytes(2, "little") + bytes(6)
-        + (0).to_bytes(4, "little") + (1).to_bytes(4, "little") + (1).to_bytes(4, "little") + bytes(4)
-        + (4096).to_bytes(4, "little") + _END.to_bytes(4, "little") + (0).to_bytes(4, "little")
-        + _END.to_bytes(4, "little") + (0).to_bytes(4, "little")
-        + (0).to_bytes(4, "little") + _FREE.to_bytes(4, "little") * 108
+        bytes.fromhex("D0CF11E0A1B11AE1")
+        + bytes(16)
+        + (0x3E).to_bytes(2, "little")
+        + (3).to_bytes(2, "little")
+        + bytes.fromhex("FEFF")
+        + (9).to_bytes(2, "little")
+        + (6).to_bytes(2, "little")
+        + bytes(6)
+        + (0).to_bytes(4, "little")
+        + (1).to_bytes(4, "little")
+        + (1).to_bytes(4, "little")
+        + bytes(4)
+        + (4096).to_bytes(4, "little")
+        + _END.to_bytes(4, "little")
+        + (0).to_bytes(4, "little")
+        + _END.to_bytes(4, "little")
+        + (0).to_bytes(4, "little")
+        + (0).to_bytes(4, "little")
+        + _FREE.to_bytes(4, "little") * 108
     )
     directory = (
         _dir_entry("Root Entry", 5, child=1)

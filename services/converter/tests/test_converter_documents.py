@@ -33,30 +33,40 @@ EXPECTED = {
         "test.pdf",
     ),
     "RECEIPT-2024-TXN-98765_retail_purchase.pdf": (
-        "application/pdf", ["TECHMART ELECTRONICS", "Wireless Noise-Cancelling", "TOTAL $821.14"],
+        "application/pdf",
+        ["TECHMART ELECTRONICS", "Wireless Noise-Cancelling", "TOTAL $821.14"],
         "RECEIPT-2024-TXN-98765_retail_purchase.pdf",
     ),
     "movie-theater-booking-2024.pdf": (
-        "application/pdf", ["STARLIGHT CINEMAS", "Holiday Movie Marathon Package", "| Sarah Johnson"],
+        "application/pdf",
+        ["STARLIGHT CINEMAS", "Holiday Movie Marathon Package", "| Sarah Johnson"],
         "movie-theater-booking-2024.pdf",
     ),
     "test.epub": (
-        "application/epub+zip", ["# Chapter 1: Test Content", "This is a **test** paragraph"], "Test EPUB Document",
+        "application/epub+zip",
+        ["# Chapter 1: Test Content", "This is a **test** paragraph"],
+        "Test EPUB Document",
     ),
     "test.json": ("application/json", ['"key1": "string_value"', "9700dc99-6685-40b4-9a3a-5e406dcb37f3"], "test.json"),
     "test_blog.html": (
-        "text/html", ["Large language models (LLMs) are powerful"],
+        "text/html",
+        ["Large language models (LLMs) are powerful"],
         "Does Model and Inference Parameter Matter in LLM Applications? - A Case Study for MATH | AutoGen",
     ),
     "test_wikipedia.html": ("text/html", ["Microsoft Corporation", "Bill Gates"], "Microsoft - Wikipedia"),
     "test_mskanji.csv": (  # Shift-JIS
-        "text/csv", ["| 名前 | 年齢 | 住所 |", "| 佐藤太郎 | 30 | 東京 |", "髙橋淳"], "test_mskanji.csv",
+        "text/csv",
+        ["| 名前 | 年齢 | 住所 |", "| 佐藤太郎 | 30 | 東京 |", "髙橋淳"],
+        "test_mskanji.csv",
     ),
     "test_notebook.ipynb": (
-        "application/x-ipynb+json", ["# Test Notebook", 'print("markitdown")'], "Test Notebook Title",
+        "application/x-ipynb+json",
+        ["# Test Notebook", 'print("markitdown")'],
+        "Test Notebook Title",
     ),
     "test_rss.xml": (
-        "text/xml", ["# The Official Microsoft Blog", "Ignite 2024: Why nearly 70% of the Fortune 500"],
+        "text/xml",
+        ["# The Official Microsoft Blog", "Ignite 2024: Why nearly 70% of the Fortune 500"],
         "The Official Microsoft Blog",
     ),
 }

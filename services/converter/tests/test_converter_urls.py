@@ -102,8 +102,17 @@ async def test_fetch_timeout(start_converter, pages, rpc_error):
 
 @pytest.mark.parametrize(
     "url",
-    ["file:///etc/passwd", "ftp://example.com/file.pdf", "gopher://example.com/", "example.com/page",
-     "http://", "http:///path", "https://exa mple.com/", "http://[::1/", ""],
+    [
+        "file:///etc/passwd",
+        "ftp://example.com/file.pdf",
+        "gopher://example.com/",
+        "example.com/page",
+        "http://",
+        "http:///path",
+        "https://exa mple.com/",
+        "http://[::1/",
+        "",
+    ],
 )
 async def test_invalid_urls(converter, rpc_error, url):
     error = await rpc_error(converter.Convert(_url(url)))
@@ -112,8 +121,17 @@ async def test_invalid_urls(converter, rpc_error, url):
 
 @pytest.mark.parametrize(
     "host",
-    ["127.0.0.1", "localhost", "[::1]", "169.254.169.254", "10.0.0.8", "0.0.0.0", "[::ffff:127.0.0.1]",
-     "100.64.0.1", "224.0.0.1"],
+    [
+        "127.0.0.1",
+        "localhost",
+        "[::1]",
+        "169.254.169.254",
+        "10.0.0.8",
+        "0.0.0.0",
+        "[::ffff:127.0.0.1]",
+        "100.64.0.1",
+        "224.0.0.1",
+    ],
 )
 async def test_default_settings_refuse_non_public_addresses(converter, pages, rpc_error, host):
     before = len(pages.paths)

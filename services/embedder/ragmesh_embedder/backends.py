@@ -45,8 +45,13 @@ CPU_AUTO_PRECISION = "int8"
 # 512 and 84-86 at 2048 (padding 5 % against 30 %); it had been 4096, best when torch ran one two-thread call.
 # "cpu" alone is the fallback (the hash backend, whose tokens are words).
 DEFAULT_BATCH_SIZE = {"cpu": 256, "cuda": 1024}
-DEFAULT_MAX_BATCH_TOKENS = {"cpu": 4096, "cpu-onnx-int8": 256, "cpu-onnx-fp32": 512, "cpu-torch-fp32": 512,
-                            "cuda": 131072}
+DEFAULT_MAX_BATCH_TOKENS = {
+    "cpu": 4096,
+    "cpu-onnx-int8": 256,
+    "cpu-onnx-fp32": 512,
+    "cpu-torch-fp32": 512,
+    "cuda": 131072,
+}
 
 
 @dataclass(frozen=True, eq=False)
@@ -132,8 +137,12 @@ def graph_shapes(batch_size: int, max_batch_tokens: int, limit: int) -> list[tup
     # the bucket below it: a bucket is reachable when those fit.
     fewest = dict(zip(rows, [1, *(bucket + 1 for bucket in rows[:-1])], strict=True))
     narrowest = dict(zip(widths, [1, *(bucket + 1 for bucket in widths[:-1])], strict=True))
-    return [(bucket, width) for width in widths for bucket in rows
-            if fewest[bucket] == 1 or fewest[bucket] * narrowest[width] <= max_batch_tokens]
+    return [
+        (bucket, width)
+        for width in widths
+        for bucket in rows
+        if fewest[bucket] == 1 or fewest[bucket] * narrowest[width] <= max_batch_tokens
+    ]
 
 
 def unit_rows(matrix: np.ndarray) -> np.ndarray:
@@ -187,8 +196,9 @@ def resolve_plan(settings: EmbedderSettings, *, ort_cuda=_ort_has_cuda, torch_cu
             device = "cuda"
         elif torch_cuda():
             if runtime == "onnx":
-                log.warning("onnxruntime has no CUDAExecutionProvider (install onnxruntime-gpu): torch runs the "
-                            "model on CUDA")
+                log.warning(
+                    "onnxruntime has no CUDAExecutionProvider (install onnxruntime-gpu): torch runs the model on CUDA"
+                )
             runtime, device = "torch", "cuda"
         elif settings.device == "cuda":
             raise ConfigError(
@@ -201,16 +211,22 @@ def resolve_plan(settings: EmbedderSettings, *, ort_cuda=_ort_has_cuda, torch_cu
     if precision == "auto":
         precision = "fp16" if device == "cuda" else CPU_AUTO_PRECISION if runtime == "onnx" else "fp32"
     if precision == "int8" and device == "cuda":
-        raise ConfigError("RAGMESH_EMBEDDER_PRECISION=int8 runs on the CPU only, but RAGMESH_EMBEDDER_DEVICE=auto "
-                          "found a GPU: set RAGMESH_EMBEDDER_PRECISION=fp16 (or auto), or DEVICE=cpu")
+        raise ConfigError(
+            "RAGMESH_EMBEDDER_PRECISION=int8 runs on the CPU only, but RAGMESH_EMBEDDER_DEVICE=auto "
+            "found a GPU: set RAGMESH_EMBEDDER_PRECISION=fp16 (or auto), or DEVICE=cpu"
+        )
     if precision == "int8" and runtime != "onnx":
         raise ConfigError("RAGMESH_EMBEDDER_PRECISION=int8 needs the onnx runtime, which has no CUDA provider here")
     runners, threads = _concurrency(settings, device)
     return Plan(
-        runtime=runtime, device=device, precision=precision, threads=threads, runners=runners,
+        runtime=runtime,
+        device=device,
+        precision=precision,
+        threads=threads,
+        runners=runners,
         batch_size=settings.batch_size or DEFAULT_BATCH_SIZE[device],
-        max_batch_tokens=settings.max_batch_tokens or DEFAULT_MAX_BATCH_TOKENS.get(
-            f"{device}-{runtime}-{precision}", DEFAULT_MAX_BATCH_TOKENS[device]),
+        max_batch_tokens=settings.max_batch_tokens
+        or DEFAULT_MAX_BATCH_TOKENS.get(f"{device}-{runtime}-{precision}", DEFAULT_MAX_BATCH_TOKENS[device]),
     )
 
 
@@ -241,8 +257,9 @@ class _Tokenized:
 
         root = Path(model_path)
         config = root / "sentence_bert_config.json"
-        self.max_sequence_length = int(json.loads(config.read_text()).get("max_seq_length", 512)) if config.is_file() \
-            else 512
+        self.max_sequence_length = (
+            int(json.loads(config.read_text()).get("max_seq_length", 512)) if config.is_file() else 512
+        )
         self._tokenizer = Tokenizer.from_file(str(root / "tokenizer.json"))
         self._tokenizer.no_padding()  # the batcher pads each micro-batch to its own longest text
         self._tokenizer.enable_truncation(self.max_sequence_length)
@@ -282,8 +299,14 @@ class _Tokenized:
         many each has; checked by the caller to fit the window and the vocabulary): nothing is tokenised."""
         starts = np.zeros(len(texts), dtype=np.int64)
         np.cumsum(lengths[:-1], out=starts[1:])
-        return Prepared(list(texts), lengths.astype(np.int64), lengths.astype(np.int32),
-                        np.zeros(len(texts), dtype=bool), ids.astype(np.int64), starts)
+        return Prepared(
+            list(texts),
+            lengths.astype(np.int64),
+            lengths.astype(np.int32),
+            np.zeros(len(texts), dtype=bool),
+            ids.astype(np.int64),
+            starts,
+        )
 
 
 class OnnxBackend(_Tokenized):
@@ -297,8 +320,9 @@ class OnnxBackend(_Tokenized):
 
         super().__init__(settings.model_path, settings.model_id, plan)
         try:
-            self.path = ensure_export(settings.onnx_cache_dir, settings.model_id, Path(settings.model_path),
-                                      plan.precision)
+            self.path = ensure_export(
+                settings.onnx_cache_dir, settings.model_id, Path(settings.model_path), plan.precision
+            )
         except ExportError as exc:
             raise ConfigError(f"RAGMESH_EMBEDDER_RUNTIME=onnx: {exc}") from None
         options = ort.SessionOptions()
@@ -316,8 +340,10 @@ class OnnxBackend(_Tokenized):
                 ort.preload_dlls()
         self._session = ort.InferenceSession(str(self.path), options, providers=providers)
         if plan.device == "cuda" and "CUDAExecutionProvider" not in self._session.get_providers():
-            raise ConfigError("RAGMESH_EMBEDDER_DEVICE: onnxruntime lists CUDAExecutionProvider but could not start "
-                              "it (CUDA or cuDNN libraries missing?); use RAGMESH_EMBEDDER_RUNTIME=torch or DEVICE=cpu")
+            raise ConfigError(
+                "RAGMESH_EMBEDDER_DEVICE: onnxruntime lists CUDAExecutionProvider but could not start "
+                "it (CUDA or cuDNN libraries missing?); use RAGMESH_EMBEDDER_RUNTIME=torch or DEVICE=cpu"
+            )
         self._inputs = {i.name for i in self._session.get_inputs()}
         self._output = [OUTPUT]
         self.dimension = int(self._session.get_outputs()[0].shape[-1])
@@ -342,9 +368,11 @@ class TorchBackend(_Tokenized):
         from sentence_transformers import SentenceTransformer
 
         if plan.device == "cuda" and settings.unpadded and plan.precision != "fp16":
-            raise ConfigError(f"RAGMESH_EMBEDDER_UNPADDED=true runs flash attention, which takes fp16, and the model "
-                              f"would run in {plan.precision}: set RAGMESH_EMBEDDER_PRECISION=fp16 (or auto), or "
-                              "RAGMESH_EMBEDDER_UNPADDED=false")
+            raise ConfigError(
+                f"RAGMESH_EMBEDDER_UNPADDED=true runs flash attention, which takes fp16, and the model "
+                f"would run in {plan.precision}: set RAGMESH_EMBEDDER_PRECISION=fp16 (or auto), or "
+                "RAGMESH_EMBEDDER_UNPADDED=false"
+            )
         super().__init__(settings.model_path, settings.model_id, plan)
         torch.set_num_threads(plan.threads)
         if plan.device == "cuda":
@@ -365,8 +393,11 @@ class TorchBackend(_Tokenized):
             self.unpadded = Unpadded(self._model, settings.model_path, torch, plan.device, flash_varlen(torch))
             if settings.cuda_graphs:
                 self.unpadded.capture_graphs(self.batch_size, self.max_batch_tokens, self.max_sequence_length)
-                log.info("captured the unpadded model as %d CUDA graphs, one per token bucket, in %.1f s",
-                         len(self.unpadded.graphs), self.unpadded.graphs.capture_seconds)
+                log.info(
+                    "captured the unpadded model as %d CUDA graphs, one per token bucket, in %.1f s",
+                    len(self.unpadded.graphs),
+                    self.unpadded.graphs.capture_seconds,
+                )
         # Else on CUDA: micro-batches padded to a few shapes (gpu_shape), and with cuda_graphs each shape's forward
         # pass captured once and replayed.
         self.graphs = None
@@ -374,8 +405,11 @@ class TorchBackend(_Tokenized):
             # Every shape the batcher's micro-batches can take, captured now rather than under traffic.
             self.graphs = ShapeGraphs(self.forward, torch, plan.device)
             self.graphs.capture_all(graph_shapes(self.batch_size, self.max_batch_tokens, self.max_sequence_length))
-            log.info("captured the model as %d CUDA graphs, one per micro-batch shape, in %.1f s", len(self.graphs),
-                     self.graphs.capture_seconds)
+            log.info(
+                "captured the model as %d CUDA graphs, one per micro-batch shape, in %.1f s",
+                len(self.graphs),
+                self.graphs.capture_seconds,
+            )
         self.bucketed = plan.device == "cuda" and (settings.gpu_shapes or self.graphs is not None)
 
     def forward(self, input_ids, attention_mask):
@@ -396,16 +430,19 @@ class TorchBackend(_Tokenized):
         if self.graphs is not None:
             return unit_rows(self.graphs(input_ids, attention_mask)[: batch.size])
         with torch.inference_mode():
-            vectors = self.forward(torch.from_numpy(input_ids).to(device, non_blocking=True),
-                                   torch.from_numpy(attention_mask).to(device, non_blocking=True))[: batch.size]
+            vectors = self.forward(
+                torch.from_numpy(input_ids).to(device, non_blocking=True),
+                torch.from_numpy(attention_mask).to(device, non_blocking=True),
+            )[: batch.size]
         return unit_rows(vectors.float().cpu().numpy())
 
     def close(self) -> None:
         """Nothing to release: the model goes with the process."""
 
 
-def _padded(input_ids: np.ndarray, attention_mask: np.ndarray, pad_id: int,
-            limit: int) -> tuple[np.ndarray, np.ndarray]:
+def _padded(
+    input_ids: np.ndarray, attention_mask: np.ndarray, pad_id: int, limit: int
+) -> tuple[np.ndarray, np.ndarray]:
     """The micro-batch padded to its `gpu_shape`: extra columns are padding, extra rows repeat the first row (a
     row with no token at all could make attention's softmax NaN); the caller keeps the first rows' vectors."""
     rows, width = input_ids.shape
@@ -438,9 +475,14 @@ class ShapeGraphs:
     input's), the device tensors `forward` takes, filled as a real micro-batch could be (unpadded micro-batches
     have their own: `Unpadded.capture_graphs`)."""
 
-    def __init__(self, forward: Callable, torch, device: str,
-                 capture: Callable[[Callable], tuple[Callable[[], object], object]] | None = None,
-                 inputs: Callable[[tuple[int, ...]], tuple] | None = None) -> None:
+    def __init__(
+        self,
+        forward: Callable,
+        torch,
+        device: str,
+        capture: Callable[[Callable], tuple[Callable[[], object], object]] | None = None,
+        inputs: Callable[[tuple[int, ...]], tuple] | None = None,
+    ) -> None:
         self._forward, self._torch, self._device = forward, torch, device
         self._capture = capture or self._cuda_capture
         self._inputs = inputs or self._padded_inputs
@@ -464,7 +506,8 @@ class ShapeGraphs:
                     raise ConfigError(
                         f"RAGMESH_EMBEDDER_CUDA_GRAPHS=true: the model could not be captured as a CUDA graph for "
                         f"micro-batches of shape {shape} ({type(exc).__name__}: {exc}); set "
-                        "RAGMESH_EMBEDDER_CUDA_GRAPHS=false to run it eagerly") from exc
+                        "RAGMESH_EMBEDDER_CUDA_GRAPHS=false to run it eagerly"
+                    ) from exc
 
     def __call__(self, *arrays: np.ndarray) -> np.ndarray:
         """The rows' embeddings (float32, on the host) of one micro-batch whose inputs (the padded ids and mask,
@@ -520,7 +563,7 @@ def _unpadded_attention(module, query, key, value, attention_mask, scaling=None,
     if query.shape[0] != 1 or attention_mask is not None:
         raise ValueError("the unpadded attention takes one packed row and no mask")
     head = query.shape[-1]
-    if scaling is not None and abs(scaling - head ** -0.5) > 1e-6:
+    if scaling is not None and abs(scaling - head**-0.5) > 1e-6:
         raise ValueError(f"the unpadded attention scales by 1/sqrt({head}), the model by {scaling}")
     # (1, heads, tokens, head size), a view of (tokens, heads, head size): that layout again, no copy.
     q, k, v = (t[0].transpose(0, 1) for t in (query, key, value))
@@ -533,9 +576,11 @@ def flash_varlen(torch) -> Callable:
     try:
         from torch.nn.attention.varlen import varlen_attn
     except ImportError:
-        raise ConfigError(f"RAGMESH_EMBEDDER_UNPADDED=true needs torch's variable-length attention "
-                          f"(torch.nn.attention.varlen, torch >= 2.10); this is torch {torch.__version__}: upgrade "
-                          "torch or set RAGMESH_EMBEDDER_UNPADDED=false") from None
+        raise ConfigError(
+            f"RAGMESH_EMBEDDER_UNPADDED=true needs torch's variable-length attention "
+            f"(torch.nn.attention.varlen, torch >= 2.10); this is torch {torch.__version__}: upgrade "
+            "torch or set RAGMESH_EMBEDDER_UNPADDED=false"
+        ) from None
 
     def attend(q, k, v, starts, longest: int):
         return varlen_attn(q, k, v, starts, starts, longest, longest)
@@ -575,23 +620,28 @@ class Unpadded:
         from .export import pooling_modes
 
         if (modes := pooling_modes(Path(model_path))) != ["pooling_mode_mean_tokens"]:
-            raise ConfigError(f"RAGMESH_EMBEDDER_UNPADDED=true pools by mean, and this model pools by {modes}: set "
-                              "RAGMESH_EMBEDDER_UNPADDED=false")
+            raise ConfigError(
+                f"RAGMESH_EMBEDDER_UNPADDED=true pools by mean, and this model pools by {modes}: set "
+                "RAGMESH_EMBEDDER_UNPADDED=false"
+            )
         AttentionInterface.register(UNPADDED_ATTENTION, _unpadded_attention)
         self._model = copy.deepcopy(model[0].auto_model)
         try:
             self._model.set_attn_implementation(UNPADDED_ATTENTION)
         except (ValueError, AttributeError) as exc:
-            raise ConfigError(f"RAGMESH_EMBEDDER_UNPADDED=true: this model's attention cannot be replaced ({exc}); "
-                              "set RAGMESH_EMBEDDER_UNPADDED=false") from None
+            raise ConfigError(
+                f"RAGMESH_EMBEDDER_UNPADDED=true: this model's attention cannot be replaced ({exc}); "
+                "set RAGMESH_EMBEDDER_UNPADDED=false"
+            ) from None
         self._torch, self._device, self._attend = torch, device, attend
         self.graphs: ShapeGraphs | None = None
         self._buckets: list[int] = []
         self._texts = 0
 
     @staticmethod
-    def arrays(input_ids: np.ndarray, attention_mask: np.ndarray, tokens: int | None = None,
-               texts: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def arrays(
+        input_ids: np.ndarray, attention_mask: np.ndarray, tokens: int | None = None, texts: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The micro-batch as the model takes it unpadded: (3, tokens) int64 rows of token ids, each token's
         position in its text and which text it is of; the texts' starts and end (texts + 1, int32); their lengths
         (texts, 1; float32, to divide by). `tokens` and `texts` pad the row and the texts (graphs): a padding token
@@ -616,8 +666,13 @@ class Unpadded:
         device; `longest` at least the longest text's token count."""
         torch = self._torch
         ids, positions, text = packed
-        hidden = self._model(input_ids=ids[None], position_ids=positions[None], cu_seq_lens_q=starts,
-                             max_length_q=longest, ragmesh_attend=self._attend).last_hidden_state[0]
+        hidden = self._model(
+            input_ids=ids[None],
+            position_ids=positions[None],
+            cu_seq_lens_q=starts,
+            max_length_q=longest,
+            ragmesh_attend=self._attend,
+        ).last_hidden_state[0]
         sums = torch.zeros((counts.shape[0] + 1, hidden.shape[-1]), dtype=torch.float32, device=hidden.device)
         return sums.index_add_(0, text, hidden.float())[:-1] / counts
 
@@ -643,11 +698,19 @@ class Unpadded:
             # As `arrays` pads: every token of no text, every text empty (the kernels do not depend on the values).
             packed = torch.zeros(shape, dtype=torch.int64, device=device)
             packed[2] = batch_size
-            return (packed, torch.zeros(batch_size + 1, dtype=torch.int32, device=device),
-                    torch.ones((batch_size, 1), dtype=torch.float32, device=device))
+            return (
+                packed,
+                torch.zeros(batch_size + 1, dtype=torch.int32, device=device),
+                torch.ones((batch_size, 1), dtype=torch.float32, device=device),
+            )
 
-        self.graphs = ShapeGraphs(lambda packed, starts, counts: self.run(packed, starts, counts, limit), torch,
-                                  device, capture=capture, inputs=inputs)
+        self.graphs = ShapeGraphs(
+            lambda packed, starts, counts: self.run(packed, starts, counts, limit),
+            torch,
+            device,
+            capture=capture,
+            inputs=inputs,
+        )
         self.graphs.capture_all([(3, tokens) for tokens in self._buckets])
 
 
@@ -671,8 +734,15 @@ class HashBackend:
     tokenizer, vocab_size = "", 0
     runtime = device = precision = ""
 
-    def __init__(self, dimension: int, *, batch_size: int = 256, max_batch_tokens: int | None = 4096,
-                 delay: float = 0.0, runners: int = 1) -> None:
+    def __init__(
+        self,
+        dimension: int,
+        *,
+        batch_size: int = 256,
+        max_batch_tokens: int | None = 4096,
+        delay: float = 0.0,
+        runners: int = 1,
+    ) -> None:
         self.dimension = dimension
         self.model_id = f"ragmesh/hash-{dimension}"
         self.batch_size, self.max_batch_tokens = batch_size, max_batch_tokens
@@ -721,8 +791,16 @@ class OpenAIBackend:
     runtime = device = precision = ""
 
     def __init__(
-        self, *, base_url: str, api_key: str | None, model: str, dimensions: int | None, timeout: float,
-        max_retries: int, batch_size: int, runners: int = 1,
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        dimensions: int | None,
+        timeout: float,
+        max_retries: int,
+        batch_size: int,
+        runners: int = 1,
     ) -> None:
         import openai
 
@@ -762,8 +840,11 @@ class OpenAIBackend:
 
     def _failed(self, why: str, **metadata: object):
         return unavailable(
-            "EMBEDDING_BACKEND_FAILED", f"the embedding API at {self._base_url} failed: {why}",
-            backend=self.name, model=self.model_id, **metadata,
+            "EMBEDDING_BACKEND_FAILED",
+            f"the embedding API at {self._base_url} failed: {why}",
+            backend=self.name,
+            model=self.model_id,
+            **metadata,
         )
 
     def close(self) -> None:
@@ -786,17 +867,32 @@ def create_backend(settings: EmbedderSettings) -> DenseBackend:
     if settings.backend == "openai":
         key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
         return OpenAIBackend(
-            base_url=settings.openai_base_url, api_key=key, model=settings.openai_model,
-            dimensions=settings.openai_dimensions, timeout=settings.openai_timeout_seconds,
-            max_retries=settings.openai_max_retries, batch_size=settings.batch_size or 16,
+            base_url=settings.openai_base_url,
+            api_key=key,
+            model=settings.openai_model,
+            dimensions=settings.openai_dimensions,
+            timeout=settings.openai_timeout_seconds,
+            max_retries=settings.openai_max_retries,
+            batch_size=settings.batch_size or 16,
             runners=settings.runners or 1,
         )
     if settings.backend == "hash":
-        return HashBackend(settings.hash_dimension, batch_size=settings.batch_size or DEFAULT_BATCH_SIZE["cpu"],
-                           max_batch_tokens=settings.max_batch_tokens or DEFAULT_MAX_BATCH_TOKENS["cpu"],
-                           delay=settings.hash_delay_ms / 1000, runners=settings.runners or 1)
+        return HashBackend(
+            settings.hash_dimension,
+            batch_size=settings.batch_size or DEFAULT_BATCH_SIZE["cpu"],
+            max_batch_tokens=settings.max_batch_tokens or DEFAULT_MAX_BATCH_TOKENS["cpu"],
+            delay=settings.hash_delay_ms / 1000,
+            runners=settings.runners or 1,
+        )
     plan = resolve_plan(settings)
-    log.info("local model: %s on %s, %s, %d runner(s) x %d thread(s), micro-batches of <= %d texts / %d tokens",
-             plan.runtime, plan.device, plan.precision, plan.runners, plan.threads, plan.batch_size,
-             plan.max_batch_tokens)
+    log.info(
+        "local model: %s on %s, %s, %d runner(s) x %d thread(s), micro-batches of <= %d texts / %d tokens",
+        plan.runtime,
+        plan.device,
+        plan.precision,
+        plan.runners,
+        plan.threads,
+        plan.batch_size,
+        plan.max_batch_tokens,
+    )
     return (OnnxBackend if plan.runtime == "onnx" else TorchBackend)(settings, plan)

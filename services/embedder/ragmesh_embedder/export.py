@@ -41,8 +41,14 @@ FILES = {"fp32": "model.onnx", "int8": "model.int8.onnx", "fp16": "model.fp16.on
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT = "sentence_embedding"
 # What the hash covers: the weights and every config that changes the graph or the pooling.
-_HASHED = ("model.safetensors", "pytorch_model.bin", "config.json", "modules.json", "sentence_bert_config.json",
-           "1_Pooling/config.json")
+_HASHED = (
+    "model.safetensors",
+    "pytorch_model.bin",
+    "config.json",
+    "modules.json",
+    "sentence_bert_config.json",
+    "1_Pooling/config.json",
+)
 
 
 class ExportError(RuntimeError):
@@ -136,9 +142,20 @@ def _export_in_subprocess(model_path: Path, target: Path) -> None:
     log.info("exporting %s to ONNX (once; cached in %s)", model_path, target.parent)
     started = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "ragmesh_embedder.export", "--fp32-only", "--model-path", str(model_path),
-         "--to", str(target)],
-        capture_output=True, text=True, check=False, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        [
+            sys.executable,
+            "-m",
+            "ragmesh_embedder.export",
+            "--fp32-only",
+            "--model-path",
+            str(model_path),
+            "--to",
+            str(target),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     if proc.returncode != 0 or not is_valid(target):
         tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
@@ -172,8 +189,13 @@ def export_fp32(model_path: Path, target: Path) -> None:
     try:
         with torch.inference_mode():
             torch.onnx.export(
-                MeanPooled(), (sample, torch.ones_like(sample), torch.zeros_like(sample)), str(tmp),
-                input_names=list(INPUTS), output_names=[OUTPUT], opset_version=OPSET, dynamo=False,
+                MeanPooled(),
+                (sample, torch.ones_like(sample), torch.zeros_like(sample)),
+                str(tmp),
+                input_names=list(INPUTS),
+                output_names=[OUTPUT],
+                opset_version=OPSET,
+                dynamo=False,
                 dynamic_axes={**{name: {0: "batch", 1: "sequence"} for name in INPUTS}, OUTPUT: {0: "batch"}},
             )
         _publish(tmp, target, opset=OPSET, recipe=RECIPE, torch=torch.__version__, source=str(model_path))
@@ -192,8 +214,10 @@ def _check_supported(model_path: Path) -> None:
     """The ONNX graph pools by mean: refuse models configured otherwise (the torch runtime handles them)."""
     modes = pooling_modes(model_path)
     if modes != ["pooling_mode_mean_tokens"]:
-        raise ExportError(f"the ONNX runtime supports mean-pooled models only; {model_path} pools by {modes}: "
-                          "use RAGMESH_EMBEDDER_RUNTIME=torch")
+        raise ExportError(
+            f"the ONNX runtime supports mean-pooled models only; {model_path} pools by {modes}: "
+            "use RAGMESH_EMBEDDER_RUNTIME=torch"
+        )
 
 
 def _quantize_int8(fp32: Path, target: Path) -> None:
@@ -231,8 +255,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model-path", type=Path, default=Path(defaults.model_path))
     parser.add_argument("--model-id", default=defaults.model_id)
     parser.add_argument("--cache-dir", type=Path, default=defaults.onnx_cache_dir)
-    parser.add_argument("--precision", action="append", choices=sorted(FILES),
-                        help="what to make (repeatable); default: fp32 and int8")
+    parser.add_argument(
+        "--precision", action="append", choices=sorted(FILES), help="what to make (repeatable); default: fp32 and int8"
+    )
     parser.add_argument("--fp32-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--to", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

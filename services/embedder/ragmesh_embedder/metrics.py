@@ -28,53 +28,81 @@ class EmbedderMetrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.batch_size = Histogram(
-            "ragmesh_embedder_batch_size", "Texts per model call (micro-batch).", ["model"], registry=registry,
+            "ragmesh_embedder_batch_size",
+            "Texts per model call (micro-batch).",
+            ["model"],
+            registry=registry,
             buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048),
         )
         self.queue_depth = Gauge(
-            "ragmesh_embedder_queue_depth", "Texts accepted and not embedded yet (waiting or in the model), every "
-            "model together.", registry=registry,
-        )
-        self.model_queue_depth = Gauge(
-            "ragmesh_embedder_model_queue_depth", "Texts accepted and not embedded yet, by model.", ["model"],
+            "ragmesh_embedder_queue_depth",
+            "Texts accepted and not embedded yet (waiting or in the model), every model together.",
             registry=registry,
         )
-        self.texts = Counter("ragmesh_embedder_texts", "Texts embedded by the dense model.", ["model"],
-                             registry=registry)
+        self.model_queue_depth = Gauge(
+            "ragmesh_embedder_model_queue_depth",
+            "Texts accepted and not embedded yet, by model.",
+            ["model"],
+            registry=registry,
+        )
+        self.texts = Counter(
+            "ragmesh_embedder_texts", "Texts embedded by the dense model.", ["model"], registry=registry
+        )
         self.tokens = Counter(
-            "ragmesh_embedder_tokens", "Model tokens embedded (rate() is tokens/s; 0 for backends without a "
-            "tokenizer).", ["model"], registry=registry,
+            "ragmesh_embedder_tokens",
+            "Model tokens embedded (rate() is tokens/s; 0 for backends without a tokenizer).",
+            ["model"],
+            registry=registry,
         )
         self.pretokenized = Counter(
-            "ragmesh_embedder_pretokenized_texts", "Texts that came with their model tokens (EmbedRequest.token_ids: "
-            "the indexer's chunks), so they were not tokenised here.", ["model"], registry=registry,
+            "ragmesh_embedder_pretokenized_texts",
+            "Texts that came with their model tokens (EmbedRequest.token_ids: "
+            "the indexer's chunks), so they were not tokenised here.",
+            ["model"],
+            registry=registry,
         )
         self.padded_tokens = Histogram(
-            "ragmesh_embedder_batch_padded_tokens", "Padded tokens per model call (longest text x texts; the "
-            "micro-batch's cost, capped by RAGMESH_EMBEDDER_MAX_BATCH_TOKENS).", ["model"], registry=registry,
+            "ragmesh_embedder_batch_padded_tokens",
+            "Padded tokens per model call (longest text x texts; the "
+            "micro-batch's cost, capped by RAGMESH_EMBEDDER_MAX_BATCH_TOKENS).",
+            ["model"],
+            registry=registry,
             buckets=(64, 256, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144),
         )
         self.runners = Gauge(
-            "ragmesh_embedder_runners", "Model threads (concurrent model calls) of the model.", ["model"],
+            "ragmesh_embedder_runners",
+            "Model threads (concurrent model calls) of the model.",
+            ["model"],
             registry=registry,
         )
         self.busy_seconds = Counter(
-            "ragmesh_embedder_model_busy_seconds", "Seconds spent in model calls, every model thread together: "
-            "rate() / ragmesh_embedder_runners is the share of the time the model was busy.", ["model"],
+            "ragmesh_embedder_model_busy_seconds",
+            "Seconds spent in model calls, every model thread together: "
+            "rate() / ragmesh_embedder_runners is the share of the time the model was busy.",
+            ["model"],
             registry=registry,
         )
         self.model_processes = Gauge(
-            "ragmesh_embedder_model_processes", "Model processes of the model running now (RAGMESH_EMBEDDER_MODEL_"
-            "PROCESSES; 0 where the model runs in the embedder's threads).", ["model"], registry=registry,
+            "ragmesh_embedder_model_processes",
+            "Model processes of the model running now (RAGMESH_EMBEDDER_MODEL_"
+            "PROCESSES; 0 where the model runs in the embedder's threads).",
+            ["model"],
+            registry=registry,
         )
         self.process_restarts = Counter(
-            "ragmesh_embedder_model_process_restarts", "Model processes started again after one died (killed, out of "
-            "memory, crashed); what a dead one held went to the new one.", ["model"], registry=registry,
+            "ragmesh_embedder_model_process_restarts",
+            "Model processes started again after one died (killed, out of "
+            "memory, crashed); what a dead one held went to the new one.",
+            ["model"],
+            registry=registry,
         )
         self.starved_seconds = Counter(
-            "ragmesh_embedder_model_starved_seconds", "Seconds model threads waited for their next micro-batch while "
+            "ragmesh_embedder_model_starved_seconds",
+            "Seconds model threads waited for their next micro-batch while "
             "texts were queued (the CPU side was behind the model): rate() / ragmesh_embedder_runners is the share "
-            "of the time the model waited for its feeder.", ["model"], registry=registry,
+            "of the time the model waited for its feeder.",
+            ["model"],
+            registry=registry,
         )
 
     def watch(self, batchers: Mapping[str, Batcher]) -> None:
@@ -91,13 +119,23 @@ class EmbedderMetrics:
             self.model_processes.labels(model=name).set_function(lambda batcher=batcher: len(batcher.process_ids))
             batcher.on_restart = self.process_restarts.labels(model=name).inc
             self.pretokenized.labels(model=name)  # exported (at 0) before the model's first batch, as these:
-            children = tuple(metric.labels(model=name) for metric in (
-                self.batch_size, self.padded_tokens, self.texts, self.tokens, self.busy_seconds, self.starved_seconds))
+            children = tuple(
+                metric.labels(model=name)
+                for metric in (
+                    self.batch_size,
+                    self.padded_tokens,
+                    self.texts,
+                    self.tokens,
+                    self.busy_seconds,
+                    self.starved_seconds,
+                )
+            )
             batcher.on_batch = partial(self.observe_batch, children)
 
     @staticmethod
-    def observe_batch(children: tuple, texts: int, tokens: int, padded_tokens: int, seconds: float,
-                      starved: float) -> None:
+    def observe_batch(
+        children: tuple, texts: int, tokens: int, padded_tokens: int, seconds: float, starved: float
+    ) -> None:
         """One micro-batch of a model, into that model's series (`children`, looked up once in `watch`)."""
         batch_size, padded, texts_total, tokens_total, busy, starved_total = children
         batch_size.observe(texts)

@@ -83,12 +83,18 @@ class ModelProcess:
         self._conn = Connection(ours.detach())
 
     def start(self) -> ModelProcess:
-        env = {**os.environ, "HF_HUB_OFFLINE": "1",
-               "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # what this process imports from
+        env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+        }  # what this process imports from
         try:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", __name__, str(self._theirs.fileno()), self.name, str(self._nice)],
-                pass_fds=[self._theirs.fileno()], env=env, stdin=subprocess.DEVNULL)
+                pass_fds=[self._theirs.fileno()],
+                env=env,
+                stdin=subprocess.DEVNULL,
+            )
         finally:
             self._theirs.close()  # the process's end is the process's alone: its exit closes the pipe here
         try:
@@ -109,15 +115,18 @@ class ModelProcess:
                 raise ConfigError(f"model process {self.name} did not load the model within {timeout:g} s")
             answer = self._conn.recv_bytes()
         except (EOFError, OSError):  # the pipe closed: the process is gone
-            raise ConfigError(f"model process {self.name} exited while loading the model "
-                              f"(exit code {self._exit_code()}); see its log above") from None
+            raise ConfigError(
+                f"model process {self.name} exited while loading the model "
+                f"(exit code {self._exit_code()}); see its log above"
+            ) from None
         except BaseException:
             self.close()
             raise
         if answer[:1] != b"R":
             self.close()
-            raise ConfigError(f"model process {self.name} could not load the model: "
-                              f"{answer[1:].decode(errors='replace')}")
+            raise ConfigError(
+                f"model process {self.name} could not load the model: {answer[1:].decode(errors='replace')}"
+            )
 
     @property
     def pid(self) -> int | None:

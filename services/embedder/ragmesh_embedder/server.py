@@ -24,8 +24,11 @@ def create_server(settings: EmbedderSettings, embedder: Embedder | None = None) 
     servicer = EmbedderServicer(embedder)
     try:
         service = new_server(
-            "embedder", settings, lambda server: pb2_grpc.add_EmbedderServiceServicer_to_server(servicer, server),
-            [SERVICE_NAME], domain=DOMAIN,
+            "embedder",
+            settings,
+            lambda server: pb2_grpc.add_EmbedderServiceServicer_to_server(servicer, server),
+            [SERVICE_NAME],
+            domain=DOMAIN,
         )
     except BaseException:
         embedder.close()

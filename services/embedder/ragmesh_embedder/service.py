@@ -100,8 +100,9 @@ class Embedder:
     `backend` is the default model (named settings.model_name); `extra` maps more models' names to their
     backends. `backend` and `batcher` are the default model's."""
 
-    def __init__(self, backend: DenseBackend, settings: EmbedderSettings,
-                 extra: Mapping[str, DenseBackend] | None = None) -> None:
+    def __init__(
+        self, backend: DenseBackend, settings: EmbedderSettings, extra: Mapping[str, DenseBackend] | None = None
+    ) -> None:
         self.backend = backend
         self.max_texts = settings.max_texts_per_request
         self.max_text_chars = settings.max_text_chars
@@ -111,14 +112,20 @@ class Embedder:
         if settings.model_name in extra:
             raise ValueError(f"an extra model is named {settings.model_name!r}, like the default model")
         self.models: dict[str, Model] = {}
-        model_settings = {settings.model_name: settings,
-                          **{spec.name: settings.for_model(spec) for spec in settings.extra_models}}
+        model_settings = {
+            settings.model_name: settings,
+            **{spec.name: settings.for_model(spec) for spec in settings.extra_models},
+        }
         try:
             for name, model_backend in {settings.model_name: backend, **extra}.items():
                 nice = settings.model_thread_nice if model_backend.device == "cpu" else 0
-                batcher = Batcher(model_backend, max_queue_texts=queue_limits.get(name, settings.max_queue_texts),
-                                  name=name, nice=nice,
-                                  processes=_processes(settings, model_settings[name], model_backend, name, nice))
+                batcher = Batcher(
+                    model_backend,
+                    max_queue_texts=queue_limits.get(name, settings.max_queue_texts),
+                    name=name,
+                    nice=nice,
+                    processes=_processes(settings, model_settings[name], model_backend, name, nice),
+                )
                 self.models[name] = Model(name, model_backend, batcher)
         except BaseException:
             for model in self.models.values():
@@ -137,8 +144,12 @@ class Embedder:
             return self.models[self.default_model]
         if (model := self.models.get(name)) is None:
             served = ", ".join(self.models)
-            raise not_found("MODEL_NOT_FOUND", f"this embedder serves no model named {name!r}; it serves {served}",
-                            model=name, models=",".join(self.models))
+            raise not_found(
+                "MODEL_NOT_FOUND",
+                f"this embedder serves no model named {name!r}; it serves {served}",
+                model=name,
+                models=",".join(self.models),
+            )
         return model
 
     def model_info(self, name: str = "") -> ModelInfo:
@@ -146,10 +157,18 @@ class Embedder:
         model = self.model(name)
         backend = model.backend
         return ModelInfo(
-            name=model.name, is_default=model.name == self.default_model, model_id=backend.model_id,
-            dimension=backend.dimension, max_sequence_length=backend.max_sequence_length,
-            sparse_model_id=SPARSE_MODEL_ID, backend=backend.name, max_batch_size=self.max_texts,
-            runtime=backend.runtime, device=backend.device, precision=backend.precision, tokenizer=backend.tokenizer,
+            name=model.name,
+            is_default=model.name == self.default_model,
+            model_id=backend.model_id,
+            dimension=backend.dimension,
+            max_sequence_length=backend.max_sequence_length,
+            sparse_model_id=SPARSE_MODEL_ID,
+            backend=backend.name,
+            max_batch_size=self.max_texts,
+            runtime=backend.runtime,
+            device=backend.device,
+            precision=backend.precision,
+            tokenizer=backend.tokenizer,
         )
 
     @property
@@ -168,8 +187,11 @@ class Embedder:
             raise invalid_argument("TEXTS_EMPTY", "texts must hold at least one text", field="texts")
         if len(texts) > self.max_texts:
             raise invalid_argument(
-                "TOO_MANY_TEXTS", f"{len(texts)} texts in one request; the limit is {self.max_texts}",
-                field="texts", count=len(texts), limit=self.max_texts,
+                "TOO_MANY_TEXTS",
+                f"{len(texts)} texts in one request; the limit is {self.max_texts}",
+                field="texts",
+                count=len(texts),
+                limit=self.max_texts,
             )
         # One pass in C over the texts when they are fine (the usual case); the loop only names the culprit.
         if all(texts) and not any(map(str.isspace, texts)) and max(map(len, texts)) <= self.max_text_chars:
@@ -183,12 +205,21 @@ class Embedder:
                 raise invalid_argument(
                     "TEXT_TOO_LONG",
                     f"texts[{index}] has {len(text)} characters; the limit is {self.max_text_chars}",
-                    field=f"texts[{index}]", index=index, chars=len(text), limit=self.max_text_chars,
+                    field=f"texts[{index}]",
+                    index=index,
+                    chars=len(text),
+                    limit=self.max_text_chars,
                 )
 
     async def embed(
-        self, texts: Sequence[str], input_type: InputType, *, dense: bool = True, sparse: bool = True,
-        model: str = "", token_ids: TokenIds | None = None,
+        self,
+        texts: Sequence[str],
+        input_type: InputType,
+        *,
+        dense: bool = True,
+        sparse: bool = True,
+        model: str = "",
+        token_ids: TokenIds | None = None,
     ) -> Embeddings:
         """The texts' vectors from the model named `model` (the default one for ""), in order; with `token_ids`,
         the dense vectors from those tokens (the texts are not tokenised again)."""
@@ -201,7 +232,8 @@ class Embedder:
         else:
             # Tokenising (one fast-tokenizer batch call, which releases the GIL) and BM25 run off the event loop.
             prepared, sparse_vectors = await asyncio.to_thread(
-                self._prepare, served, texts, input_type, sparse, token_ids)
+                self._prepare, served, texts, input_type, sparse, token_ids
+            )
         if token_ids is not None:
             self._metrics.pretokenized.labels(model=served.name).inc(len(texts))
         attributes = {Attr.BATCH_SIZE: len(texts), Attr.MODEL: served.backend.model_id, Attr.MODEL_NAME: served.name}
@@ -214,7 +246,12 @@ class Embedder:
         return Embeddings(vectors, sparse_vectors, prepared.token_counts, prepared.truncated)
 
     def _prepare(
-        self, model: Model, texts: Sequence[str], input_type: InputType, sparse: bool, token_ids: TokenIds | None,
+        self,
+        model: Model,
+        texts: Sequence[str],
+        input_type: InputType,
+        sparse: bool,
+        token_ids: TokenIds | None,
     ) -> tuple[Prepared, list[SparseVector] | None]:
         prepared = model.backend.prepare(texts) if token_ids is None else self._from_ids(model, texts, token_ids)
         if not sparse:
@@ -232,28 +269,47 @@ class Embedder:
                 "TOKENIZER_MISMATCH",
                 f"token_ids were made by tokenizer {token_ids.tokenizer!r}, but model {model.name!r} "
                 + (f"uses tokenizer {backend.tokenizer!r}" if backend.tokenizer else "takes texts only (no tokenizer)")
-                + ": send the texts alone", field="token_ids.tokenizer", tokenizer=token_ids.tokenizer,
-                model_tokenizer=backend.tokenizer)
+                + ": send the texts alone",
+                field="token_ids.tokenizer",
+                tokenizer=token_ids.tokenizer,
+                model_tokenizer=backend.tokenizer,
+            )
         lengths = np.asarray(token_ids.lengths, dtype=np.int64)
         if len(lengths) != len(texts):
-            raise invalid_argument("TOKEN_IDS_INVALID", f"token_ids has {len(lengths)} lengths for {len(texts)} texts",
-                                   field="token_ids.lengths", lengths=len(lengths), texts=len(texts))
+            raise invalid_argument(
+                "TOKEN_IDS_INVALID",
+                f"token_ids has {len(lengths)} lengths for {len(texts)} texts",
+                field="token_ids.lengths",
+                lengths=len(lengths),
+                texts=len(texts),
+            )
         if len(token_ids.ids) != 4 * int(lengths.sum()):
             raise invalid_argument(
-                "TOKEN_IDS_INVALID", f"token_ids.ids holds {len(token_ids.ids)} bytes; its lengths add up to "
-                f"{int(lengths.sum())} int32 ids ({4 * int(lengths.sum())} bytes)", field="token_ids.ids")
+                "TOKEN_IDS_INVALID",
+                f"token_ids.ids holds {len(token_ids.ids)} bytes; its lengths add up to "
+                f"{int(lengths.sum())} int32 ids ({4 * int(lengths.sum())} bytes)",
+                field="token_ids.ids",
+            )
         window = backend.max_sequence_length
         if (bad := np.flatnonzero((lengths < 1) | (lengths > window))).size:
             index = int(bad[0])
             raise invalid_argument(
-                "TOKEN_IDS_INVALID", f"texts[{index}] has {int(lengths[index])} token ids; each text needs 1 to "
-                f"{window} (the model's window)", field=f"token_ids.lengths[{index}]", index=index,
-                length=int(lengths[index]), limit=window)
+                "TOKEN_IDS_INVALID",
+                f"texts[{index}] has {int(lengths[index])} token ids; each text needs 1 to "
+                f"{window} (the model's window)",
+                field=f"token_ids.lengths[{index}]",
+                index=index,
+                length=int(lengths[index]),
+                limit=window,
+            )
         ids = unpacked_ids(token_ids.ids)
         if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= backend.vocab_size):
             raise invalid_argument(
-                "TOKEN_IDS_INVALID", f"token_ids.ids holds ids outside the model's vocabulary (0 to "
-                f"{backend.vocab_size - 1})", field="token_ids.ids", vocabulary=backend.vocab_size)
+                "TOKEN_IDS_INVALID",
+                f"token_ids.ids holds ids outside the model's vocabulary (0 to {backend.vocab_size - 1})",
+                field="token_ids.ids",
+                vocabulary=backend.vocab_size,
+            )
         return backend.prepare_ids(texts, ids, lengths)
 
     def close(self) -> None:
@@ -268,16 +324,22 @@ def _sorted_sparse(vector) -> SparseVector:
     return SparseVector([index for index, _ in pairs], [value for _, value in pairs])
 
 
-def _processes(settings: EmbedderSettings, model_settings: EmbedderSettings, backend: DenseBackend,
-               name: str, nice: int) -> Callable[[int], ModelProcess] | None:
+def _processes(
+    settings: EmbedderSettings, model_settings: EmbedderSettings, backend: DenseBackend, name: str, nice: int
+) -> Callable[[int], ModelProcess] | None:
     """What starts runner i's model process (RAGMESH_EMBEDDER_MODEL_PROCESSES=on), or None where the model runs in
     the embedder's own threads: "off", or not ONNX Runtime on the CPU (a GPU's model thread is not held up by the
     GIL the same way, and each process would hold a CUDA context of its own)."""
     if settings.model_processes == "off":
         return None
     if getattr(backend, "runtime", None) != "onnx" or backend.device != "cpu":
-        log.warning("model %r: RAGMESH_EMBEDDER_MODEL_PROCESSES applies to ONNX Runtime on the CPU; this model (%s on "
-                    "%s) runs in the embedder's threads", name, getattr(backend, "runtime", "-"), backend.device)
+        log.warning(
+            "model %r: RAGMESH_EMBEDDER_MODEL_PROCESSES applies to ONNX Runtime on the CPU; this model (%s on "
+            "%s) runs in the embedder's threads",
+            name,
+            getattr(backend, "runtime", "-"),
+            backend.device,
+        )
         return None
     return lambda index: ModelProcess(model_settings, f"embedder-model-{name}-{index}", nice)
 
@@ -302,10 +364,12 @@ def build_embedder(settings: EmbedderSettings) -> Embedder:
             try:
                 extra[spec.name] = _load(settings.for_model(spec))
             except (Exception, ConfigError) as exc:
-                raise ConfigError(f"RAGMESH_EMBEDDER_EXTRA_MODELS entry {spec.name!r} could not be loaded and "
-                                  f"warmed up: {exc}") from exc
-            log.info("extra model %r: %s, dimension %d", spec.name, extra[spec.name].model_id,
-                     extra[spec.name].dimension)
+                raise ConfigError(
+                    f"RAGMESH_EMBEDDER_EXTRA_MODELS entry {spec.name!r} could not be loaded and warmed up: {exc}"
+                ) from exc
+            log.info(
+                "extra model %r: %s, dimension %d", spec.name, extra[spec.name].model_id, extra[spec.name].dimension
+            )
     except BaseException:
         for loaded in (backend, *extra.values()):
             loaded.close()

@@ -38,7 +38,8 @@ def _kinds(kinds: Sequence[int]) -> tuple[bool, bool]:
                 "VECTOR_KIND_INVALID",
                 f"kinds[{index}] is {pb2.VectorKind.Name(kind) if kind in pb2.VectorKind.values() else kind}; "
                 "use VECTOR_KIND_DENSE and/or VECTOR_KIND_SPARSE (an empty list means both)",
-                field=f"kinds[{index}]", index=index,
+                field=f"kinds[{index}]",
+                index=index,
             )
     if not kinds:
         return True, True
@@ -48,8 +49,10 @@ def _kinds(kinds: Sequence[int]) -> tuple[bool, bool]:
 def _packed(dense_format: int) -> bool:
     if dense_format not in pb2.DenseFormat.values():
         raise invalid_argument(
-            "DENSE_FORMAT_INVALID", f"dense_format {dense_format} is not a known DenseFormat",
-            field="dense_format", value=dense_format,
+            "DENSE_FORMAT_INVALID",
+            f"dense_format {dense_format} is not a known DenseFormat",
+            field="dense_format",
+            value=dense_format,
         )
     return dense_format == pb2.DENSE_FORMAT_PACKED_FLOAT32
 
@@ -75,8 +78,12 @@ def _response_fields(embeddings: Embeddings, packed: bool) -> dict:
         ]
     else:
         fields["embeddings"] = [
-            pb2.Embedding(dense=row, token_count=count, truncated=cut,
-                          sparse=pb2.SparseVector(indices=sparse.indices, values=sparse.values))
+            pb2.Embedding(
+                dense=row,
+                token_count=count,
+                truncated=cut,
+                sparse=pb2.SparseVector(indices=sparse.indices, values=sparse.values),
+            )
             for row, count, cut, sparse in zip(rows, counts, truncated, embeddings.sparse, strict=True)
         ]
     return fields
@@ -95,12 +102,20 @@ class EmbedderServicer(pb2_grpc.EmbedderServiceServicer):
             given = request.token_ids
             token_ids = TokenIds(given.tokenizer, given.ids, given.lengths)
         embeddings = await self._embedder.embed(
-            request.texts, _input_type(request.input_type), dense=dense, sparse=sparse, model=model.name,
+            request.texts,
+            _input_type(request.input_type),
+            dense=dense,
+            sparse=sparse,
+            model=model.name,
             token_ids=token_ids,
         )
         backend = model.backend
-        return {**_response_fields(embeddings, packed), "model_id": backend.model_id, "dimension": backend.dimension,
-                "model": model.name}
+        return {
+            **_response_fields(embeddings, packed),
+            "model_id": backend.model_id,
+            "dimension": backend.dimension,
+            "model": model.name,
+        }
 
     async def Embed(self, request: pb2.EmbedRequest, context) -> pb2.EmbedResponse:
         return pb2.EmbedResponse(**await self._embed(request))
@@ -141,16 +156,31 @@ class EmbedderServicer(pb2_grpc.EmbedderServiceServicer):
     async def GetModelInfo(self, request: pb2.GetModelInfoRequest, context) -> pb2.GetModelInfoResponse:
         info = self._embedder.model_info(request.model)
         return pb2.GetModelInfoResponse(
-            model_id=info.model_id, dimension=info.dimension, max_sequence_length=info.max_sequence_length,
-            sparse_model_id=info.sparse_model_id, backend=info.backend, max_batch_size=info.max_batch_size,
-            runtime=info.runtime, device=info.device, precision=info.precision, model=info.name,
-            models=[_model_info(each) for each in self._embedder.infos], tokenizer=info.tokenizer,
+            model_id=info.model_id,
+            dimension=info.dimension,
+            max_sequence_length=info.max_sequence_length,
+            sparse_model_id=info.sparse_model_id,
+            backend=info.backend,
+            max_batch_size=info.max_batch_size,
+            runtime=info.runtime,
+            device=info.device,
+            precision=info.precision,
+            model=info.name,
+            models=[_model_info(each) for each in self._embedder.infos],
+            tokenizer=info.tokenizer,
         )
 
 
 def _model_info(info: ModelInfo) -> pb2.ModelInfo:
     return pb2.ModelInfo(
-        name=info.name, is_default=info.is_default, model_id=info.model_id, dimension=info.dimension,
-        max_sequence_length=info.max_sequence_length, backend=info.backend, runtime=info.runtime, device=info.device,
-        precision=info.precision, tokenizer=info.tokenizer,
+        name=info.name,
+        is_default=info.is_default,
+        model_id=info.model_id,
+        dimension=info.dimension,
+        max_sequence_length=info.max_sequence_length,
+        backend=info.backend,
+        runtime=info.runtime,
+        device=info.device,
+        precision=info.precision,
+        tokenizer=info.tokenizer,
     )

@@ -130,8 +130,6 @@ async def local() -> AsyncIterator[Running]:
 @pytest_asyncio.fixture(scope="module")
 async def hashed() -> AsyncIterator[Running]:
     """A fast hash-backend server with small limits, for the reject paths."""
-    settings = EmbedderSettings(
-        port=0, backend="hash", max_texts_per_request=4, max_text_chars=50, max_queue_texts=16
-    )
+    settings = EmbedderSettings(port=0, backend="hash", max_texts_per_request=4, max_text_chars=50, max_queue_texts=16)
     async with serve(settings) as running:
         yield running

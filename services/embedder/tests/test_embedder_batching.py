@@ -103,8 +103,7 @@ async def test_an_idle_embedder_hands_a_query_straight_to_the_model_thread(
     large = [f"query number {i}" for i in range(6)]
 
     def query(texts):
-        return asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(texts=texts,
-                                                                          input_type=pb2.INPUT_TYPE_QUERY)))
+        return asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(texts=texts, input_type=pb2.INPUT_TYPE_QUERY)))
 
     try:
         async with serve(SETTINGS, Embedder(backend, SETTINGS)) as running:
@@ -128,8 +127,9 @@ async def test_an_idle_embedder_hands_a_query_straight_to_the_model_thread(
         np.testing.assert_allclose(vectors(reply.embeddings), backend.embed_texts(texts), atol=1e-6)
 
 
-async def test_a_query_whose_slot_the_feeder_took_first_goes_through_the_lane(serve, vectors, gated_backend,
-                                                                             monkeypatch):
+async def test_a_query_whose_slot_the_feeder_took_first_goes_through_the_lane(
+    serve, vectors, gated_backend, monkeypatch
+):
     """The direct hand-off sees the slot free, but the feeder (which puts without the batcher's lock) fills it before
     the query is put there: the query goes through the queries' lane instead and is answered, never an error (it was
     an INTERNAL `queue.Full` to a search under a re-index's load)."""
@@ -165,15 +165,18 @@ async def test_a_query_goes_straight_to_a_model_thread_waiting_while_the_other_i
     texts = ["where do glaciers flow", "how old is the moon", "why is the sky blue"]
 
     def query(text):
-        return asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(texts=[text],
-                                                                          input_type=pb2.INPUT_TYPE_QUERY)))
+        return asyncio.ensure_future(
+            running.stub.Embed(pb2.EmbedRequest(texts=[text], input_type=pb2.INPUT_TYPE_QUERY))
+        )
 
     try:
         async with serve(SETTINGS, Embedder(backend, SETTINGS)) as running:
             batcher = running.embedder.batcher
             replies = [query(texts[0])]
-            await until(lambda: backend.inside == 1 and batcher._waiting == 1,
-                        "one model thread busy with the first query, the other waiting")
+            await until(
+                lambda: backend.inside == 1 and batcher._waiting == 1,
+                "one model thread busy with the first query, the other waiting",
+            )
             replies.append(query(texts[1]))
             await until(lambda: backend.inside == 2, "the second query in the model beside the first")
             replies.append(query(texts[2]))
@@ -203,8 +206,10 @@ async def test_texts_of_a_caller_that_gave_up_are_skipped(serve, rpc_error, unti
         error = await rpc_error(running.stub.Embed(pb2.EmbedRequest(texts=["late", "later"]), timeout=0.2))
         assert error.code == grpc.StatusCode.DEADLINE_EXCEEDED
         # The server learns of the deadline on its own clock: let it mark the request before the model is free.
-        await until(lambda: _waiting(batcher) and all(job.dropped for job in _waiting(batcher)),
-                    "the server saw the caller give up")
+        await until(
+            lambda: _waiting(batcher) and all(job.dropped for job in _waiting(batcher)),
+            "the server saw the caller give up",
+        )
         gated.gate.set()
         await first
         await until(lambda: batcher.queue_depth == 0, "the queue drained")
@@ -244,11 +249,13 @@ async def test_a_query_goes_ahead_of_bulk_documents_queued_before_it(serve, unti
             first = asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(texts=["first"])))
             await until(backend.entered.is_set, "the model took the first request")
             bulk = [f"bulk document {i} about glaciers" for i in range(64)]
-            documents = asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(
-                texts=bulk, input_type=pb2.INPUT_TYPE_DOCUMENT)))
+            documents = asyncio.ensure_future(
+                running.stub.Embed(pb2.EmbedRequest(texts=bulk, input_type=pb2.INPUT_TYPE_DOCUMENT))
+            )
             await until(lambda: batcher.queue_depth == 65, "the bulk request queued")
-            query = asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(
-                texts=["where do glaciers flow"], input_type=pb2.INPUT_TYPE_QUERY)))
+            query = asyncio.ensure_future(
+                running.stub.Embed(pb2.EmbedRequest(texts=["where do glaciers flow"], input_type=pb2.INPUT_TYPE_QUERY))
+            )
             await until(lambda: batcher.queue_depth == 66, "the query queued behind it")
             backend.gate.set()
             await asyncio.gather(first, documents, query)
@@ -294,16 +301,25 @@ async def test_bulk_documents_still_progress_while_queries_keep_coming(serve, un
     try:
         async with serve(SETTINGS, Embedder(backend, SETTINGS)) as running:
             batcher = running.embedder.batcher
-            bulk = asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(
-                texts=[f"bulk document {i} about glaciers" for i in range(32)], input_type=pb2.INPUT_TYPE_DOCUMENT)))
+            bulk = asyncio.ensure_future(
+                running.stub.Embed(
+                    pb2.EmbedRequest(
+                        texts=[f"bulk document {i} about glaciers" for i in range(32)],
+                        input_type=pb2.INPUT_TYPE_DOCUMENT,
+                    )
+                )
+            )
             await until(lambda: batcher.queue_depth == 32, "the bulk request queued")
             queries = []
             for step in range(40):
                 if bulk.done():
                     break
                 depth = batcher.queue_depth  # the model is held, so only this query changes it
-                queries.append(asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(
-                    texts=[f"query {step}"], input_type=pb2.INPUT_TYPE_QUERY))))
+                queries.append(
+                    asyncio.ensure_future(
+                        running.stub.Embed(pb2.EmbedRequest(texts=[f"query {step}"], input_type=pb2.INPUT_TYPE_QUERY))
+                    )
+                )
                 await until(lambda depth=depth: batcher.queue_depth == depth + 1, "the query queued")
                 backend.allowed.release()
                 await until(lambda step=step: len(backend.calls) == step + 1, "the model ran one more call")
@@ -328,8 +344,9 @@ async def test_two_runners_run_two_micro_batches_at_once_and_reassemble_each_req
     texts = [f"text {i} " + "more " * (i % 5) for i in range(40)]
     try:
         async with serve(settings, Embedder(backend, settings)) as running:
-            reply = asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(texts=texts,
-                                                                             kinds=[pb2.VECTOR_KIND_DENSE])))
+            reply = asyncio.ensure_future(
+                running.stub.Embed(pb2.EmbedRequest(texts=texts, kinds=[pb2.VECTOR_KIND_DENSE]))
+            )
             await until(lambda: backend.inside == 2, "two micro-batches in the model at once")
             backend.gate.set()
             reply = await reply
@@ -340,16 +357,18 @@ async def test_two_runners_run_two_micro_batches_at_once_and_reassemble_each_req
     np.testing.assert_allclose(vectors(reply.embeddings), backend.embed_texts(texts), atol=1e-6)
 
 
-async def test_queries_that_would_fit_one_micro_batch_are_spread_over_both_runners(serve, until, vectors,
-                                                                                     gated_backend):
+async def test_queries_that_would_fit_one_micro_batch_are_spread_over_both_runners(
+    serve, until, vectors, gated_backend
+):
     """Twelve queries fit one micro-batch here, but one runner alone would leave the other core idle: they run as
     two micro-batches of six, at once (on 2 cores int8 costs no more CPU a query in sixes than in twelves)."""
     backend = gated_backend(runners=2, batch_size=64, max_batch_tokens=10_000)
     queries = [f"where do glaciers flow {i}" for i in range(12)]
     try:
         async with serve(SETTINGS, Embedder(backend, SETTINGS)) as running:
-            reply = asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(
-                texts=queries, input_type=pb2.INPUT_TYPE_QUERY)))
+            reply = asyncio.ensure_future(
+                running.stub.Embed(pb2.EmbedRequest(texts=queries, input_type=pb2.INPUT_TYPE_QUERY))
+            )
             await until(lambda: backend.inside == 2, "both runners in the model at once")
             backend.gate.set()
             reply = await reply
@@ -359,8 +378,7 @@ async def test_queries_that_would_fit_one_micro_batch_are_spread_over_both_runne
     np.testing.assert_allclose(vectors(reply.embeddings), backend.embed_texts(queries), atol=1e-6)
 
 
-async def test_a_runner_takes_its_share_of_the_queued_queries_and_leaves_the_rest_to_the_other(serve, until,
-                                                                                               vectors):
+async def test_a_runner_takes_its_share_of_the_queued_queries_and_leaves_the_rest_to_the_other(serve, until, vectors):
     """Queries queued while both runners and the feeder are busy with bulk: the first runner to finish takes
     half of them, not all, so the second runner's next call is the other half."""
     # Two runners; the budget (words are tokens) holds one eight-word text or twelve one-word ones.
@@ -370,14 +388,22 @@ async def test_a_runner_takes_its_share_of_the_queued_queries_and_leaves_the_res
     try:
         async with serve(settings, Embedder(backend, settings)) as running:
             batcher = running.embedder.batcher
-            bulk = asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(
-                texts=[f"bulk document {i} about glaciers and the ice" for i in range(5)],
-                input_type=pb2.INPUT_TYPE_DOCUMENT)))
+            bulk = asyncio.ensure_future(
+                running.stub.Embed(
+                    pb2.EmbedRequest(
+                        texts=[f"bulk document {i} about glaciers and the ice" for i in range(5)],
+                        input_type=pb2.INPUT_TYPE_DOCUMENT,
+                    )
+                )
+            )
             # Two bulk texts in the model, two padded in the slot, the fifth in the feeder's hands.
-            await until(lambda: backend.inside == 2 and batcher._ready.full() and not batcher._pending,
-                        "both runners, the slot and the feeder busy with bulk")
-            asked = asyncio.ensure_future(running.stub.Embed(pb2.EmbedRequest(
-                texts=queries, input_type=pb2.INPUT_TYPE_QUERY)))
+            await until(
+                lambda: backend.inside == 2 and batcher._ready.full() and not batcher._pending,
+                "both runners, the slot and the feeder busy with bulk",
+            )
+            asked = asyncio.ensure_future(
+                running.stub.Embed(pb2.EmbedRequest(texts=queries, input_type=pb2.INPUT_TYPE_QUERY))
+            )
             await until(lambda: batcher.queue_depth == 17, "the queries queued")
             backend.allowed.release(2)  # both runners finish their bulk text and take queries
             await until(lambda: len(backend.calls) == 2 and backend.inside == 2, "both runners took queries")
@@ -401,13 +427,18 @@ async def test_the_model_threads_and_the_feeder_carry_their_names_for_the_operat
     batcher = Batcher(backend, max_queue_texts=10, name="named")
 
     def os_names() -> list[str]:
-        threads = [t for t in threading.enumerate() if t.name.startswith("embedder-") and t.name.endswith(
-            ("-named", "-named-1"))]
+        threads = [
+            t
+            for t in threading.enumerate()
+            if t.name.startswith("embedder-") and t.name.endswith(("-named", "-named-1"))
+        ]
         return sorted(Path(f"/proc/self/task/{t.native_id}/comm").read_text().strip() for t in threads)
 
     try:
-        await until(lambda: os_names() == ["embedder-feeder", "embedder-runner", "embedder-runner"],
-                    "the feeder and both model threads named")
+        await until(
+            lambda: os_names() == ["embedder-feeder", "embedder-runner", "embedder-runner"],
+            "the feeder and both model threads named",
+        )
     finally:
         backend.gate.set()
         batcher.close()
@@ -435,8 +466,9 @@ async def test_closing_ends_every_runner_and_answers_every_request(until, gated_
     assert embedded and all(e.code == grpc.StatusCode.UNAVAILABLE for e in refused)
 
 
-async def test_metrics_tell_a_busy_model_from_an_idle_one_and_from_one_its_feeder_starves(serve, until, gated_backend,
-                                                                                         monkeypatch):
+async def test_metrics_tell_a_busy_model_from_an_idle_one_and_from_one_its_feeder_starves(
+    serve, until, gated_backend, monkeypatch
+):
     """What an SRE reads off a pod: how long the model ran, and how long it waited for a micro-batch that had
     been accepted (the CPU side behind the model) - never the idle time before a request comes. The feeder is
     slowed by holding its padding step, as a pod short of CPU would."""

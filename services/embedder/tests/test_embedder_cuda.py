@@ -61,9 +61,10 @@ async def _served_on_the_gpu(texts: list[str], query: str):
             stub = pb2_grpc.EmbedderServiceStub(channel)
             info = (await stub.GetModelInfo(pb2.GetModelInfoRequest())).models[0]
             dense = [pb2.VECTOR_KIND_DENSE]
-            requests = [pb2.EmbedRequest(texts=texts[i : i + 64], kinds=dense,
-                                         dense_format=pb2.DENSE_FORMAT_PACKED_FLOAT32)
-                        for i in range(0, len(texts), 64)]
+            requests = [
+                pb2.EmbedRequest(texts=texts[i : i + 64], kinds=dense, dense_format=pb2.DENSE_FORMAT_PACKED_FLOAT32)
+                for i in range(0, len(texts), 64)
+            ]
             replies = await asyncio.gather(*(stub.Embed(r, timeout=120) for r in requests))  # batched together
             served = np.array([row for reply in replies for row in dense_rows(reply)], dtype=np.float32)
             lone = await stub.Embed(pb2.EmbedRequest(texts=[query], kinds=dense, input_type=pb2.INPUT_TYPE_QUERY))
@@ -75,12 +76,25 @@ async def _served_on_the_gpu(texts: list[str], query: str):
             tokenizer.no_padding()
             tokenizer.enable_truncation(info.max_sequence_length)
             ids = [e.ids for e in tokenizer.encode_batch(texts[:64])]
-            with_ids = await stub.Embed(pb2.EmbedRequest(
-                texts=texts[:64], kinds=dense, dense_format=pb2.DENSE_FORMAT_PACKED_FLOAT32,
-                token_ids=pb2.TokenIds(tokenizer=tokenizer_fingerprint(tokenizer_json), ids=packed_ids(ids),
-                                       lengths=list(map(len, ids)))))
-        return info, cudnn_attention, served, np.array(dense_rows(lone)[0], dtype=np.float32), \
-            np.array(dense_rows(with_ids), dtype=np.float32)
+            with_ids = await stub.Embed(
+                pb2.EmbedRequest(
+                    texts=texts[:64],
+                    kinds=dense,
+                    dense_format=pb2.DENSE_FORMAT_PACKED_FLOAT32,
+                    token_ids=pb2.TokenIds(
+                        tokenizer=tokenizer_fingerprint(tokenizer_json),
+                        ids=packed_ids(ids),
+                        lengths=list(map(len, ids)),
+                    ),
+                )
+            )
+        return (
+            info,
+            cudnn_attention,
+            served,
+            np.array(dense_rows(lone)[0], dtype=np.float32),
+            np.array(dense_rows(with_ids), dtype=np.float32),
+        )
     finally:
         await service.stop(0)
         embedder.close()
@@ -117,8 +131,11 @@ def test_cuda_graphs_give_the_eager_models_vectors_and_capture_each_shape_once()
         graphed.close()
     # Every shape the batcher's micro-batches take was captured at start: serving captured nothing more.
     backend = graphed.backend
-    assert shapes == len(graphs) == len(graph_shapes(backend.batch_size, backend.max_batch_tokens,
-                                                     backend.max_sequence_length))
+    assert (
+        shapes
+        == len(graphs)
+        == len(graph_shapes(backend.batch_size, backend.max_batch_tokens, backend.max_sequence_length))
+    )
     assert graphs.capture_seconds > 0
     # The same model on the same fp16 inputs, replayed or launched op by op: the same vectors but for rounding.
     cosines = np.sum(first * plain, axis=1)

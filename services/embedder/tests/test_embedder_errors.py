@@ -40,7 +40,9 @@ async def test_a_blank_text_names_its_index(hashed, rpc_error):
 async def test_an_invalid_vector_kind_is_rejected(hashed, rpc_error, kinds):
     error = await rpc_error(hashed.stub.Embed(pb2.EmbedRequest(texts=["ok"], kinds=kinds)))
     assert (error.code, error.reason, error.domain) == (
-        grpc.StatusCode.INVALID_ARGUMENT, "VECTOR_KIND_INVALID", DOMAIN,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "VECTOR_KIND_INVALID",
+        DOMAIN,
     )
     assert [violation.field for violation in error.field_violations] == [f"kinds[{len(kinds) - 1}]"]
 
@@ -53,7 +55,9 @@ async def test_an_unknown_input_type_is_rejected(hashed, rpc_error):
 async def test_an_unknown_dense_format_is_rejected(hashed, rpc_error):
     error = await rpc_error(hashed.stub.Embed(pb2.EmbedRequest(texts=["ok"], dense_format=9)))
     assert (error.code, error.reason, error.domain) == (
-        grpc.StatusCode.INVALID_ARGUMENT, "DENSE_FORMAT_INVALID", DOMAIN,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "DENSE_FORMAT_INVALID",
+        DOMAIN,
     )
     assert [violation.field for violation in error.field_violations] == ["dense_format"]
 
@@ -102,8 +106,9 @@ def test_settings_come_from_prefixed_environment_variables(monkeypatch):
 
 
 def _tokens(ids: list[list[int]], *, tokenizer: str = "", lengths: list[int] | None = None) -> pb2.TokenIds:
-    return pb2.TokenIds(tokenizer=tokenizer, ids=packed_ids(ids),
-                        lengths=[len(i) for i in ids] if lengths is None else lengths)
+    return pb2.TokenIds(
+        tokenizer=tokenizer, ids=packed_ids(ids), lengths=[len(i) for i in ids] if lengths is None else lengths
+    )
 
 
 @pytest.mark.parametrize(
@@ -119,15 +124,19 @@ def _tokens(ids: list[list[int]], *, tokenizer: str = "", lengths: list[int] | N
 )
 async def test_token_ids_that_do_not_fit_the_texts_are_rejected(local, rpc_error, texts, ids, lengths, field):
     tokenizer = (await local.stub.GetModelInfo(pb2.GetModelInfoRequest())).tokenizer
-    error = await rpc_error(local.stub.Embed(pb2.EmbedRequest(
-        texts=texts, token_ids=_tokens(ids, tokenizer=tokenizer, lengths=lengths))))
+    error = await rpc_error(
+        local.stub.Embed(pb2.EmbedRequest(texts=texts, token_ids=_tokens(ids, tokenizer=tokenizer, lengths=lengths)))
+    )
     assert (error.code, error.reason, error.domain) == (grpc.StatusCode.INVALID_ARGUMENT, "TOKEN_IDS_INVALID", DOMAIN)
     assert [violation.field for violation in error.field_violations] == [field]
 
 
 async def test_token_ids_of_another_tokenizer_are_rejected(local, rpc_error):
-    error = await rpc_error(local.stub.Embed(pb2.EmbedRequest(
-        texts=["one"], token_ids=_tokens([[101, 2028, 102]], tokenizer="0123456789abcdef"))))
+    error = await rpc_error(
+        local.stub.Embed(
+            pb2.EmbedRequest(texts=["one"], token_ids=_tokens([[101, 2028, 102]], tokenizer="0123456789abcdef"))
+        )
+    )
     assert (error.code, error.reason, error.domain) == (grpc.StatusCode.INVALID_ARGUMENT, "TOKENIZER_MISMATCH", DOMAIN)
     assert error.metadata["tokenizer"] == "0123456789abcdef"
     assert error.metadata["model_tokenizer"] == (await local.stub.GetModelInfo(pb2.GetModelInfoRequest())).tokenizer

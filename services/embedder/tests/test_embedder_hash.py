@@ -27,7 +27,10 @@ async def test_hash_vectors_are_deterministic_unit_and_word_sensitive(hashed, ve
 async def test_get_model_info_names_the_hash_backend(hashed):
     info = await hashed.stub.GetModelInfo(pb2.GetModelInfoRequest())
     assert (info.backend, info.dimension, info.max_batch_size, info.sparse_model_id) == (
-        "hash", 384, 4, "qdrant/bm25",
+        "hash",
+        384,
+        4,
+        "qdrant/bm25",
     )
 
 
@@ -41,19 +44,22 @@ async def test_packed_dense_vectors_equal_the_float_lists(hashed):
     assert all(not embedding.dense for embedding in packed.embeddings)
     # Bit for bit the same numbers, whichever way they travel (and as numpy reads them).
     assert dense_rows(packed) == dense_rows(floats) == [list(embedding.dense) for embedding in floats.embeddings]
-    np.testing.assert_array_equal(np.frombuffer(packed.dense_matrix.data, "<f4").reshape(3, 384),
-                                  np.array(dense_rows(floats), dtype=np.float32))
+    np.testing.assert_array_equal(
+        np.frombuffer(packed.dense_matrix.data, "<f4").reshape(3, 384), np.array(dense_rows(floats), dtype=np.float32)
+    )
     # Everything else in the response is unchanged.
     for a, b in zip(floats.embeddings, packed.embeddings, strict=True):
         assert (a.token_count, a.truncated, a.sparse) == (b.token_count, b.truncated, b.sparse)
     # Sparse only: there is no dense matrix to send.
-    sparse_only = await hashed.stub.Embed(pb2.EmbedRequest(
-        texts=texts, kinds=[pb2.VECTOR_KIND_SPARSE], dense_format=pb2.DENSE_FORMAT_PACKED_FLOAT32))
+    sparse_only = await hashed.stub.Embed(
+        pb2.EmbedRequest(texts=texts, kinds=[pb2.VECTOR_KIND_SPARSE], dense_format=pb2.DENSE_FORMAT_PACKED_FLOAT32)
+    )
     assert not sparse_only.HasField("dense_matrix") and dense_rows(sparse_only) == [[], [], []]
 
 
 def test_a_malformed_dense_matrix_is_refused():
-    response = pb2.EmbedResponse(embeddings=[pb2.Embedding()], dense_matrix=pb2.DenseMatrix(
-        data=b"\0" * 12, rows=1, columns=4))
+    response = pb2.EmbedResponse(
+        embeddings=[pb2.Embedding()], dense_matrix=pb2.DenseMatrix(data=b"\0" * 12, rows=1, columns=4)
+    )
     with pytest.raises(ValueError, match="cannot hold 1 x 4"):
         dense_rows(response)

@@ -87,8 +87,9 @@ async def test_a_lone_query_is_tokenised_and_cut_as_in_a_batch(local, vectors, r
     # 511 characters, 258 tokens: a lone text this short is tokenised on the event loop, in a batch of its own.
     text = " ".join(["x"] * 256)
     alone = (await local.stub.Embed(pb2.EmbedRequest(texts=[text], input_type=QUERY, kinds=[DENSE]))).embeddings[0]
-    batched = (await local.stub.Embed(pb2.EmbedRequest(texts=[text, "a short text"], input_type=QUERY,
-                                                       kinds=[DENSE]))).embeddings[0]
+    batched = (
+        await local.stub.Embed(pb2.EmbedRequest(texts=[text, "a short text"], input_type=QUERY, kinds=[DENSE]))
+    ).embeddings[0]
     assert (alone.token_count, alone.truncated) == (batched.token_count, batched.truncated) == (258, True)
     np.testing.assert_allclose(vectors([alone]), reference.encode([text]), atol=1e-5)
 
@@ -96,7 +97,9 @@ async def test_a_lone_query_is_tokenised_and_cut_as_in_a_batch(local, vectors, r
 async def test_get_model_info_describes_the_local_model(local):
     info = await local.stub.GetModelInfo(pb2.GetModelInfoRequest())
     assert (info.model_id, info.dimension, info.max_sequence_length) == (
-        "sentence-transformers/all-MiniLM-L6-v2", 384, 256,
+        "sentence-transformers/all-MiniLM-L6-v2",
+        384,
+        256,
     )
     assert (info.backend, info.sparse_model_id, info.max_batch_size) == ("local", "qdrant/bm25", 512)
     assert (info.runtime, info.device, info.precision) == ("onnx", "cpu", "fp32")
@@ -137,8 +140,9 @@ def _token_ids(texts: list[str]) -> pb2.TokenIds:
     tokenizer.no_padding()
     tokenizer.no_truncation()
     ids = [tokenizer.encode(text).ids for text in texts]
-    return pb2.TokenIds(tokenizer=tokenizer_fingerprint(tokenizer_json), ids=packed_ids(ids),
-                        lengths=[len(i) for i in ids])
+    return pb2.TokenIds(
+        tokenizer=tokenizer_fingerprint(tokenizer_json), ids=packed_ids(ids), lengths=[len(i) for i in ids]
+    )
 
 
 async def test_the_model_names_its_tokenizer_for_callers_that_send_token_ids(local):
@@ -188,7 +192,8 @@ def _per_text_attention(q, k, v, starts, longest: int):
     assert longest >= max((end - start for start, end in texts), default=0)
     for start, end in texts:
         out[start:end] = torch.nn.functional.scaled_dot_product_attention(
-            *(t[start:end].transpose(0, 1) for t in (q, k, v))).transpose(0, 1)
+            *(t[start:end].transpose(0, 1) for t in (q, k, v))
+        ).transpose(0, 1)
     return out
 
 
@@ -208,9 +213,13 @@ def test_unpadded_micro_batches_give_the_padded_models_vectors():
     settings = EmbedderSettings(port=0, runtime="torch", device="cpu", precision="fp32")
     backend = create_backend(settings)
     unpadded = Unpadded(backend._model, settings.model_path, torch, "cpu", _per_text_attention)
-    texts = ["egg protein", "the mercury thermometer was invented by Daniel Gabriel Fahrenheit in 1714 in Amsterdam",
-             "a", "what is the capital of Australia? " * 40,  # cut to the model's window
-             "how many grams of protein are in an egg, and in its white alone? " * 15]
+    texts = [
+        "egg protein",
+        "the mercury thermometer was invented by Daniel Gabriel Fahrenheit in 1714 in Amsterdam",
+        "a",
+        "what is the capital of Australia? " * 40,  # cut to the model's window
+        "how many grams of protein are in an egg, and in its white alone? " * 15,
+    ]
     micro = _micro_batch(backend, texts)
     # More tokens in the one row than the model has positions (512): each token takes its position in its own text.
     assert micro.input_ids.shape == (5, backend.max_sequence_length) and micro.attention_mask.sum() > 512
@@ -240,8 +249,9 @@ async def test_the_service_unpadded_serves_the_padded_services_vectors(graphs):
     backend = unpadded.backend
     backend.unpadded = Unpadded(backend._model, settings.model_path, torch, "cpu", _per_text_attention)
     if graphs:
-        backend.unpadded.capture_graphs(backend.batch_size, backend.max_batch_tokens, backend.max_sequence_length,
-                                        capture=_eager_capture)
+        backend.unpadded.capture_graphs(
+            backend.batch_size, backend.max_batch_tokens, backend.max_sequence_length, capture=_eager_capture
+        )
         captured = len(backend.unpadded.graphs)
     words = "the mercury thermometer was invented by Daniel Gabriel Fahrenheit in Amsterdam in 1714".split()
     texts = [" ".join(words[: 1 + i % len(words)] * (1 + i // 7)) for i in range(60)]  # 1 to 104 words
@@ -270,23 +280,36 @@ def test_unpadded_cuda_graphs_give_each_micro_batch_its_own_vectors_in_a_row_pad
     unpadded = Unpadded(backend._model, settings.model_path, torch, "cpu", _per_text_attention)
     unpadded.capture_graphs(4, 512, backend.max_sequence_length, capture=_eager_capture)
     assert token_buckets(512) == [64, 128, 256, 512] and len(unpadded.graphs) == 4
-    protein = _micro_batch(backend, ["how many grams of protein are in an egg? " * 20,  # 202 + 112 tokens
-                                     "egg protein, in the white and in the yolk " * 10])
-    australia = _micro_batch(backend, ["what is the capital city of Australia, and why not Sydney? " * 16,  # 210 + 74
-                                       "canberra was chosen as a compromise " * 12])
+    protein = _micro_batch(
+        backend,
+        [
+            "how many grams of protein are in an egg? " * 20,  # 202 + 112 tokens
+            "egg protein, in the white and in the yolk " * 10,
+        ],
+    )
+    australia = _micro_batch(
+        backend,
+        [
+            "what is the capital city of Australia, and why not Sydney? " * 16,  # 210 + 74
+            "canberra was chosen as a compromise " * 12,
+        ],
+    )
     lone = _micro_batch(backend, ["a query"])
     five = _micro_batch(backend, ["one", "two words", "three more words", "and four of them", "five"])
     assert 256 < protein.attention_mask.sum() <= 512 and 256 < australia.attention_mask.sum() <= 512
     with torch.inference_mode():
-        first, second = unpadded(protein.input_ids, protein.attention_mask), \
-            unpadded(australia.input_ids, australia.attention_mask)
+        first, second = (
+            unpadded(protein.input_ids, protein.attention_mask),
+            unpadded(australia.input_ids, australia.attention_mask),
+        )
         alone, beyond = unpadded(lone.input_ids, lone.attention_mask), unpadded(five.input_ids, five.attention_mask)
         again = unpadded(protein.input_ids, protein.attention_mask)
     assert len(unpadded.graphs) == 4  # nothing captured while serving; five texts ran without a graph
     for vectors, micro in ((first, protein), (second, australia), (alone, lone), (beyond, five), (again, protein)):
         assert vectors.shape == (micro.size, 384)
-        np.testing.assert_allclose(vectors / np.linalg.norm(vectors, axis=1, keepdims=True), backend.embed(micro),
-                                   atol=1e-5)
+        np.testing.assert_allclose(
+            vectors / np.linalg.norm(vectors, axis=1, keepdims=True), backend.embed(micro), atol=1e-5
+        )
 
 
 def test_unpadded_refuses_a_model_that_does_not_pool_by_mean(tmp_path):
@@ -297,8 +320,9 @@ def test_unpadded_refuses_a_model_that_does_not_pool_by_mean(tmp_path):
     from ragmesh_embedder.backends import Unpadded
 
     (tmp_path / "1_Pooling").mkdir()
-    (tmp_path / "1_Pooling" / "config.json").write_text(json.dumps(
-        {"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False}))
+    (tmp_path / "1_Pooling" / "config.json").write_text(
+        json.dumps({"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False})
+    )
     with pytest.raises(ConfigError, match=r"RAGMESH_EMBEDDER_UNPADDED=false") as raised:
         Unpadded(None, str(tmp_path), torch, "cpu", _per_text_attention)
     assert "pooling_mode_cls_token" in str(raised.value)
@@ -310,8 +334,9 @@ def test_unpadded_in_fp32_on_a_gpu_stops_the_start_with_the_settings_to_change()
     from ragmesh_embedder.backends import Plan, TorchBackend
 
     settings = EmbedderSettings(port=0, runtime="torch", precision="fp32", unpadded=True)
-    plan = Plan(runtime="torch", device="cuda", precision="fp32", threads=1, runners=1, batch_size=1024,
-                max_batch_tokens=131072)
+    plan = Plan(
+        runtime="torch", device="cuda", precision="fp32", threads=1, runners=1, batch_size=1024, max_batch_tokens=131072
+    )
     with pytest.raises(ConfigError, match=r"RAGMESH_EMBEDDER_PRECISION=fp16 \(or auto\)"):
         TorchBackend(settings, plan)
 
@@ -334,7 +359,13 @@ def test_padding_a_micro_batch_to_its_gpu_shape_leaves_every_vector_as_it_was():
     from ragmesh_embedder.backends import MicroBatch, _padded, create_backend, gpu_shape
 
     assert [gpu_shape(rows, 7, 256) for rows in (1, 3, 64, 65, 400, 1024)] == [
-        (1, 16), (4, 16), (64, 16), (128, 16), (448, 16), (1024, 16)]
+        (1, 16),
+        (4, 16),
+        (64, 16),
+        (128, 16),
+        (448, 16),
+        (1024, 16),
+    ]
     assert [gpu_shape(5, width, 256)[1] for width in (16, 17, 250, 256)] == [16, 32, 256, 256]
     backend = create_backend(EmbedderSettings(port=0, runtime="torch", device="cpu", precision="fp32"))
     micro = _micro_batch(backend, ["short", "a somewhat longer sentence about the mercury thermometer", "x y z"])
@@ -367,10 +398,17 @@ def test_shape_graphs_give_each_micro_batch_its_own_vectors_however_shapes_recur
         ids, mask = _padded(micro.input_ids, micro.attention_mask, backend.pad_id, backend.max_sequence_length)
         return graphs(ids, mask)[: micro.size]
 
-    four = batch(["the mercury thermometer was invented by Daniel Gabriel Fahrenheit in 1714 in Amsterdam"] * 2
-                 + ["how many grams of protein are in an egg", "what is the capital city of Australia today"])
-    three = batch(["who invented the mercury thermometer and the temperature scale named after him, and when did "
-                   "he live", "egg protein", "capital of Australia"])
+    four = batch(
+        ["the mercury thermometer was invented by Daniel Gabriel Fahrenheit in 1714 in Amsterdam"] * 2
+        + ["how many grams of protein are in an egg", "what is the capital city of Australia today"]
+    )
+    three = batch(
+        [
+            "who invented the mercury thermometer and the temperature scale named after him, and when did he live",
+            "egg protein",
+            "capital of Australia",
+        ]
+    )
     lone = batch(["a query"])
     limit = backend.max_sequence_length
     # Different micro-batches of one shape: (4, 32), from 4 x 20 and 3 x 22 tokens.
@@ -389,8 +427,11 @@ def test_shape_graphs_give_each_micro_batch_its_own_vectors_however_shapes_recur
     assert graphs.capture_seconds > 0
     graphs.capture_all([(4, 32), (2, 16)])  # what the backend does at start on CUDA: only the new one is captured
     assert len(graphs) == 3
-    np.testing.assert_allclose(through_graphs(batch(["egg protein", "capital of Australia"])),
-                               backend.embed(batch(["egg protein", "capital of Australia"])), atol=1e-5)
+    np.testing.assert_allclose(
+        through_graphs(batch(["egg protein", "capital of Australia"])),
+        backend.embed(batch(["egg protein", "capital of Australia"])),
+        atol=1e-5,
+    )
     assert len(graphs) == 3
 
 
@@ -401,8 +442,12 @@ def test_graph_shapes_are_every_shape_a_micro_batch_within_the_budget_pads_to():
 
     for batch_size, budget, limit in ((1024, 131072, 256), (300, 4096, 128)):
         shapes = graph_shapes(batch_size, budget, limit)
-        reachable = {gpu_shape(n, width, limit) for n in range(1, batch_size + 1) for width in range(1, limit + 1)
-                     if n == 1 or n * width <= budget}
+        reachable = {
+            gpu_shape(n, width, limit)
+            for n in range(1, batch_size + 1)
+            for width in range(1, limit + 1)
+            if n == 1 or n * width <= budget
+        }
         assert set(shapes) == reachable and len(shapes) == len(reachable)
     assert len(graph_shapes(1024, 131072, 256)) == 320
 

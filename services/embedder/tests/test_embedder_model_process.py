@@ -35,8 +35,10 @@ FP32 = {"port": 0, "precision": "fp32", "runners": 2, "RAGMESH_EMBEDDER_THREADS"
 @pytest.fixture(scope="module")
 def passages() -> list[str]:
     if not CORPUS.exists():
-        return [f"passage {i}: the mercury thermometer was invented by Daniel Fahrenheit in 1714. " * (i % 5 + 1)
-                for i in range(48)]
+        return [
+            f"passage {i}: the mercury thermometer was invented by Daniel Fahrenheit in 1714. " * (i % 5 + 1)
+            for i in range(48)
+        ]
     with CORPUS.open(encoding="utf-8") as lines:
         return [json.loads(line)["text"] for line, _ in zip(lines, range(48), strict=False)]
 
@@ -80,14 +82,18 @@ async def test_model_processes_give_the_vectors_the_model_threads_give(passages,
             fields = _stat(pid)
             assert fields is not None and int(fields[1]) == os.getpid()  # the embedder's own children
             assert _comm(pid) == PROCESS_NAME
-            assert (os.getpriority(os.PRIO_PROCESS, pid), os.sched_getscheduler(pid)) == \
-                (min(19, own + 5), os.SCHED_BATCH)
+            assert (os.getpriority(os.PRIO_PROCESS, pid), os.sched_getscheduler(pid)) == (
+                min(19, own + 5),
+                os.SCHED_BATCH,
+            )
         runners = [t.native_id for t in threading.enumerate() if t.name.startswith("embedder-runner-processes")]
-        assert [(os.getpriority(os.PRIO_PROCESS, t), os.sched_getscheduler(t)) for t in runners] == \
-            [(own, os.SCHED_OTHER)] * 2
+        assert [(os.getpriority(os.PRIO_PROCESS, t), os.sched_getscheduler(t)) for t in runners] == [
+            (own, os.SCHED_OTHER)
+        ] * 2
         groups = [passages[i::6] for i in range(6)]
-        replies = await asyncio.gather(*(running.stub.Embed(pb2.EmbedRequest(
-            texts=group, kinds=[pb2.VECTOR_KIND_DENSE])) for group in groups))
+        replies = await asyncio.gather(
+            *(running.stub.Embed(pb2.EmbedRequest(texts=group, kinds=[pb2.VECTOR_KIND_DENSE])) for group in groups)
+        )
         assert batcher.texts_processed >= len(passages)
         assert batcher.model_seconds > 0  # the processes' model time is counted where the metrics read it
     for group, reply, index in zip(groups, replies, range(6), strict=True):
@@ -97,8 +103,9 @@ async def test_model_processes_give_the_vectors_the_model_threads_give(passages,
         assert _stat(pid) is None
 
 
-async def test_a_model_process_killed_mid_request_is_replaced_and_the_request_still_succeeds(passages, in_threads,
-                                                                                             until, caplog):
+async def test_a_model_process_killed_mid_request_is_replaced_and_the_request_still_succeeds(
+    passages, in_threads, until, caplog
+):
     """kill -9 of a model process (the OOM killer, an operator) while a request has micro-batches in it: a new
     process takes over what the dead one held, and the caller gets every vector right; the metrics count it."""
     registry = setup_telemetry("embedder").registry
@@ -107,8 +114,7 @@ async def test_a_model_process_killed_mid_request_is_replaced_and_the_request_st
         return registry.get_sample_value(name, {"model": "default"}) or 0.0
 
     restarts = sample("ragmesh_embedder_model_process_restarts_total")
-    embedder = build_embedder(EmbedderSettings(**{**FP32, "runners": 1}, model_processes="on",
-                                               max_batch_tokens=512))
+    embedder = build_embedder(EmbedderSettings(**{**FP32, "runners": 1}, model_processes="on", max_batch_tokens=512))
     try:
         assert sample("ragmesh_embedder_model_processes") == 1
         batcher = embedder.batcher
@@ -144,8 +150,13 @@ def test_model_processes_leave_with_an_embedder_killed_outright(local):
         print(*embedder.batcher.process_ids, flush=True)
         time.sleep(600)
     """)
-    proc = subprocess.Popen([sys.executable, "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    proc = subprocess.Popen(
+        [sys.executable, "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     try:
         proc.stdin.write(script)
         proc.stdin.close()
@@ -198,8 +209,11 @@ def test_a_failed_model_call_is_told_to_its_callers_and_the_process_goes_on(loca
 def test_where_the_model_runs_in_processes(settings, processes, ignored, caplog, local):
     """Off by default; "on" applies to ONNX Runtime on the CPU (elsewhere it is said to be ignored and the model
     runs in the embedder's threads)."""
-    embedder = build_embedder(EmbedderSettings(port=0, precision="fp32" if "backend" not in settings else "auto",
-                                               RAGMESH_EMBEDDER_THREADS=1, **settings))
+    embedder = build_embedder(
+        EmbedderSettings(
+            port=0, precision="fp32" if "backend" not in settings else "auto", RAGMESH_EMBEDDER_THREADS=1, **settings
+        )
+    )
     try:
         assert len(embedder.batcher.process_ids) == processes
     finally:

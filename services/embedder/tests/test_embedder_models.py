@@ -25,8 +25,13 @@ TEXTS = ["red apple pie", "quantum field theory"]
 
 def two_models(**overrides) -> EmbedderSettings:
     """The default hash model (384 dimensions) and an extra one called "small" (64)."""
-    return load(EmbedderSettings, port=0, backend="hash", extra_models=json.dumps(
-        [{"name": "small", "hash_dimension": 64}]), **overrides)
+    return load(
+        EmbedderSettings,
+        port=0,
+        backend="hash",
+        extra_models=json.dumps([{"name": "small", "hash_dimension": 64}]),
+        **overrides,
+    )
 
 
 @pytest_asyncio.fixture(scope="module")
@@ -47,8 +52,9 @@ async def test_each_model_embeds_with_its_own_dimension_and_the_default_is_uncha
     np.testing.assert_allclose(vectors(small.embeddings), HashBackend(64).embed_texts(TEXTS), atol=1e-6)
     # BM25 does not depend on the dense model.
     assert [e.sparse for e in small.embeddings] == [e.sparse for e in unnamed.embeddings]
-    packed = await both.stub.Embed(pb2.EmbedRequest(
-        texts=TEXTS, model="small", dense_format=pb2.DENSE_FORMAT_PACKED_FLOAT32))
+    packed = await both.stub.Embed(
+        pb2.EmbedRequest(texts=TEXTS, model="small", dense_format=pb2.DENSE_FORMAT_PACKED_FLOAT32)
+    )
     assert (packed.dense_matrix.rows, packed.dense_matrix.columns) == (2, 64)
 
 
@@ -59,7 +65,10 @@ async def test_each_request_of_a_stream_names_its_own_model(both):
 
     replies = {reply.request_id: reply async for reply in both.stub.EmbedStream(requests())}
     assert {i: (r.model, len(r.embeddings[0].dense)) for i, r in replies.items()} == {
-        "0": ("small", 64), "1": ("default", 384), "2": ("default", 384), "3": ("small", 64),
+        "0": ("small", 64),
+        "1": ("default", 384),
+        "2": ("default", 384),
+        "3": ("small", 64),
     }
 
 
@@ -71,7 +80,11 @@ async def test_get_model_info_lists_every_model_and_describes_the_one_asked_for(
     ]
     # The top-level fields keep describing the default model, as callers that know no names expect.
     assert (info.model, info.model_id, info.dimension, info.sparse_model_id) == (
-        "default", "ragmesh/hash-384", 384, "qdrant/bm25")
+        "default",
+        "ragmesh/hash-384",
+        384,
+        "qdrant/bm25",
+    )
     small = await both.stub.GetModelInfo(pb2.GetModelInfoRequest(model="small"))
     assert (small.model, small.model_id, small.dimension, small.backend) == ("small", "ragmesh/hash-64", 64, "hash")
     assert small.models == info.models
@@ -84,6 +97,7 @@ async def test_an_unknown_model_is_not_found_and_the_error_names_the_served_ones
     elif call == "GetModelInfo":
         pending = both.stub.GetModelInfo(pb2.GetModelInfoRequest(model="bge-large"))
     else:
+
         async def requests():
             yield pb2.EmbedStreamRequest(request_id="x", texts=TEXTS, model="bge-large")
 
@@ -110,16 +124,35 @@ async def test_the_default_model_can_be_renamed(serve, rpc_error):
 def test_extra_models_come_from_the_environment_and_inherit_what_they_do_not_set(monkeypatch):
     monkeypatch.setenv("RAGMESH_EMBEDDER_BACKEND", "hash")
     monkeypatch.setenv("RAGMESH_EMBEDDER_BATCH_SIZE", "8")
-    monkeypatch.setenv("RAGMESH_EMBEDDER_EXTRA_MODELS", json.dumps([
-        {"name": "small", "hash_dimension": 64, "max_queue_texts": 1024},
-        {"name": "api", "backend": "openai", "openai_model": "text-embedding-3-large", "openai_api_key": "sk-x"},
-    ]))
+    monkeypatch.setenv(
+        "RAGMESH_EMBEDDER_EXTRA_MODELS",
+        json.dumps(
+            [
+                {"name": "small", "hash_dimension": 64, "max_queue_texts": 1024},
+                {
+                    "name": "api",
+                    "backend": "openai",
+                    "openai_model": "text-embedding-3-large",
+                    "openai_api_key": "sk-x",
+                },
+            ]
+        ),
+    )
     settings = load(EmbedderSettings)
     small, api = (settings.for_model(spec) for spec in settings.extra_models)
     assert (small.model_name, small.backend, small.hash_dimension, small.batch_size, small.max_queue_texts) == (
-        "small", "hash", 64, 8, 1024)
+        "small",
+        "hash",
+        64,
+        8,
+        1024,
+    )
     assert (api.backend, api.openai_model, api.openai_api_key.get_secret_value(), api.batch_size) == (
-        "openai", "text-embedding-3-large", "sk-x", 8)
+        "openai",
+        "text-embedding-3-large",
+        "sk-x",
+        8,
+    )
     assert settings.max_queue_texts == 8192 and settings.hash_dimension == 384
     assert "sk-x" not in repr(settings)
 
@@ -136,10 +169,14 @@ def test_extra_models_come_from_the_environment_and_inherit_what_they_do_not_set
         ('[{"name": "new", "hash_dimension": 2}]', r"EXTRA_MODELS\[0\].hash_dimension: Input should be greater"),
         ('{"name": "new"}', "RAGMESH_EMBEDDER_EXTRA_MODELS: Input should be a valid list"),
         ('[{"name": "new",', "RAGMESH_EMBEDDER_EXTRA_MODELS: not valid JSON"),
-        ('[{"name": "new", "precision": "int8", "runtime": "torch"}]',
-         "EXTRA_MODELS entry 'new': precision=int8 needs runtime=onnx"),
-        ('[{"name": "new", "max_queue_texts": 10}]',
-         r"EXTRA_MODELS entry 'new': max_queue_texts \(10\) must be at least max_texts_per_request"),
+        (
+            '[{"name": "new", "precision": "int8", "runtime": "torch"}]',
+            "EXTRA_MODELS entry 'new': precision=int8 needs runtime=onnx",
+        ),
+        (
+            '[{"name": "new", "max_queue_texts": 10}]',
+            r"EXTRA_MODELS entry 'new': max_queue_texts \(10\) must be at least max_texts_per_request",
+        ),
     ],
 )
 def test_bad_extra_models_stop_the_start_with_a_message_naming_the_entry(monkeypatch, extra_models, message):
@@ -157,8 +194,11 @@ def test_a_settings_error_never_shows_a_secret():
 
 
 def test_a_model_that_cannot_load_stops_the_start_naming_it(tmp_path):
-    settings = load(EmbedderSettings, backend="hash", extra_models=json.dumps(
-        [{"name": "broken", "backend": "local", "model_path": str(tmp_path / "missing")}]))
+    settings = load(
+        EmbedderSettings,
+        backend="hash",
+        extra_models=json.dumps([{"name": "broken", "backend": "local", "model_path": str(tmp_path / "missing")}]),
+    )
     with pytest.raises(ConfigError, match="EXTRA_MODELS entry 'broken' could not be loaded"):
         build_embedder(settings)
 
@@ -173,8 +213,9 @@ async def test_bulk_work_on_one_model_neither_blocks_nor_fills_the_queue_of_anot
         error = await rpc_error(running.stub.Embed(pb2.EmbedRequest(texts=["one more"])))
         assert (error.reason, error.metadata["model"]) == ("QUEUE_FULL", "default")
         # ...while the other model answers a query at once, its batcher untouched by the busy one.
-        query = await running.stub.Embed(pb2.EmbedRequest(
-            texts=["where do glaciers flow"], input_type=pb2.INPUT_TYPE_QUERY, model="small"))
+        query = await running.stub.Embed(
+            pb2.EmbedRequest(texts=["where do glaciers flow"], input_type=pb2.INPUT_TYPE_QUERY, model="small")
+        )
         assert query.dimension == 64 and len(query.embeddings[0].dense) == 64
         assert not bulk.done() and gated.calls == [] and default.queue_depth == 4
         gated.gate.set()
@@ -221,5 +262,6 @@ async def test_the_model_span_names_the_model(both):
         both.embedder._tracer = tracer
     spans = [s for s in exporter.get_finished_spans() if s.name == "embedder.model"]
     assert [(s.attributes[Attr.MODEL_NAME], s.attributes[Attr.MODEL]) for s in spans] == [
-        ("small", "ragmesh/hash-64"), ("default", "ragmesh/hash-384"),
+        ("small", "ragmesh/hash-64"),
+        ("default", "ragmesh/hash-384"),
     ]

@@ -28,8 +28,11 @@ CORPUS = Path(__file__).resolve().parents[4] / "shared" / "datasets" / "msmarco-
 def passages() -> list[str]:
     """Real msmarco passages of mixed lengths (the first 64), or a few real-world texts without shared/."""
     if not CORPUS.exists():
-        return ["The mercury thermometer was invented by Daniel Gabriel Fahrenheit in 1714.",
-                "How long does it take to boil an egg? About nine minutes for a hard yolk.", "x y z"]
+        return [
+            "The mercury thermometer was invented by Daniel Gabriel Fahrenheit in 1714.",
+            "How long does it take to boil an egg? About nine minutes for a hard yolk.",
+            "x y z",
+        ]
     with CORPUS.open(encoding="utf-8") as lines:
         return [json.loads(line)["text"] for line, _ in zip(lines, range(64), strict=False)]
 
@@ -110,7 +113,12 @@ def test_device_auto_picks_what_the_machine_has():
     # With a CUDA provider in onnxruntime: onnx on cuda in fp16, GPU-sized micro-batches.
     plan = resolve_plan(auto, ort_cuda=lambda: True, torch_cuda=lambda: False)
     assert (plan.runtime, plan.device, plan.precision, plan.batch_size, plan.max_batch_tokens) == (
-        "onnx", "cuda", "fp16", 1024, 131072)
+        "onnx",
+        "cuda",
+        "fp16",
+        1024,
+        131072,
+    )
     # Only torch sees the GPU: torch runs the model there.
     plan = resolve_plan(auto, ort_cuda=lambda: False, torch_cuda=lambda: True)
     assert (plan.runtime, plan.device, plan.precision) == ("torch", "cuda", "fp16")
@@ -190,10 +198,12 @@ async def test_two_runners_give_the_vectors_one_runner_gives(passages, local, ru
     once; every text gets the vector it gets from one. (In fp32: int8's dynamic quantization scales activations
     per call, so there a text's vector moves a little with the texts it shares a micro-batch with, however many
     runners.)"""
-    one = build_embedder(EmbedderSettings(port=0, runtime=runtime, precision="fp32", runners=1,
-                                          RAGMESH_EMBEDDER_THREADS=1))
-    two = build_embedder(EmbedderSettings(port=0, runtime=runtime, precision="fp32", runners=2,
-                                          RAGMESH_EMBEDDER_THREADS=1))
+    one = build_embedder(
+        EmbedderSettings(port=0, runtime=runtime, precision="fp32", runners=1, RAGMESH_EMBEDDER_THREADS=1)
+    )
+    two = build_embedder(
+        EmbedderSettings(port=0, runtime=runtime, precision="fp32", runners=2, RAGMESH_EMBEDDER_THREADS=1)
+    )
     try:
         assert (one.batcher.runners, two.batcher.runners) == (1, 2)
         groups = [passages[i::8] for i in range(8)]
@@ -224,12 +234,17 @@ async def test_model_threads_on_the_cpu_give_way_to_the_rest_of_the_process(unti
     test_embedder_model_process.py.)"""
     name = f"nice-{settings['backend']}-{lowered}"
     own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())  # before the embedder exists
-    embedder = await asyncio.to_thread(build_embedder, EmbedderSettings(
-        port=0, model_name=name, precision="fp32", runners=2, RAGMESH_EMBEDDER_THREADS=1, **settings))
+    embedder = await asyncio.to_thread(
+        build_embedder,
+        EmbedderSettings(port=0, model_name=name, precision="fp32", runners=2, RAGMESH_EMBEDDER_THREADS=1, **settings),
+    )
 
     def scheduling_of(kind: str) -> list[tuple[int, int]]:
-        return sorted((os.getpriority(os.PRIO_PROCESS, t.native_id), os.sched_getscheduler(t.native_id))
-                      for t in threading.enumerate() if t.name.startswith(f"embedder-{kind}-{name}"))
+        return sorted(
+            (os.getpriority(os.PRIO_PROCESS, t.native_id), os.sched_getscheduler(t.native_id))
+            for t in threading.enumerate()
+            if t.name.startswith(f"embedder-{kind}-{name}")
+        )
 
     model_threads = (min(19, own + lowered), os.SCHED_BATCH if lowered else os.SCHED_OTHER)
     try:

@@ -49,8 +49,15 @@ class _Handler(BaseHTTPRequestHandler):
             {"object": "embedding", "index": i, "embedding": FakeEmbeddingsAPI.vector(text, dimensions)}
             for i, text in enumerate(inputs)
         ]
-        self._reply(200, {"object": "list", "data": data[::-1], "model": body["model"],
-                          "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+        self._reply(
+            200,
+            {
+                "object": "list",
+                "data": data[::-1],
+                "model": body["model"],
+                "usage": {"prompt_tokens": 1, "total_tokens": 1},
+            },
+        )
 
     def _reply(self, status: int, payload: dict) -> None:
         raw = json.dumps(payload).encode()
@@ -77,8 +84,12 @@ def api() -> Iterator[FakeEmbeddingsAPI]:
 def settings_for(api: FakeEmbeddingsAPI, **extra) -> EmbedderSettings:
     values = {"openai_max_retries": 1, **extra}
     return EmbedderSettings(
-        port=0, backend="openai", openai_base_url=api.base_url, openai_api_key="sk-test",
-        openai_model="fake-embed-1", **values,
+        port=0,
+        backend="openai",
+        openai_base_url=api.base_url,
+        openai_api_key="sk-test",
+        openai_model="fake-embed-1",
+        **values,
     )
 
 
@@ -88,14 +99,19 @@ async def test_openai_backend_embeds_through_the_api(api, serve, vectors):
         reply = await running.stub.Embed(pb2.EmbedRequest(texts=texts))
         info = await running.stub.GetModelInfo(pb2.GetModelInfoRequest())
     expected = np.array([FakeEmbeddingsAPI.vector(text, 6) for text in texts])
-    np.testing.assert_allclose(vectors(reply.embeddings), expected / np.linalg.norm(expected, axis=1)[:, None],
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        vectors(reply.embeddings), expected / np.linalg.norm(expected, axis=1)[:, None], rtol=1e-6
+    )
     assert (reply.model_id, reply.dimension) == ("fake-embed-1", 6)
     assert len(reply.embeddings[0].sparse.indices) == 1  # BM25 is computed locally whatever the backend
     assert (info.backend, info.model_id, info.dimension) == ("openai", "fake-embed-1", 6)
     call = api.seen[-1]
     assert (call["path"], call["auth"], call["model"], call["dimensions"], call["input"]) == (
-        "/v1/embeddings", "Bearer sk-test", "fake-embed-1", 6, texts,
+        "/v1/embeddings",
+        "Bearer sk-test",
+        "fake-embed-1",
+        6,
+        texts,
     )
 
 
@@ -112,7 +128,9 @@ async def test_a_failing_api_answers_embedding_backend_failed(api, serve, rpc_er
         seen_before = len(api.seen)
         error = await rpc_error(running.stub.Embed(pb2.EmbedRequest(texts=["hello"])))
         assert (error.code, error.reason, error.domain) == (
-            grpc.StatusCode.UNAVAILABLE, "EMBEDDING_BACKEND_FAILED", "embedder.ragmesh",
+            grpc.StatusCode.UNAVAILABLE,
+            "EMBEDDING_BACKEND_FAILED",
+            "embedder.ragmesh",
         )
         assert error.metadata["status"] == "503"
         assert len(api.seen) - seen_before == 2  # the openai client retried once, as configured

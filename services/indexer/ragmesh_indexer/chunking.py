@@ -28,16 +28,49 @@ CHUNKER_VERSION = 2
 _HEADERS = [("#", "h1"), ("##", "h2"), ("###", "h3")]
 # Source files are split along their language's syntax instead of Markdown headings.
 _CODE_LANGUAGES = {
-    ".py": Language.PYTHON, ".js": Language.JS, ".mjs": Language.JS, ".jsx": Language.JS, ".ts": Language.TS,
-    ".tsx": Language.TS, ".go": Language.GO, ".java": Language.JAVA, ".kt": Language.KOTLIN,
-    ".rs": Language.RUST, ".rb": Language.RUBY, ".c": Language.C, ".h": Language.C, ".cc": Language.CPP,
-    ".cpp": Language.CPP, ".hpp": Language.CPP, ".cs": Language.CSHARP, ".php": Language.PHP,
-    ".scala": Language.SCALA, ".swift": Language.SWIFT, ".proto": Language.PROTO, ".lua": Language.LUA,
-    ".pl": Language.PERL, ".hs": Language.HASKELL, ".ex": Language.ELIXIR, ".ps1": Language.POWERSHELL,
-    ".sol": Language.SOL, ".tex": Language.LATEX, ".rst": Language.RST, ".pyi": Language.PYTHON,
-    ".cjs": Language.JS, ".mts": Language.TS, ".cts": Language.TS, ".kts": Language.KOTLIN, ".cxx": Language.CPP,
-    ".hh": Language.CPP, ".hxx": Language.CPP, ".exs": Language.ELIXIR, ".psm1": Language.POWERSHELL,
-    ".cbl": Language.COBOL, ".cob": Language.COBOL, ".vb": Language.VISUALBASIC6, ".bas": Language.VISUALBASIC6,
+    ".py": Language.PYTHON,
+    ".js": Language.JS,
+    ".mjs": Language.JS,
+    ".jsx": Language.JS,
+    ".ts": Language.TS,
+    ".tsx": Language.TS,
+    ".go": Language.GO,
+    ".java": Language.JAVA,
+    ".kt": Language.KOTLIN,
+    ".rs": Language.RUST,
+    ".rb": Language.RUBY,
+    ".c": Language.C,
+    ".h": Language.C,
+    ".cc": Language.CPP,
+    ".cpp": Language.CPP,
+    ".hpp": Language.CPP,
+    ".cs": Language.CSHARP,
+    ".php": Language.PHP,
+    ".scala": Language.SCALA,
+    ".swift": Language.SWIFT,
+    ".proto": Language.PROTO,
+    ".lua": Language.LUA,
+    ".pl": Language.PERL,
+    ".hs": Language.HASKELL,
+    ".ex": Language.ELIXIR,
+    ".ps1": Language.POWERSHELL,
+    ".sol": Language.SOL,
+    ".tex": Language.LATEX,
+    ".rst": Language.RST,
+    ".pyi": Language.PYTHON,
+    ".cjs": Language.JS,
+    ".mts": Language.TS,
+    ".cts": Language.TS,
+    ".kts": Language.KOTLIN,
+    ".cxx": Language.CPP,
+    ".hh": Language.CPP,
+    ".hxx": Language.CPP,
+    ".exs": Language.ELIXIR,
+    ".psm1": Language.POWERSHELL,
+    ".cbl": Language.COBOL,
+    ".cob": Language.COBOL,
+    ".vb": Language.VISUALBASIC6,
+    ".bas": Language.VISUALBASIC6,
     ".r": Language.R,
 }
 # How a language is named in chunk payloads and filters ("language": "python"); others use the enum value.
@@ -127,7 +160,10 @@ class Chunker:
         size, overlap = self.limits(max_sequence_length)
         language = code_language(filename)
         return {
-            "version": CHUNKER_VERSION, "tokens": size, "overlap": overlap, "tokenizer": self.tokenizer,
+            "version": CHUNKER_VERSION,
+            "tokens": size,
+            "overlap": overlap,
+            "tokenizer": self.tokenizer,
             "splitter": language.value if language else "markdown",
         }
 
@@ -184,8 +220,9 @@ class Chunker:
             previous_end = max(previous_end, start + len(piece))
         return chunks
 
-    def _with_overlap(self, text: str, pieces: list[tuple[int, str]], overlap: int,
-                      budget: int) -> list[tuple[int, str]]:
+    def _with_overlap(
+        self, text: str, pieces: list[tuple[int, str]], overlap: int, budget: int
+    ) -> list[tuple[int, str]]:
         """Extend each piece back over up to `overlap` tokens of the previous one, from a word start, as far as
         the budget allows. Offsets stay exact: a chunk is always the document's text from its start."""
         out = pieces[:1]
@@ -196,7 +233,7 @@ class Chunker:
                 begin = prev_start + offsets[k][0]
                 if begin > prev_start and not text[begin - 1].isspace():
                     continue  # inside a word
-                candidate = text[begin:start + len(piece)]
+                candidate = text[begin : start + len(piece)]
                 if self._content_tokens(candidate) <= budget:
                     chosen = (begin, candidate)
                     break

@@ -16,10 +16,28 @@ from ragmesh_store import path_prefixes
 from .chunking import Chunk, code_language, language_name
 
 # Formats the converter turns into better Markdown than their raw text (tables, notebooks, e-mail, markup).
-CONVERTED_EXTENSIONS = frozenset({
-    ".html", ".htm", ".xhtml", ".csv", ".tsv", ".xml", ".rss", ".atom", ".ipynb", ".eml", ".msg", ".pdf",
-    ".docx", ".pptx", ".xlsx", ".xls", ".epub", ".zip",
-})
+CONVERTED_EXTENSIONS = frozenset(
+    {
+        ".html",
+        ".htm",
+        ".xhtml",
+        ".csv",
+        ".tsv",
+        ".xml",
+        ".rss",
+        ".atom",
+        ".ipynb",
+        ".eml",
+        ".msg",
+        ".pdf",
+        ".docx",
+        ".pptx",
+        ".xlsx",
+        ".xls",
+        ".epub",
+        ".zip",
+    }
+)
 _MARKDOWN_EXTENSIONS = frozenset({".md", ".markdown", ".mdx"})
 
 

@@ -47,8 +47,12 @@ DOMAIN = "indexer.ragmesh"
 FINAL_STATES = ("done", "failed", "cancelled", "rejected")
 RETENTION_SWEEP_SECONDS = 60.0
 # A re-index's finish that fails with one of these is tried again (the service will be back); others fail the job.
-_RETRIED = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED,
-            grpc.StatusCode.CANCELLED)
+_RETRIED = (
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+    grpc.StatusCode.CANCELLED,
+)
 MAX_SKIPPED_KEPT = 1000
 MAX_URLS = 10_000
 ROOTS_SETTING = "RAGMESH_INDEXER_ROOTS"
@@ -86,8 +90,11 @@ def _item(document: DocumentIn, label: str, size: int) -> dict[str, Any]:
     if document.metadata:
         item["metadata"] = dict(document.metadata)
     if document.file is not None:
-        item["file"] = {"filename": document.file.filename, "mime_type": document.file.mime_type,
-                        "path": document.file.path}
+        item["file"] = {
+            "filename": document.file.filename,
+            "mime_type": document.file.mime_type,
+            "path": document.file.path,
+        }
         if document.file.data:
             item["file"]["data"] = base64.b64encode(document.file.data).decode()
     return item
@@ -100,8 +107,13 @@ def _folder_file(root: Path, rel: str, max_bytes: int) -> bytes:
         raise not_found("FILE_NOT_FOUND", f"{rel} is gone from the folder", path=rel)
     data = path.read_bytes()
     if len(data) > max_bytes:
-        raise invalid_argument("PAYLOAD_TOO_LARGE", f"{rel} is {len(data)} bytes; the limit is {max_bytes}",
-                               field="document", size_bytes=len(data), limit_bytes=max_bytes)
+        raise invalid_argument(
+            "PAYLOAD_TOO_LARGE",
+            f"{rel} is {len(data)} bytes; the limit is {max_bytes}",
+            field="document",
+            size_bytes=len(data),
+            limit_bytes=max_bytes,
+        )
     return data
 
 
@@ -116,9 +128,15 @@ def _document(item: dict[str, Any], collection: str, root: Path | None, max_byte
             data = b""
         file = FileIn(data, raw.get("filename", ""), raw.get("mime_type", ""), raw.get("path", ""))
     return DocumentIn(
-        collection=collection, doc_id=item.get("doc_id", ""), title=item.get("title", ""),
-        metadata=item.get("metadata", {}), text=item.get("text"), file=file, url=item.get("url"),
-        datasource=item.get("datasource", ""), fresh_until=item.get("fresh_until", ""),
+        collection=collection,
+        doc_id=item.get("doc_id", ""),
+        title=item.get("title", ""),
+        metadata=item.get("metadata", {}),
+        text=item.get("text"),
+        file=file,
+        url=item.get("url"),
+        datasource=item.get("datasource", ""),
+        fresh_until=item.get("fresh_until", ""),
     )
 
 
@@ -127,8 +145,13 @@ def _error_object(exc: BaseException) -> dict[str, Any]:
         log.error("job document failed unexpectedly", exc_info=exc)
         exc = RagmeshError(grpc.StatusCode.INTERNAL, "INTERNAL_ERROR", f"internal error: {type(exc).__name__}")
     exc.with_domain(DOMAIN)
-    return {"code": exc.code.name, "reason": exc.reason, "domain": exc.domain, "message": exc.message,
-            "metadata": dict(exc.metadata)}
+    return {
+        "code": exc.code.name,
+        "reason": exc.reason,
+        "domain": exc.domain,
+        "message": exc.message,
+        "metadata": dict(exc.metadata),
+    }
 
 
 # The longest freshness a datasource may ask for (a date past it would not be a date).
@@ -139,8 +162,12 @@ def datasource_id(collection: str, kind: str, spec: str) -> str:
     return "ds-" + hashlib.sha256(f"{collection}\0{kind}\0{spec}".encode()).hexdigest()[:16]
 
 
-def unpack_archive(data: bytes, *, max_unpacked_bytes: int, max_file_bytes: int,
-                   ) -> tuple[list[tuple[str, bytes]], list[SkippedFile]]:
+def unpack_archive(
+    data: bytes,
+    *,
+    max_unpacked_bytes: int,
+    max_file_bytes: int,
+) -> tuple[list[tuple[str, bytes]], list[SkippedFile]]:
     """A ZIP archive's members to ingest (path, bytes) and those skipped. The converter's guards apply:
     encrypted members are refused (DOCUMENT_ENCRYPTED), and an archive whose declared sizes add up past
     `max_unpacked_bytes` is refused before anything is unpacked (PAYLOAD_TOO_LARGE); zipfile never returns more
@@ -152,13 +179,18 @@ def unpack_archive(data: bytes, *, max_unpacked_bytes: int, max_file_bytes: int,
     with archive:
         members = [m for m in archive.infolist() if not m.is_dir()]
         if any(m.flag_bits & 0x1 for m in members):
-            raise RagmeshError(grpc.StatusCode.INVALID_ARGUMENT, "DOCUMENT_ENCRYPTED",
-                               "the archive has encrypted members", DOMAIN)
+            raise RagmeshError(
+                grpc.StatusCode.INVALID_ARGUMENT, "DOCUMENT_ENCRYPTED", "the archive has encrypted members", DOMAIN
+            )
         unpacked = sum(m.file_size for m in members)
         if unpacked > max_unpacked_bytes:
-            raise invalid_argument("PAYLOAD_TOO_LARGE", f"the archive unpacks to {unpacked} bytes; the limit is "
-                                   f"{max_unpacked_bytes}", field="archive", size_bytes=unpacked,
-                                   limit_bytes=max_unpacked_bytes)
+            raise invalid_argument(
+                "PAYLOAD_TOO_LARGE",
+                f"the archive unpacks to {unpacked} bytes; the limit is {max_unpacked_bytes}",
+                field="archive",
+                size_bytes=unpacked,
+                limit_bytes=max_unpacked_bytes,
+            )
         files, skipped = [], []
         for member in sorted(members, key=lambda m: m.filename):
             name = PurePosixPath(member.filename.replace("\\", "/"))
@@ -181,8 +213,18 @@ def unpack_archive(data: bytes, *, max_unpacked_bytes: int, max_file_bytes: int,
 class Jobs:
     """Creating, reading and cancelling jobs; datasources; the workers. One per indexer process."""
 
-    def __init__(self, indexer: Indexer, store: JobStore, *, roots: tuple[Path, ...], batch_size: int,
-                 workers: int, max_archive_bytes: int, claim_idle_seconds: float, reindexer: Reindexer) -> None:
+    def __init__(
+        self,
+        indexer: Indexer,
+        store: JobStore,
+        *,
+        roots: tuple[Path, ...],
+        batch_size: int,
+        workers: int,
+        max_archive_bytes: int,
+        claim_idle_seconds: float,
+        reindexer: Reindexer,
+    ) -> None:
         self.indexer = indexer
         self.reindexer = reindexer
         self.store = store
@@ -195,20 +237,35 @@ class Jobs:
         self._stopping = asyncio.Event()
 
     # --- creating -----------------------------------------------------------------------------------------
-    async def create(self, collection: str, source: JobSource, *, prune: bool = False,
-                     fresh_for_seconds: int = 0) -> dict[str, Any]:
+    async def create(
+        self, collection: str, source: JobSource, *, prune: bool = False, fresh_for_seconds: int = 0
+    ) -> dict[str, Any]:
         """Plan the job (walk the folder, unpack the archive), save it and queue its batches."""
         collection = validation.collection_name(collection)
         if not 0 <= fresh_for_seconds <= MAX_FRESH_FOR_SECONDS:
-            raise invalid_argument("FRESH_FOR_INVALID", f"fresh_for_seconds must be between 0 and "
-                                   f"{MAX_FRESH_FOR_SECONDS} (100 years)", field="fresh_for_seconds",
-                                   limit=MAX_FRESH_FOR_SECONDS)
+            raise invalid_argument(
+                "FRESH_FOR_INVALID",
+                f"fresh_for_seconds must be between 0 and {MAX_FRESH_FOR_SECONDS} (100 years)",
+                field="fresh_for_seconds",
+                limit=MAX_FRESH_FOR_SECONDS,
+            )
         job_id = uuid.uuid4().hex
         created = now()
-        fresh_until = ((datetime.now(UTC) + timedelta(seconds=fresh_for_seconds)).isoformat(timespec="seconds")
-                       if fresh_for_seconds else "")
-        job: dict[str, Any] = {"job_id": job_id, "collection": collection, "created_at": created, "prune": prune,
-                               "datasource_id": "", "folder": "", "skipped_files": [], "state": "queued"}
+        fresh_until = (
+            (datetime.now(UTC) + timedelta(seconds=fresh_for_seconds)).isoformat(timespec="seconds")
+            if fresh_for_seconds
+            else ""
+        )
+        job: dict[str, Any] = {
+            "job_id": job_id,
+            "collection": collection,
+            "created_at": created,
+            "prune": prune,
+            "datasource_id": "",
+            "folder": "",
+            "skipped_files": [],
+            "state": "queued",
+        }
         items: list[dict[str, Any]] = []
         datasource: dict[str, Any] | None = None
         if source.folder:
@@ -216,56 +273,101 @@ class Jobs:
             ds = datasource_id(collection, "folder", str(root))
             walked = await asyncio.to_thread(walk, root, max_bytes=self.indexer.max_document_bytes)
             for f in walked.files:
-                document = DocumentIn(collection=collection, file=FileIn(b"", PurePosixPath(f.rel).name, "", f.rel),
-                                      datasource=ds, fresh_until=fresh_until)
+                document = DocumentIn(
+                    collection=collection,
+                    file=FileIn(b"", PurePosixPath(f.rel).name, "", f.rel),
+                    datasource=ds,
+                    fresh_until=fresh_until,
+                )
                 items.append(_item(document, f.rel, f.size))
-            job.update(kind="folder", source=str(root), folder=str(root), datasource_id=ds,
-                       skipped_files=[[s.rel, s.reason] for s in walked.skipped])
-            datasource = {"datasource_id": ds, "collection": collection, "kind": "folder", "folder": str(root),
-                          "urls": [], "prune": prune, "fresh_for_seconds": fresh_for_seconds}
+            job.update(
+                kind="folder",
+                source=str(root),
+                folder=str(root),
+                datasource_id=ds,
+                skipped_files=[[s.rel, s.reason] for s in walked.skipped],
+            )
+            datasource = {
+                "datasource_id": ds,
+                "collection": collection,
+                "kind": "folder",
+                "folder": str(root),
+                "urls": [],
+                "prune": prune,
+                "fresh_for_seconds": fresh_for_seconds,
+            }
         elif source.urls:
             urls = list(dict.fromkeys(u.strip() for u in source.urls if u.strip()))
             if len(urls) > MAX_URLS:
                 raise invalid_argument("TOO_MANY_URLS", f"at most {MAX_URLS} URLs per job", field="urls")
             ds = datasource_id(collection, "urls", "\n".join(sorted(urls)))
-            items = [_item(DocumentIn(collection=collection, url=u, datasource=ds, fresh_until=fresh_until), u, 0)
-                     for u in urls]
+            items = [
+                _item(DocumentIn(collection=collection, url=u, datasource=ds, fresh_until=fresh_until), u, 0)
+                for u in urls
+            ]
             job.update(kind="urls", source=f"{len(urls)} URLs", datasource_id=ds)
-            datasource = {"datasource_id": ds, "collection": collection, "kind": "urls", "folder": "", "urls": urls,
-                          "prune": prune, "fresh_for_seconds": fresh_for_seconds}
+            datasource = {
+                "datasource_id": ds,
+                "collection": collection,
+                "kind": "urls",
+                "folder": "",
+                "urls": urls,
+                "prune": prune,
+                "fresh_for_seconds": fresh_for_seconds,
+            }
         elif source.archive is not None:
             files, skipped = await asyncio.to_thread(
-                unpack_archive, source.archive, max_unpacked_bytes=self.max_archive_bytes,
-                max_file_bytes=self.indexer.max_document_bytes)
+                unpack_archive,
+                source.archive,
+                max_unpacked_bytes=self.max_archive_bytes,
+                max_file_bytes=self.indexer.max_document_bytes,
+            )
             for rel, data in files:
-                document = DocumentIn(collection=collection, file=FileIn(data, PurePosixPath(rel).name, "", rel),
-                                      fresh_until=fresh_until)
+                document = DocumentIn(
+                    collection=collection, file=FileIn(data, PurePosixPath(rel).name, "", rel), fresh_until=fresh_until
+                )
                 items.append(_item(document, rel, len(data)))
-            job.update(kind="archive", source=source.archive_name or "archive",
-                       skipped_files=[[s.rel, s.reason] for s in skipped])
+            job.update(
+                kind="archive",
+                source=source.archive_name or "archive",
+                skipped_files=[[s.rel, s.reason] for s in skipped],
+            )
         elif source.documents:
             for i, d in enumerate(source.documents):
                 label = d.doc_id or (d.file.path or d.file.filename if d.file else "") or d.url or f"documents[{i}]"
                 size = len(d.text.encode()) if d.text is not None else len(d.file.data) if d.file else 0
-                items.append(_item(dataclasses.replace(d, collection=collection,
-                                                       fresh_until=d.fresh_until or fresh_until), label, size))
+                items.append(
+                    _item(
+                        dataclasses.replace(d, collection=collection, fresh_until=d.fresh_until or fresh_until),
+                        label,
+                        size,
+                    )
+                )
             job.update(kind="documents", source=f"{len(items)} documents")
         else:
-            raise invalid_argument("JOB_SOURCE_MISSING", "give urls, documents, an archive or a folder",
-                                   field="source")
+            raise invalid_argument("JOB_SOURCE_MISSING", "give urls, documents, an archive or a folder", field="source")
         job["total"] = len(items)
         # What this run saw, so a pruning job knows which of its datasource's documents are gone.
         job["doc_ids"] = [_item_doc_id(i) for i in items] if prune and job["datasource_id"] else []
         job["skipped_files"] = job["skipped_files"][:MAX_SKIPPED_KEPT]
         job["skipped"] = len(job["skipped_files"])
-        batches = [json.dumps({"job_id": job_id, "start": i, "items": items[i:i + self.batch_size]}).encode()
-                   for i in range(0, len(items), self.batch_size)]
+        batches = [
+            json.dumps({"job_id": job_id, "start": i, "items": items[i : i + self.batch_size]}).encode()
+            for i in range(0, len(items), self.batch_size)
+        ]
         await self.store.create(job, batches)
         if datasource is not None:
             datasource.update(last_job_id=job_id, last_synced_at=created, fresh_until=fresh_until)
             await self.store.save_datasource(datasource)
-        log.info("job %s: %s %s -> %s, %d documents, %d skipped", job_id, job["kind"], job["source"], collection,
-                 len(items), job["skipped"])
+        log.info(
+            "job %s: %s %s -> %s, %d documents, %d skipped",
+            job_id,
+            job["kind"],
+            job["source"],
+            collection,
+            len(items),
+            job["skipped"],
+        )
         if not items:
             await self._finish(job_id)
         return await self.get(job_id)
@@ -276,14 +378,26 @@ class Jobs:
         job_id = uuid.uuid4().hex
         info, doc_ids = await self.reindexer.plan(collection, options, job_id)
         job: dict[str, Any] = {
-            "job_id": job_id, "collection": collection, "created_at": now(), "prune": False, "datasource_id": "",
-            "folder": "", "skipped_files": [], "skipped": 0, "doc_ids": [], "state": "queued", "kind": "reindex",
-            "source": f"version {info['from_version']} -> {info['to_version']}", "total": len(doc_ids),
+            "job_id": job_id,
+            "collection": collection,
+            "created_at": now(),
+            "prune": False,
+            "datasource_id": "",
+            "folder": "",
+            "skipped_files": [],
+            "skipped": 0,
+            "doc_ids": [],
+            "state": "queued",
+            "kind": "reindex",
+            "source": f"version {info['from_version']} -> {info['to_version']}",
+            "total": len(doc_ids),
             "reindex": info,
         }
         items = [{"label": d, "doc_id": d, "size": 0} for d in doc_ids]
-        batches = [json.dumps({"job_id": job_id, "start": i, "items": items[i:i + self.batch_size]}).encode()
-                   for i in range(0, len(items), self.batch_size)]
+        batches = [
+            json.dumps({"job_id": job_id, "start": i, "items": items[i : i + self.batch_size]}).encode()
+            for i in range(0, len(items), self.batch_size)
+        ]
         await self.store.create(job, batches)
         if not items:
             await self._finish(job_id)
@@ -332,8 +446,14 @@ class Jobs:
                 continue
             source = JobSource(folder=ds["folder"]) if ds["kind"] == "folder" else JobSource(urls=ds["urls"])
             try:
-                jobs.append(await self.create(ds["collection"], source, prune=ds.get("prune", False),
-                                              fresh_for_seconds=ds.get("fresh_for_seconds", 0)))
+                jobs.append(
+                    await self.create(
+                        ds["collection"],
+                        source,
+                        prune=ds.get("prune", False),
+                        fresh_for_seconds=ds.get("fresh_for_seconds", 0),
+                    )
+                )
             except RagmeshError as exc:
                 log.warning("datasource %s not synced: %s %s", ds["datasource_id"], exc.reason, exc.message)
         return jobs
@@ -417,12 +537,16 @@ class Jobs:
         failures: dict[int, BaseException] = {}
         for i, item in enumerate(items):
             try:
-                documents.append(await asyncio.to_thread(
-                    _document, item, job["collection"], root, self.indexer.max_document_bytes))
+                documents.append(
+                    await asyncio.to_thread(_document, item, job["collection"], root, self.indexer.max_document_bytes)
+                )
             except (RagmeshError, OSError) as exc:
                 documents.append(None)
-                failures[i] = exc if isinstance(exc, RagmeshError) else not_found(
-                    "FILE_UNREADABLE", f"{item['label']}: {exc}", path=item["label"])
+                failures[i] = (
+                    exc
+                    if isinstance(exc, RagmeshError)
+                    else not_found("FILE_UNREADABLE", f"{item['label']}: {exc}", path=item["label"])
+                )
         ready = [d for d in documents if d is not None]
         outcomes = iter(await self.indexer.ingest_batch(ready) if ready else [])
         results = []
@@ -433,25 +557,36 @@ class Jobs:
             if isinstance(outcome, IngestOutcome):
                 results.append(ItemResult(index, outcome.status, size))
             else:
-                results.append(ItemResult(index, "failed", size,
-                                          {"document": item["label"], "error": _error_object(outcome)}))
+                results.append(
+                    ItemResult(index, "failed", size, {"document": item["label"], "error": _error_object(outcome)})
+                )
         return results
 
     async def _copy(self, job: dict[str, Any], batch: dict[str, Any]) -> list[ItemResult]:
         items = batch["items"]
-        with self.indexer.tracer.start_as_current_span("indexer.reindex.copy", attributes={
-                Attr.COLLECTION: job["collection"], "ragmesh.job_id": job["job_id"],
-                "ragmesh.version": job["reindex"]["to_version"], "ragmesh.documents": len(items)}):
-            outcomes = await self.reindexer.copy(job["collection"], job["reindex"]["to_version"],
-                                                 [i["doc_id"] for i in items])
+        with self.indexer.tracer.start_as_current_span(
+            "indexer.reindex.copy",
+            attributes={
+                Attr.COLLECTION: job["collection"],
+                "ragmesh.job_id": job["job_id"],
+                "ragmesh.version": job["reindex"]["to_version"],
+                "ragmesh.documents": len(items),
+            },
+        ):
+            outcomes = await self.reindexer.copy(
+                job["collection"], job["reindex"]["to_version"], [i["doc_id"] for i in items]
+            )
         counted = self.indexer.metrics.reindexed
         for outcome in outcomes:
             counted.labels("failed" if isinstance(outcome, BaseException) else outcome).inc()
         results = []
         for i, (item, outcome) in enumerate(zip(items, outcomes, strict=True)):
             if isinstance(outcome, BaseException):
-                results.append(ItemResult(batch["start"] + i, "failed", 0,
-                                          {"document": item["label"], "error": _error_object(outcome)}))
+                results.append(
+                    ItemResult(
+                        batch["start"] + i, "failed", 0, {"document": item["label"], "error": _error_object(outcome)}
+                    )
+                )
             else:
                 results.append(ItemResult(batch["start"] + i, outcome, 0))
         return results
@@ -469,8 +604,9 @@ class Jobs:
             return
         if job.get("kind") == "reindex":
             try:
-                with self.indexer.tracer.start_as_current_span("indexer.reindex.finish", attributes={
-                        Attr.COLLECTION: job["collection"], "ragmesh.job_id": job_id}) as span:
+                with self.indexer.tracer.start_as_current_span(
+                    "indexer.reindex.finish", attributes={Attr.COLLECTION: job["collection"], "ragmesh.job_id": job_id}
+                ) as span:
                     state, info = await self.reindexer.finish(job)
                     span.set_attribute("ragmesh.decision", info["decision"])
             except RagmeshError as exc:
@@ -488,8 +624,9 @@ class Jobs:
         if job.get("prune") and job.get("datasource_id"):
             seen = set(job["doc_ids"])
             try:
-                rows = await store_call(self.indexer.store.list_documents, job["collection"],
-                                        {"datasource": job["datasource_id"]}, [])
+                rows = await store_call(
+                    self.indexer.store.list_documents, job["collection"], {"datasource": job["datasource_id"]}, []
+                )
             except RagmeshError as exc:
                 rows = [] if exc.reason == "COLLECTION_NOT_FOUND" else None
                 if rows is None:

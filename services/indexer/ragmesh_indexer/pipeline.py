@@ -106,8 +106,10 @@ class BatchPipeline:
             async with self._changed:
                 await self._changed.wait_for(lambda: self._pending_texts < self.limits.lookahead_texts)
                 self._preparing += 1
-            span = tracer.start_span("indexer.ingest_document", attributes={
-                Attr.COLLECTION: document.collection or None, Attr.DOC_ID: document.doc_id or None})
+            span = tracer.start_span(
+                "indexer.ingest_document",
+                attributes={Attr.COLLECTION: document.collection or None, Attr.DOC_ID: document.doc_id or None},
+            )
             doc = _Doc(index, document, span)
             self._unfinished.add(doc)
             self._spawn(self._prepare(doc))
@@ -160,8 +162,11 @@ class BatchPipeline:
                     continue
                 texts = sum(len(d.prepared.texts) for d in self._ready)
                 quiet = time.monotonic() - self._ready_at
-                if texts >= self.limits.batch_texts or no_more or (
-                        self._in_flight == 0 and quiet >= self.limits.fill_wait):
+                if (
+                    texts >= self.limits.batch_texts
+                    or no_more
+                    or (self._in_flight == 0 and quiet >= self.limits.fill_wait)
+                ):
                     break
                 timeout = self.limits.fill_wait - quiet if self._in_flight == 0 else None
                 with contextlib.suppress(TimeoutError):
@@ -214,7 +219,7 @@ class BatchPipeline:
         start = 0
         for doc in batch:
             prepared = doc.prepared
-            points = self.indexer.points(prepared, embeddings[start:start + len(prepared.texts)])
+            points = self.indexer.points(prepared, embeddings[start : start + len(prepared.texts)])
             start += len(prepared.texts)
             by_target.setdefault(prepared.target.physical, []).append((doc, points))
         for documents in by_target.values():
@@ -238,8 +243,11 @@ class BatchPipeline:
                 with trace.use_span(doc.span, end_on_exit=False):
                     # Read again now, under the document's lock: a re-index that began (or a switch that happened)
                     # since the document started is seen, and its copy of this document is never older.
-                    others = [t for t in await self.indexer.targets(doc.document.collection)
-                              if t.physical != doc.target.physical]
+                    others = [
+                        t
+                        for t in await self.indexer.targets(doc.document.collection)
+                        if t.physical != doc.target.physical
+                    ]
                     await self.indexer.mirror(doc.document, others)
             except Exception as exc:  # noqa: BLE001 - the document fails (a retry writes what is missing)
                 result = exc
@@ -253,8 +261,14 @@ class BatchPipeline:
             metrics.documents.labels("failed").inc()
             outcome: IngestOutcome | RagmeshError = error
         else:
-            doc.span.set_attributes({Attr.DOC_ID: result.doc_id, Attr.COLLECTION: result.collection,
-                                     Attr.CHUNK_COUNT: result.chunks, Attr.STATUS: result.status})
+            doc.span.set_attributes(
+                {
+                    Attr.DOC_ID: result.doc_id,
+                    Attr.COLLECTION: result.collection,
+                    Attr.CHUNK_COUNT: result.chunks,
+                    Attr.STATUS: result.status,
+                }
+            )
             metrics.documents.labels(result.status).inc()
             if result.status == "indexed":
                 metrics.chunks.inc(result.chunks)

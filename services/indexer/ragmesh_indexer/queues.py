@@ -127,7 +127,8 @@ class SqliteJobStore:
             os.close(self._lock_fd)
             raise JobStoreBusyError(
                 f"the job queue at {folder} is owned by another process; run one indexer per data directory, "
-                "or set RAGMESH_REDIS_URL to share jobs between indexers") from None
+                "or set RAGMESH_REDIS_URL to share jobs between indexers"
+            ) from None
         self._db = sqlite3.connect(folder / "jobs.sqlite3", check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
@@ -156,10 +157,11 @@ class SqliteJobStore:
 
     async def create(self, job: dict[str, Any], batches: Sequence[bytes]) -> None:
         def write(db: sqlite3.Connection) -> None:
-            db.execute("INSERT INTO jobs (job_id, created, record, state) VALUES (?, ?, ?, ?)",
-                       (job["job_id"], time.time(), json.dumps(job), job.get("state", "queued")))
-            db.executemany("INSERT INTO queue (job_id, payload) VALUES (?, ?)",
-                           [(job["job_id"], b) for b in batches])
+            db.execute(
+                "INSERT INTO jobs (job_id, created, record, state) VALUES (?, ?, ?, ?)",
+                (job["job_id"], time.time(), json.dumps(job), job.get("state", "queued")),
+            )
+            db.executemany("INSERT INTO queue (job_id, payload) VALUES (?, ?)", [(job["job_id"], b) for b in batches])
 
         await self._run(write)
         self._wake.set()
@@ -167,9 +169,19 @@ class SqliteJobStore:
     @staticmethod
     def _row(row: sqlite3.Row | tuple) -> dict[str, Any]:
         record, state, started, finished, deleted, error, indexed, unchanged, failed, size, outcome = row
-        return {**json.loads(record), "state": state, "started_at": started, "finished_at": finished,
-                "deleted": deleted, "error": error, "indexed": indexed, "unchanged": unchanged, "failed": failed,
-                "bytes": size, **(json.loads(outcome) if outcome else {})}
+        return {
+            **json.loads(record),
+            "state": state,
+            "started_at": started,
+            "finished_at": finished,
+            "deleted": deleted,
+            "error": error,
+            "indexed": indexed,
+            "unchanged": unchanged,
+            "failed": failed,
+            "bytes": size,
+            **(json.loads(outcome) if outcome else {}),
+        }
 
     _COLUMNS = "record, state, started_at, finished_at, deleted, error, indexed, unchanged, failed, bytes, outcome"
 
@@ -180,8 +192,10 @@ class SqliteJobStore:
                 return None
             job = self._row(row)
             if details:
-                errors = db.execute("SELECT error FROM items WHERE job_id = ? AND error IS NOT NULL ORDER BY idx "
-                                    "LIMIT ?", (job_id, MAX_ERRORS_KEPT)).fetchall()
+                errors = db.execute(
+                    "SELECT error FROM items WHERE job_id = ? AND error IS NOT NULL ORDER BY idx LIMIT ?",
+                    (job_id, MAX_ERRORS_KEPT),
+                ).fetchall()
                 job["errors"] = [json.loads(e) for (e,) in errors]
             return job
 
@@ -196,23 +210,33 @@ class SqliteJobStore:
 
     async def update(self, job_id: str, **fields: Any) -> None:
         assignments = ", ".join(f"{name} = ?" for name in fields if name in FIELDS)
-        await self._run(lambda db: db.execute(f"UPDATE jobs SET {assignments} WHERE job_id = ?",
-                                              (*[v for k, v in fields.items() if k in FIELDS], job_id)))
+        await self._run(
+            lambda db: db.execute(
+                f"UPDATE jobs SET {assignments} WHERE job_id = ?",
+                (*[v for k, v in fields.items() if k in FIELDS], job_id),
+            )
+        )
 
     async def start(self, job_id: str, started_at: str) -> None:
-        await self._run(lambda db: db.execute(
-            "UPDATE jobs SET state = 'running', started_at = ? WHERE job_id = ? AND state = 'queued'",
-            (started_at, job_id)))
+        await self._run(
+            lambda db: db.execute(
+                "UPDATE jobs SET state = 'running', started_at = ? WHERE job_id = ? AND state = 'queued'",
+                (started_at, job_id),
+            )
+        )
 
     async def record(self, job_id: str, results: Sequence[ItemResult]) -> dict[str, int]:
         def write(db: sqlite3.Connection) -> dict[str, int]:
             for r in results:
                 inserted = db.execute(
                     "INSERT OR IGNORE INTO items (job_id, idx, status, error) VALUES (?, ?, ?, ?)",
-                    (job_id, r.index, r.status, json.dumps(r.error) if r.error else None)).rowcount
+                    (job_id, r.index, r.status, json.dumps(r.error) if r.error else None),
+                ).rowcount
                 if inserted:
-                    db.execute(f"UPDATE jobs SET {r.status} = {r.status} + 1, bytes = bytes + ? WHERE job_id = ?",
-                               (r.size, job_id))
+                    db.execute(
+                        f"UPDATE jobs SET {r.status} = {r.status} + 1, bytes = bytes + ? WHERE job_id = ?",
+                        (r.size, job_id),
+                    )
             row = db.execute("SELECT indexed, unchanged, failed FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
             return dict(zip(COUNTERS, row or (0, 0, 0), strict=True))
 
@@ -222,8 +246,9 @@ class SqliteJobStore:
 
     async def claim(self, consumer: str, block_seconds: float) -> Message | None:
         def take(db: sqlite3.Connection) -> Message | None:
-            row = db.execute("SELECT id, job_id, payload FROM queue WHERE claimed_by IS NULL ORDER BY id LIMIT 1"
-                             ).fetchone()
+            row = db.execute(
+                "SELECT id, job_id, payload FROM queue WHERE claimed_by IS NULL ORDER BY id LIMIT 1"
+            ).fetchone()
             if row is None:
                 return None
             db.execute("UPDATE queue SET claimed_by = ? WHERE id = ?", (consumer, row[0]))
@@ -243,13 +268,15 @@ class SqliteJobStore:
         await self._run(lambda db: db.execute("DELETE FROM queue WHERE id = ?", (int(message.id),)))
 
     async def save_datasource(self, datasource: dict[str, Any]) -> None:
-        await self._run(lambda db: db.execute(
-            "INSERT OR REPLACE INTO datasources (datasource_id, data) VALUES (?, ?)",
-            (datasource["datasource_id"], json.dumps(datasource))))
+        await self._run(
+            lambda db: db.execute(
+                "INSERT OR REPLACE INTO datasources (datasource_id, data) VALUES (?, ?)",
+                (datasource["datasource_id"], json.dumps(datasource)),
+            )
+        )
 
     async def list_datasources(self) -> list[dict[str, Any]]:
-        rows = await self._run(lambda db: db.execute(
-            "SELECT data FROM datasources ORDER BY datasource_id").fetchall())
+        rows = await self._run(lambda db: db.execute("SELECT data FROM datasources ORDER BY datasource_id").fetchall())
         return [json.loads(data) for (data,) in rows]
 
     async def close(self) -> None:
@@ -318,10 +345,21 @@ class RedisJobStore:
         await self._ensure_group()
         job_id = job["job_id"]
         async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.hset(self._key(job_id), mapping={
-                "record": json.dumps(job), "state": job.get("state", "queued"), "started_at": "",
-                "finished_at": "", "deleted": 0, "error": "", "indexed": 0, "unchanged": 0, "failed": 0, "bytes": 0,
-            })
+            pipe.hset(
+                self._key(job_id),
+                mapping={
+                    "record": json.dumps(job),
+                    "state": job.get("state", "queued"),
+                    "started_at": "",
+                    "finished_at": "",
+                    "deleted": 0,
+                    "error": "",
+                    "indexed": 0,
+                    "unchanged": 0,
+                    "failed": 0,
+                    "bytes": 0,
+                },
+            )
             pipe.zadd(f"{self._prefix}jobs", {job_id: time.time()})
             for batch in batches:
                 pipe.xadd(self._stream, {"job_id": job_id, "payload": batch})
@@ -369,19 +407,22 @@ class RedisJobStore:
         args: list[Any] = []
         for r in results:
             args += [r.index, r.status, r.size, json.dumps(r.error) if r.error else ""]
-        counts = await self._record(keys=[self._key(job_id), self._key(job_id, ":items"),
-                                          self._key(job_id, ":errors")], args=args)
+        counts = await self._record(
+            keys=[self._key(job_id), self._key(job_id, ":items"), self._key(job_id, ":errors")], args=args
+        )
         return {name: int(value or 0) for name, value in zip(COUNTERS, counts, strict=True)}
 
     async def claim(self, consumer: str, block_seconds: float) -> Message | None:
         await self._ensure_group()
         # First, batches a dead consumer left pending past the idle time.
-        _, claimed, *_ = await self._redis.xautoclaim(self._stream, _GROUP, consumer, self._idle_ms,
-                                                      start_id="0-0", count=1)
+        _, claimed, *_ = await self._redis.xautoclaim(
+            self._stream, _GROUP, consumer, self._idle_ms, start_id="0-0", count=1
+        )
         entries = [e for e in claimed if e and e[1]]
         if not entries:
-            response = await self._redis.xreadgroup(_GROUP, consumer, {self._stream: ">"}, count=1,
-                                                    block=max(1, int(block_seconds * 1000)))
+            response = await self._redis.xreadgroup(
+                _GROUP, consumer, {self._stream: ">"}, count=1, block=max(1, int(block_seconds * 1000))
+            )
             entries = [e for _, stream_entries in response or [] for e in stream_entries]
         if not entries:
             return None

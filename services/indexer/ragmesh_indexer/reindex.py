@@ -69,8 +69,15 @@ def _iso(moment: datetime) -> str:
 class Reindexer:
     """Plans, copies, gates and switches re-indexes; rollbacks; drops versions whose retention passed."""
 
-    def __init__(self, indexer: Indexer, *, search_addr: str, tolerance: float, retention_seconds: int,
-                 search_timeout: float = 600.0) -> None:
+    def __init__(
+        self,
+        indexer: Indexer,
+        *,
+        search_addr: str,
+        tolerance: float,
+        retention_seconds: int,
+        search_timeout: float = 600.0,
+    ) -> None:
         """`search_addr`: the search service, which scores versions on golden sets for the gate."""
         self.indexer = indexer
         self.store = indexer.store
@@ -95,49 +102,72 @@ class Reindexer:
         if not 0 <= tolerance <= 1:
             raise invalid_argument("TOLERANCE_OUT_OF_RANGE", "tolerance must be between 0 and 1", field="tolerance")
         if not 0 <= retention <= MAX_RETENTION_SECONDS:
-            raise invalid_argument("RETENTION_OUT_OF_RANGE", f"retention_seconds must be between 0 and "
-                                   f"{MAX_RETENTION_SECONDS} (a year)", field="retention_seconds")
+            raise invalid_argument(
+                "RETENTION_OUT_OF_RANGE",
+                f"retention_seconds must be between 0 and {MAX_RETENTION_SECONDS} (a year)",
+                field="retention_seconds",
+            )
         if not await store_call(self.store.collection_exists, collection):
-            raise not_found("COLLECTION_NOT_FOUND", f"collection {collection!r} does not exist",
-                            collection=collection)
+            raise not_found("COLLECTION_NOT_FOUND", f"collection {collection!r} does not exist", collection=collection)
         async with self._switching:
             versions = await self.indexer.versions(collection)
             building = versions.in_state("building")
             if building is not None:
                 raise RagmeshError(
-                    grpc.StatusCode.FAILED_PRECONDITION, "REINDEX_IN_PROGRESS",
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    "REINDEX_IN_PROGRESS",
                     f"collection {collection!r} is being re-indexed into version {building.version} by job "
-                    f"{building.job_id}; wait for it or cancel it", domain="indexer.ragmesh",
-                    metadata={"collection": collection, "job_id": building.job_id})
+                    f"{building.job_id}; wait for it or cancel it",
+                    domain="indexer.ragmesh",
+                    metadata={"collection": collection, "job_id": building.job_id},
+                )
             current = self.indexer.target(versions, versions.current)
             tokens = current.chunker.chunk_tokens if options.chunk_tokens is None else options.chunk_tokens
-            overlap = (current.chunker.overlap_tokens if options.chunk_overlap_tokens is None
-                       else options.chunk_overlap_tokens)
+            overlap = (
+                current.chunker.overlap_tokens if options.chunk_overlap_tokens is None else options.chunk_overlap_tokens
+            )
             if not 16 <= tokens <= 8192:
-                raise invalid_argument("CHUNK_TOKENS_OUT_OF_RANGE", "chunk_tokens must be between 16 and 8192",
-                                       field="chunk_tokens")
+                raise invalid_argument(
+                    "CHUNK_TOKENS_OUT_OF_RANGE", "chunk_tokens must be between 16 and 8192", field="chunk_tokens"
+                )
             if not 0 <= overlap < tokens // 2:
-                raise invalid_argument("CHUNK_OVERLAP_OUT_OF_RANGE", f"chunk_overlap_tokens must be at least 0 and "
-                                       f"less than half of chunk_tokens ({tokens})", field="chunk_overlap_tokens")
+                raise invalid_argument(
+                    "CHUNK_OVERLAP_OUT_OF_RANGE",
+                    f"chunk_overlap_tokens must be at least 0 and less than half of chunk_tokens ({tokens})",
+                    field="chunk_overlap_tokens",
+                )
             model = options.model or current.model
             await self.indexer.model_info(model)  # an unknown model or another dimension is refused now
             number = versions.next_version
-            target = Target(collection, number, versions.physical(number), self.indexer.chunker_for(tokens, overlap),
-                            model)
+            target = Target(
+                collection, number, versions.physical(number), self.indexer.chunker_for(tokens, overlap), model
+            )
             settings = await self.indexer.settings_of(target)
             current_version = versions.current
             if current_version.settings is None:  # a version 1 that followed the configuration: pin it now
-                current_version = dataclasses.replace(current_version,
-                                                      settings=await self.indexer.settings_of(current))
+                current_version = dataclasses.replace(current_version, settings=await self.indexer.settings_of(current))
             new = Version(number, "building", settings, _iso(_now()), job_id=job_id)
             await store_call(self.store.ensure_collection, target.physical)
             updated = dataclasses.replace(versions.replaced(current_version, new), next_version=number + 1)
             await store_call(write_versions, self.store, updated)  # from here on, writes go to both
         rows = await store_call(self.store.list_documents, current.physical, {}, [])
-        info = {"from_version": versions.active, "to_version": number, "settings": dataclasses.asdict(settings),
-                "tolerance": tolerance, "force": options.force, "retention_seconds": retention, "decision": ""}
-        log.info("re-index of %s: version %d -> %d (%s), %d documents", collection, versions.active, number,
-                 settings, len(rows))
+        info = {
+            "from_version": versions.active,
+            "to_version": number,
+            "settings": dataclasses.asdict(settings),
+            "tolerance": tolerance,
+            "force": options.force,
+            "retention_seconds": retention,
+            "decision": "",
+        }
+        log.info(
+            "re-index of %s: version %d -> %d (%s), %d documents",
+            collection,
+            versions.active,
+            number,
+            settings,
+            len(rows),
+        )
         return info, [row["doc_id"] for row in rows]
 
     # --- 2. copy -------------------------------------------------------------------------------------------
@@ -168,10 +198,14 @@ class Reindexer:
                 return "unchanged"  # deleted meanwhile
             first = chunks[0].payload
             document = DocumentIn(
-                collection=versions.name, doc_id=doc_id, title=str(first.get("title") or ""),
-                metadata=dict(first.get("metadata") or {}), datasource=str(first.get("datasource") or ""),
+                collection=versions.name,
+                doc_id=doc_id,
+                title=str(first.get("title") or ""),
+                metadata=dict(first.get("metadata") or {}),
+                datasource=str(first.get("datasource") or ""),
                 fresh_until=str(first.get("fresh_until") or ""),
-                stored=StoredContent(reassemble(chunks), **{k: str(first.get(k) or "") for k in _CARRIED}))
+                stored=StoredContent(reassemble(chunks), **{k: str(first.get(k) or "") for k in _CARRIED}),
+            )
             outcome = await self.indexer.write_to(document, target)
             return outcome.status
 
@@ -187,9 +221,12 @@ class Reindexer:
         if versions.active == info["to_version"]:  # switched already (a repeat after a crash)
             return "done", {**info, "decision": info.get("decision") or "switched"}
         if new is None or new.state != "building":
-            raise RagmeshError(grpc.StatusCode.ABORTED, "REINDEX_ABANDONED",
-                               f"version {info['to_version']} of {collection!r} is no longer being built",
-                               domain="indexer.ragmesh")
+            raise RagmeshError(
+                grpc.StatusCode.ABORTED,
+                "REINDEX_ABANDONED",
+                f"version {info['to_version']} of {collection!r} is no longer being built",
+                domain="indexer.ragmesh",
+            )
         await self._level(versions, self.indexer.target(versions, new))
         current, candidate = await self._scores(collection, versions.active, new.version)
         info.update(current=current, candidate=candidate)
@@ -202,9 +239,15 @@ class Reindexer:
         info["decision"] = decision
         if decision == "rejected":
             await self._drop(collection, new.version)
-            log.warning("re-index of %s rejected: nDCG@10 %.4f (version %d) vs %.4f (version %d), tolerance %.4f",
-                        collection, candidate["ndcg_at_10"], new.version, current["ndcg_at_10"], versions.active,
-                        info["tolerance"])
+            log.warning(
+                "re-index of %s rejected: nDCG@10 %.4f (version %d) vs %.4f (version %d), tolerance %.4f",
+                collection,
+                candidate["ndcg_at_10"],
+                new.version,
+                current["ndcg_at_10"],
+                versions.active,
+                info["tolerance"],
+            )
             return "rejected", info
         await self._switch(collection, new.version, info["retention_seconds"])
         log.info("re-index of %s: switched to version %d (%s)", collection, new.version, decision)
@@ -224,29 +267,42 @@ class Reindexer:
                 if isinstance(result, BaseException):
                     raise result
 
-    async def _scores(self, collection: str, current: int, candidate: int,
-                      ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    async def _scores(
+        self,
+        collection: str,
+        current: int,
+        candidate: int,
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """Both versions scored on the golden set (None, None without one)."""
         search = self._search_client()
         scored = []
         for version in (current, candidate):
             try:
-                response = await search.call("EvaluateCollection", search_pb.EvaluateCollectionRequest(
-                    collection=collection, version=version))
+                response = await search.call(
+                    "EvaluateCollection", search_pb.EvaluateCollectionRequest(collection=collection, version=version)
+                )
             except RagmeshError as exc:
                 if exc.reason in ("GOLDEN_SET_NOT_FOUND", "NO_GOLDEN_SET"):
                     return None, None
                 raise
             evaluation = response.evaluations[0]
-            scored.append(json_format.MessageToDict(evaluation, preserving_proto_field_name=True,
-                                                    always_print_fields_with_no_presence=True))
+            scored.append(
+                json_format.MessageToDict(
+                    evaluation, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+                )
+            )
         return scored[0], scored[1]
 
     def _search_client(self) -> ServiceClient:
         if self._search is None:
-            self._search = ServiceClient("search", self._search_addr, search_grpc.SearchServiceStub,
-                                         timeout=self._search_timeout, idempotent=("EvaluateCollection",),
-                                         caller="indexer")
+            self._search = ServiceClient(
+                "search",
+                self._search_addr,
+                search_grpc.SearchServiceStub,
+                timeout=self._search_timeout,
+                idempotent=("EvaluateCollection",),
+                caller="indexer",
+            )
         return self._search
 
     async def _switch(self, collection: str, version: int, retention_seconds: int) -> None:
@@ -256,12 +312,17 @@ class Reindexer:
             dropped = [v.version for v in versions.versions if v.state == "previous"]
             if retention_seconds == 0:  # nothing to keep for a rollback
                 dropped.append(versions.active)
-            replaced = dataclasses.replace(versions.current, state="previous",
-                                           retained_until=_iso(_now() + timedelta(seconds=retention_seconds)))
+            replaced = dataclasses.replace(
+                versions.current, state="previous", retained_until=_iso(_now() + timedelta(seconds=retention_seconds))
+            )
             built = versions.get(version)
             if built is None:
-                raise RagmeshError(grpc.StatusCode.ABORTED, "REINDEX_ABANDONED",
-                                   f"version {version} of {collection!r} is gone", domain="indexer.ragmesh")
+                raise RagmeshError(
+                    grpc.StatusCode.ABORTED,
+                    "REINDEX_ABANDONED",
+                    f"version {version} of {collection!r} is gone",
+                    domain="indexer.ragmesh",
+                )
             switched = dataclasses.replace(built, state="active", retained_until="")
             updated = versions.replaced(replaced, switched)
             for number in dropped:
@@ -300,21 +361,31 @@ class Reindexer:
         """Switch back to the previous version. Returns (version now active, version replaced)."""
         collection = validation.collection_name(collection)
         if not await store_call(self.store.collection_exists, collection):
-            raise not_found("COLLECTION_NOT_FOUND", f"collection {collection!r} does not exist",
-                            collection=collection)
+            raise not_found("COLLECTION_NOT_FOUND", f"collection {collection!r} does not exist", collection=collection)
         async with self._switching:
             versions = await self.indexer.versions(collection)
             previous = versions.in_state("previous")
             if versions.in_state("building") is not None:
-                raise RagmeshError(grpc.StatusCode.FAILED_PRECONDITION, "REINDEX_IN_PROGRESS",
-                                   f"collection {collection!r} is being re-indexed; wait for the job or cancel it",
-                                   domain="indexer.ragmesh", metadata={"collection": collection})
+                raise RagmeshError(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    "REINDEX_IN_PROGRESS",
+                    f"collection {collection!r} is being re-indexed; wait for the job or cancel it",
+                    domain="indexer.ragmesh",
+                    metadata={"collection": collection},
+                )
             if previous is None:
-                raise RagmeshError(grpc.StatusCode.FAILED_PRECONDITION, "NO_PREVIOUS_VERSION",
-                                   f"collection {collection!r} keeps no previous version to roll back to",
-                                   domain="indexer.ragmesh", metadata={"collection": collection})
-            replaced = dataclasses.replace(versions.current, state="previous",
-                                           retained_until=_iso(_now() + timedelta(seconds=self.retention_seconds)))
+                raise RagmeshError(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    "NO_PREVIOUS_VERSION",
+                    f"collection {collection!r} keeps no previous version to roll back to",
+                    domain="indexer.ragmesh",
+                    metadata={"collection": collection},
+                )
+            replaced = dataclasses.replace(
+                versions.current,
+                state="previous",
+                retained_until=_iso(_now() + timedelta(seconds=self.retention_seconds)),
+            )
             restored = dataclasses.replace(previous, state="active", retained_until="")
             updated = dataclasses.replace(versions.replaced(replaced, restored), active=previous.version)
             await store_call(write_versions, self.store, updated)

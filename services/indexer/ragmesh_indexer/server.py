@@ -31,14 +31,22 @@ async def create_server(settings: IndexerSettings, store: Store | None = None) -
     used and left open; without, the store comes from StoreSettings with the embedder's dimension (waits up to
     settings.embedder_wait_seconds for the embedder) and is closed when the service stops."""
     converter = ServiceClient(
-        "converter", settings.converter_addr, converter_grpc.ConverterServiceStub,
-        timeout=settings.convert_timeout_seconds, idempotent=("Convert",),
-        max_message_bytes=settings.max_message_bytes, caller="indexer",
+        "converter",
+        settings.converter_addr,
+        converter_grpc.ConverterServiceStub,
+        timeout=settings.convert_timeout_seconds,
+        idempotent=("Convert",),
+        max_message_bytes=settings.max_message_bytes,
+        caller="indexer",
     )
     embedder = ServiceClient(
-        "embedder", settings.embedder_addr, embedder_grpc.EmbedderServiceStub,
-        timeout=settings.embed_timeout_seconds, idempotent=("Embed", "GetModelInfo"),
-        max_message_bytes=settings.max_message_bytes, caller="indexer",
+        "embedder",
+        settings.embedder_addr,
+        embedder_grpc.EmbedderServiceStub,
+        timeout=settings.embed_timeout_seconds,
+        idempotent=("Embed", "GetModelInfo"),
+        max_message_bytes=settings.max_message_bytes,
+        caller="indexer",
     )
     closers = [converter.close, embedder.close]
     if store is None:
@@ -51,12 +59,18 @@ async def create_server(settings: IndexerSettings, store: Store | None = None) -
         closers.append(store.close)
     chunker = Chunker(settings.tokenizer_path, settings.chunk_tokens, settings.chunk_overlap_tokens)
     indexer = Indexer(
-        setup_telemetry("indexer").traced_store(store), converter, embedder, chunker,
+        setup_telemetry("indexer").traced_store(store),
+        converter,
+        embedder,
+        chunker,
         max_concurrent_documents=settings.max_concurrent_documents,
         max_document_bytes=settings.max_document_bytes,
-        limits=PipelineLimits(batch_texts=settings.embed_batch_texts, calls_in_flight=settings.embed_calls_in_flight,
-                              lookahead_texts=settings.lookahead_texts,
-                              fill_wait=settings.batch_fill_wait_ms / 1000),
+        limits=PipelineLimits(
+            batch_texts=settings.embed_batch_texts,
+            calls_in_flight=settings.embed_calls_in_flight,
+            lookahead_texts=settings.lookahead_texts,
+            fill_wait=settings.batch_fill_wait_ms / 1000,
+        ),
         chunk_threads=settings.chunk_threads,
     )
     try:
@@ -66,14 +80,26 @@ async def create_server(settings: IndexerSettings, store: Store | None = None) -
             await _maybe_await(close())
         raise
     servicer = IndexerServicer(indexer)
-    reindexer = Reindexer(indexer, search_addr=settings.search_addr,
-                          tolerance=settings.reindex_tolerance, retention_seconds=settings.version_retention_seconds)
-    jobs = Jobs(indexer, job_store, roots=settings.roots, batch_size=settings.job_batch_size,
-                workers=settings.job_workers, max_archive_bytes=settings.max_archive_bytes,
-                claim_idle_seconds=settings.job_claim_idle_seconds, reindexer=reindexer)
+    reindexer = Reindexer(
+        indexer,
+        search_addr=settings.search_addr,
+        tolerance=settings.reindex_tolerance,
+        retention_seconds=settings.version_retention_seconds,
+    )
+    jobs = Jobs(
+        indexer,
+        job_store,
+        roots=settings.roots,
+        batch_size=settings.job_batch_size,
+        workers=settings.job_workers,
+        max_archive_bytes=settings.max_archive_bytes,
+        claim_idle_seconds=settings.job_claim_idle_seconds,
+        reindexer=reindexer,
+    )
     servicer.jobs = jobs
     service = new_server(
-        "indexer", settings,
+        "indexer",
+        settings,
         lambda server: pb_grpc.add_IndexerServiceServicer_to_server(servicer, server),
         [pb.DESCRIPTOR.services_by_name["IndexerService"].full_name],
         domain=DOMAIN,
@@ -88,8 +114,9 @@ async def open_job_store(settings: IndexerSettings, data_dir: Path | None = None
     """Redis when RAGMESH_REDIS_URL is set (checked now, so a wrong URL stops start-up), else SQLite in
     RAGMESH_INDEXER_JOBS_DIR, or `<data_dir>/jobs` (the embedded store's directory, else RAGMESH_DATA_DIR)."""
     if settings.redis_url is not None:
-        store = RedisJobStore(settings.redis_url.get_secret_value(), settings.redis_prefix,
-                              settings.job_claim_idle_seconds)
+        store = RedisJobStore(
+            settings.redis_url.get_secret_value(), settings.redis_prefix, settings.job_claim_idle_seconds
+        )
         try:
             await store.ping()
         except Exception as exc:  # noqa: BLE001 - any connection failure stops start-up with its reason

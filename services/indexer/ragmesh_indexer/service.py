@@ -246,8 +246,12 @@ class Indexer:
         ones, and the chunks of many documents go to the embedder in few large Embed calls (see pipeline)."""
         return BatchPipeline(self, documents).run()
 
-    async def prepare(self, document: DocumentIn, locks: AsyncExitStack | None, target: Target | None = None,
-                      ) -> Prepared | IngestOutcome:
+    async def prepare(
+        self,
+        document: DocumentIn,
+        locks: AsyncExitStack | None,
+        target: Target | None = None,
+    ) -> Prepared | IngestOutcome:
         """Validate, convert, hash and chunk one document for `target` (default: the collection's active
         version). Holds the document's lock (entered on `locks`, which the caller closes once the document is
         written; None: the caller holds it already); an unchanged document is answered here."""
@@ -264,9 +268,16 @@ class Indexer:
                 doc_id = document.doc_id or _file_doc_id(document.file)
                 stored = await self._stored_document(target.physical, doc_id)
                 if stored is not None and stored.get("content_hash") == file_hash:
-                    return IngestOutcome("unchanged", doc_id, int(stored.get("chunk_count") or 0), collection,
-                                         str(stored.get("title") or ""), str(stored.get("mime_type") or ""),
-                                         str(stored.get("url") or ""), file_hash)
+                    return IngestOutcome(
+                        "unchanged",
+                        doc_id,
+                        int(stored.get("chunk_count") or 0),
+                        collection,
+                        str(stored.get("title") or ""),
+                        str(stored.get("mime_type") or ""),
+                        str(stored.get("url") or ""),
+                        file_hash,
+                    )
             content = await self._content(document)
             if not content.text.strip():
                 raise invalid_argument("EMPTY_DOCUMENT", "the document has no text to index", field="document")
@@ -277,16 +288,31 @@ class Indexer:
             if locks is not None:
                 await locks.enter_async_context(self.locks.hold((collection, doc_id)))
             stored_hash, stored_chunks, chunks, texts, token_ids = await store_call(
-                self._changed_chunks, target.physical, doc_id, content_hash, content, title, model, chunker,
-                executor=self._chunk_pool, inline=self._inline and len(content.text) <= INLINE_CHUNK_CHARS)
+                self._changed_chunks,
+                target.physical,
+                doc_id,
+                content_hash,
+                content,
+                title,
+                model,
+                chunker,
+                executor=self._chunk_pool,
+                inline=self._inline and len(content.text) <= INLINE_CHUNK_CHARS,
+            )
             if stored_hash == content_hash:
                 return _outcome("unchanged", doc_id, stored_chunks, collection, title, content, content_hash)
             if not chunks:
                 raise invalid_argument("EMPTY_DOCUMENT", "the document has no text to index", field="document")
             payload = {
-                "doc_id": doc_id, "chunk_count": len(chunks), "title": title, "source": content.source,
-                "filename": content.filename, "url": content.url, "mime_type": content.mime_type,
-                "collection": collection, "content_hash": content_hash,
+                "doc_id": doc_id,
+                "chunk_count": len(chunks),
+                "title": title,
+                "source": content.source,
+                "filename": content.filename,
+                "url": content.url,
+                "mime_type": content.mime_type,
+                "collection": collection,
+                "content_hash": content_hash,
                 "ingested_at": datetime.now(UTC).isoformat(timespec="seconds"),
                 "metadata": dict(document.metadata),
                 **location_fields(content.path, content.language),
@@ -294,12 +320,28 @@ class Indexer:
             }
             outcome = _outcome("indexed", doc_id, len(chunks), collection, title, content, content_hash)
             end = max(c.start + len(c.text) for c in chunks)
-            return Prepared(outcome, chunks, texts, token_ids, payload, replaces=stored_hash is not None,
-                            target=target, lines=line_ranges(content.text, chunks), tail=content.text[end:])
+            return Prepared(
+                outcome,
+                chunks,
+                texts,
+                token_ids,
+                payload,
+                replaces=stored_hash is not None,
+                target=target,
+                lines=line_ranges(content.text, chunks),
+                tail=content.text[end:],
+            )
 
-    def _changed_chunks(self, physical: str, doc_id: str, content_hash: str, content: _Content, title: str,
-                        model: embedder_pb.GetModelInfoResponse, chunker: Chunker,
-                        ) -> tuple[str | None, int, list[Chunk], list[str], list[Sequence[int]]]:
+    def _changed_chunks(
+        self,
+        physical: str,
+        doc_id: str,
+        content_hash: str,
+        content: _Content,
+        title: str,
+        model: embedder_pb.GetModelInfoResponse,
+        chunker: Chunker,
+    ) -> tuple[str | None, int, list[Chunk], list[str], list[Sequence[int]]]:
         """(the stored copy's content hash, its chunk count, the new chunks, their embedded texts, and those texts'
         model tokens (see `_split`)): the stored count only when the stored copy has `content_hash` (unchanged:
         nothing to chunk), else the chunks. One trip off the event loop for the lookup and the chunking (blocking:
@@ -312,8 +354,13 @@ class Indexer:
             return stored_hash, len(self.store.document_chunk_ids(physical, doc_id)), [], [], []
         return stored_hash, 0, *self._split(content, title, model, chunker)
 
-    def _split(self, content: _Content, title: str, model: embedder_pb.GetModelInfoResponse, chunker: Chunker,
-               ) -> tuple[list[Chunk], list[str], list[Sequence[int]]]:
+    def _split(
+        self,
+        content: _Content,
+        title: str,
+        model: embedder_pb.GetModelInfoResponse,
+        chunker: Chunker,
+    ) -> tuple[list[Chunk], list[str], list[Sequence[int]]]:
         """The chunks, the texts they are embedded as, and those texts' model tokens when the model's tokenizer is
         the chunker's (the embedder then does not tokenise them again; else each is empty). Blocking: run in a
         thread."""
@@ -322,13 +369,19 @@ class Indexer:
         embedded = [self._embedded_text(title, path, c, model, chunker) for c, path in zip(chunks, paths, strict=True)]
         return chunks, [text for text, _ in embedded], [ids for _, ids in embedded]
 
-    def points(self, prepared: Prepared, embeddings: Sequence[tuple[list[float], embedder_pb.Embedding]],
-               ) -> list[ChunkPoint]:
+    def points(
+        self,
+        prepared: Prepared,
+        embeddings: Sequence[tuple[list[float], embedder_pb.Embedding]],
+    ) -> list[ChunkPoint]:
         """The document's chunk points with their vectors ((dense, embedding) per chunk, as `embed` returns
         them); the last one carries the text after it (`tail`), so the document is rebuilt byte for byte."""
-        points = [_point(i, chunk, dense, embedding, prepared.payload, lines)
-                  for i, (chunk, (dense, embedding), lines)
-                  in enumerate(zip(prepared.chunks, embeddings, prepared.lines, strict=True))]
+        points = [
+            _point(i, chunk, dense, embedding, prepared.payload, lines)
+            for i, (chunk, (dense, embedding), lines) in enumerate(
+                zip(prepared.chunks, embeddings, prepared.lines, strict=True)
+            )
+        ]
         points[-1] = _with_tail(points[-1], prepared.tail)
         return points
 
@@ -341,7 +394,7 @@ class Indexer:
             await store_call(self.store.ensure_collection, target.physical)
         points = [p for _, document_points in documents for p in document_points]
         for i in range(0, len(points), _UPSERT_BATCH):
-            await store_call(self.store.upsert, target.physical, points[i:i + _UPSERT_BATCH])
+            await store_call(self.store.upsert, target.physical, points[i : i + _UPSERT_BATCH])
         for prepared, document_points in documents:
             if prepared.replaces:
                 await self._drop_stale(target.physical, prepared.outcome.doc_id, {p.id for p in document_points})
@@ -382,10 +435,16 @@ class Indexer:
 
     def target(self, versions: Versions, version: Version) -> Target:
         settings = version.settings
-        chunker = self.chunker if settings is None else self.chunker_for(settings.chunk_tokens,
-                                                                          settings.chunk_overlap_tokens)
-        return Target(versions.name, version.version, versions.physical(version.version), chunker,
-                      settings.model if settings else "")
+        chunker = (
+            self.chunker if settings is None else self.chunker_for(settings.chunk_tokens, settings.chunk_overlap_tokens)
+        )
+        return Target(
+            versions.name,
+            version.version,
+            versions.physical(version.version),
+            chunker,
+            settings.model if settings else "",
+        )
 
     def chunker_for(self, chunk_tokens: int, overlap_tokens: int) -> Chunker:
         key = (chunk_tokens, overlap_tokens)
@@ -400,10 +459,14 @@ class Indexer:
         model = await self.model_info(target.model)
         fingerprint = json.dumps(target.chunker.fingerprint(model.max_sequence_length), sort_keys=True)
         return IndexSettings(
-            model=model.model, model_id=model.model_id, dimension=model.dimension,
-            sparse_model_id=model.sparse_model_id, chunk_tokens=target.chunker.chunk_tokens,
+            model=model.model,
+            model_id=model.model_id,
+            dimension=model.dimension,
+            sparse_model_id=model.sparse_model_id,
+            chunk_tokens=target.chunker.chunk_tokens,
             chunk_overlap_tokens=target.chunker.overlap_tokens,
-            chunker_fingerprint=hashlib.sha256(fingerprint.encode()).hexdigest()[:16])
+            chunker_fingerprint=hashlib.sha256(fingerprint.encode()).hexdigest()[:16],
+        )
 
     def close(self) -> None:
         self._chunk_pool.shutdown(wait=False, cancel_futures=True)
@@ -415,7 +478,8 @@ class Indexer:
                 info = await self.embedder.call("GetModelInfo", embedder_pb.GetModelInfoRequest(model=model))
                 if info.dimension != self.store.dimension:
                     raise RagmeshError(
-                        grpc.StatusCode.FAILED_PRECONDITION, "EMBEDDING_DIMENSION_MISMATCH",
+                        grpc.StatusCode.FAILED_PRECONDITION,
+                        "EMBEDDING_DIMENSION_MISMATCH",
                         f"the embedder's model {info.model_id!r} makes {info.dimension}-dimensional vectors but "
                         f"the store holds {self.store.dimension}-dimensional ones",
                         metadata={"model_dimension": str(info.dimension), "store_dimension": str(self.store.dimension)},
@@ -423,8 +487,9 @@ class Indexer:
                 self._models[model] = info
             return self._models[model]
 
-    def _embedded_text(self, title: str, headings: list[str], chunk: Chunk, model: embedder_pb.GetModelInfoResponse,
-                       chunker: Chunker) -> tuple[str, Sequence[int]]:
+    def _embedded_text(
+        self, title: str, headings: list[str], chunk: Chunk, model: embedder_pb.GetModelInfoResponse, chunker: Chunker
+    ) -> tuple[str, Sequence[int]]:
         """The chunk with its title/heading context, unless the context would push it past the model's
         window (the model would then drop the chunk's end): then the chunk alone. With its model tokens when the
         model's tokenizer is the chunker's, else none."""
@@ -443,9 +508,16 @@ class Indexer:
     async def _content(self, document: DocumentIn) -> _Content:
         if document.stored is not None:
             stored = document.stored
-            return _Content(stored.text, "", stored.source if stored.source in ("text", "upload", "path", "url")
-                            else "text", filename=stored.filename, url=stored.url, mime_type=stored.mime_type,
-                            path=stored.path, language=stored.language)
+            return _Content(
+                stored.text,
+                "",
+                stored.source if stored.source in ("text", "upload", "path", "url") else "text",
+                filename=stored.filename,
+                url=stored.url,
+                mime_type=stored.mime_type,
+                path=stored.path,
+                language=stored.language,
+            )
         if document.text is not None:
             _check_size(len(document.text.encode()), self.max_document_bytes)
             return _Content(document.text, "", "text")
@@ -455,23 +527,34 @@ class Indexer:
             name = file.path or file.filename
             text = decoded_verbatim(file.data, name)
             if text is not None:  # source code and plain text: stored as they are, titled by their path
-                return _Content(text, name, "path" if file.path else "upload", filename=file.filename or name,
-                                mime_type=file.mime_type or "text/plain", path=file.path,
-                                language=file_language(name))
+                return _Content(
+                    text,
+                    name,
+                    "path" if file.path else "upload",
+                    filename=file.filename or name,
+                    mime_type=file.mime_type or "text/plain",
+                    path=file.path,
+                    language=file_language(name),
+                )
             request = converter_pb.ConvertRequest(content=file.data, filename=file.filename, mime_type=file.mime_type)
             source: Source = "path" if file.path else "upload"
         elif document.url:
             request = converter_pb.ConvertRequest(url=document.url)
             source = "url"
         else:
-            raise invalid_argument("DOCUMENT_CONTENT_MISSING", "give the document's text, file or url",
-                                   field="document.content")
+            raise invalid_argument(
+                "DOCUMENT_CONTENT_MISSING", "give the document's text, file or url", field="document.content"
+            )
         converted = (await self.converter.call("Convert", request)).document
         path = document.file.path if document.file else ""
         return _Content(
-            converted.markdown, converted.title or path, source,
+            converted.markdown,
+            converted.title or path,
+            source,
             filename=converted.filename or (document.file.filename if document.file else ""),
-            url=converted.url or (document.url or ""), mime_type=converted.mime_type, path=path,
+            url=converted.url or (document.url or ""),
+            mime_type=converted.mime_type,
+            path=path,
         )
 
     def _file_hash(self, document: DocumentIn, model: embedder_pb.GetModelInfoResponse, chunker: Chunker) -> str:
@@ -479,36 +562,57 @@ class Indexer:
         file = document.file
         assert file is not None
         basis = {
-            "sha256": hashlib.sha256(file.data).hexdigest(), "filename": file.filename, "path": file.path,
-            "mime_type": file.mime_type, "title": document.title, "metadata": dict(document.metadata),
+            "sha256": hashlib.sha256(file.data).hexdigest(),
+            "filename": file.filename,
+            "path": file.path,
+            "mime_type": file.mime_type,
+            "title": document.title,
+            "metadata": dict(document.metadata),
             "datasource": _datasource_fields(document),
             "chunker": chunker.fingerprint(model.max_sequence_length, file.path or file.filename),
-            "model": [model.model_id, model.sparse_model_id], "context": CONTEXT_VERSION, "layout": _LAYOUT_VERSION,
+            "model": [model.model_id, model.sparse_model_id],
+            "context": CONTEXT_VERSION,
+            "layout": _LAYOUT_VERSION,
         }
         return hashlib.sha256(json.dumps(basis, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
     async def _stored_document(self, collection: str, doc_id: str) -> dict | None:
         """The stored document's first-chunk fields (hash, title, chunk count, ...), or None."""
         try:
-            rows = await store_call(self.store.list_documents, collection, {"doc_id": doc_id},
-                                    ["content_hash", "chunk_count", "title", "mime_type", "url"], inline=self._inline)
+            rows = await store_call(
+                self.store.list_documents,
+                collection,
+                {"doc_id": doc_id},
+                ["content_hash", "chunk_count", "title", "mime_type", "url"],
+                inline=self._inline,
+            )
         except RagmeshError as exc:
             if exc.reason == "COLLECTION_NOT_FOUND":
                 return None
             raise
         return rows[0] if rows else None
 
-    def _content_hash(self, content: _Content, title: str, metadata: Mapping[str, object],
-                      model: embedder_pb.GetModelInfoResponse, chunker: Chunker) -> str:
+    def _content_hash(
+        self,
+        content: _Content,
+        title: str,
+        metadata: Mapping[str, object],
+        model: embedder_pb.GetModelInfoResponse,
+        chunker: Chunker,
+    ) -> str:
         basis = {
-            "text": content.text, "title": title, "metadata": dict(metadata),
+            "text": content.text,
+            "title": title,
+            "metadata": dict(metadata),
             "chunker": chunker.fingerprint(model.max_sequence_length, content.filename),
-            "model": [model.model_id, model.sparse_model_id], "context": CONTEXT_VERSION,
+            "model": [model.model_id, model.sparse_model_id],
+            "context": CONTEXT_VERSION,
         }
         return hashlib.sha256(json.dumps(basis, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
-    async def embed(self, texts: list[str], model: embedder_pb.GetModelInfoResponse,
-                    token_ids: Sequence[Sequence[int]] = ()) -> list[tuple[list[float], embedder_pb.Embedding]]:
+    async def embed(
+        self, texts: list[str], model: embedder_pb.GetModelInfoResponse, token_ids: Sequence[Sequence[int]] = ()
+    ) -> list[tuple[list[float], embedder_pb.Embedding]]:
         """Dense and sparse vectors of the texts, in Embed calls of at most the embedder's max_batch_size texts,
         sent together: each text's dense vector (sent packed) and its embedding. `token_ids` (each text's model
         tokens, from the model's own tokenizer) go with a call whose texts all have theirs."""
@@ -517,11 +621,19 @@ class Indexer:
 
         def request(part: slice) -> embedder_pb.EmbedRequest:
             ids = token_ids[part]
-            tokens = embedder_pb.TokenIds(tokenizer=model.tokenizer, ids=packed_ids(ids), lengths=list(map(len, ids))) \
-                if ids and all(map(len, ids)) else None
+            tokens = (
+                embedder_pb.TokenIds(tokenizer=model.tokenizer, ids=packed_ids(ids), lengths=list(map(len, ids)))
+                if ids and all(map(len, ids))
+                else None
+            )
             return embedder_pb.EmbedRequest(
-                texts=texts[part], input_type=embedder_pb.INPUT_TYPE_DOCUMENT, kinds=kinds,
-                dense_format=embedder_pb.DENSE_FORMAT_PACKED_FLOAT32, model=model.model, token_ids=tokens)
+                texts=texts[part],
+                input_type=embedder_pb.INPUT_TYPE_DOCUMENT,
+                kinds=kinds,
+                dense_format=embedder_pb.DENSE_FORMAT_PACKED_FLOAT32,
+                model=model.model,
+                token_ids=tokens,
+            )
 
         calls: list[Awaitable[embedder_pb.EmbedResponse]] = [
             self.embedder.call("Embed", request(slice(i, i + size))) for i in range(0, len(texts), size)
@@ -532,11 +644,15 @@ class Indexer:
         for response in responses:
             if isinstance(response, BaseException):
                 raise response
-        embeddings = [pair for response in responses
-                      for pair in zip(dense_rows(response), response.embeddings, strict=True)]
+        embeddings = [
+            pair for response in responses for pair in zip(dense_rows(response), response.embeddings, strict=True)
+        ]
         if len(embeddings) != len(texts):
-            raise RagmeshError(grpc.StatusCode.INTERNAL, "EMBEDDING_COUNT_MISMATCH",
-                               f"the embedder returned {len(embeddings)} embeddings for {len(texts)} chunks")
+            raise RagmeshError(
+                grpc.StatusCode.INTERNAL,
+                "EMBEDDING_COUNT_MISMATCH",
+                f"the embedder returned {len(embeddings)} embeddings for {len(texts)} chunks",
+            )
         truncated = sum(e.truncated for _, e in embeddings)
         if truncated:
             log.warning("the embedder truncated %d of %d chunks", truncated, len(texts))
@@ -561,18 +677,29 @@ class Indexer:
                 with unless_gone():
                     await store_call(self.store.delete_document, target.physical, doc_id)
         if deleted == 0:
-            raise not_found("DOCUMENT_NOT_FOUND", f"document {doc_id!r} is not in collection {collection!r}",
-                            collection=collection, doc_id=doc_id)
+            raise not_found(
+                "DOCUMENT_NOT_FOUND",
+                f"document {doc_id!r} is not in collection {collection!r}",
+                collection=collection,
+                doc_id=doc_id,
+            )
         return deleted
 
-    async def create_collection(self, name: str, defaults: SearchDefaults | None = None,
-                                ) -> tuple[str, bool, SearchDefaults]:
+    async def create_collection(
+        self,
+        name: str,
+        defaults: SearchDefaults | None = None,
+    ) -> tuple[str, bool, SearchDefaults]:
         """Create the collection if missing; store the given search defaults (fields left None keep theirs).
         Returns the name, whether it was created now, and its search defaults."""
         name = _explicit_collection(name)
         if defaults and defaults.rrf_k is not None and not 1 <= defaults.rrf_k <= MAX_RRF_K:
-            raise invalid_argument("RRF_K_OUT_OF_RANGE", f"default_rrf_k must be between 1 and {MAX_RRF_K}",
-                                   field="default_rrf_k", rrf_k=defaults.rrf_k)
+            raise invalid_argument(
+                "RRF_K_OUT_OF_RANGE",
+                f"default_rrf_k must be between 1 and {MAX_RRF_K}",
+                field="default_rrf_k",
+                rrf_k=defaults.rrf_k,
+            )
         created = await store_call(self.store.ensure_collection, name)
         current = await store_call(self.store.search_defaults, name)
         if defaults and (defaults.fusion or defaults.rrf_k):
@@ -614,8 +741,13 @@ def _explicit_collection(name: str) -> str:
 
 def _check_size(size: int, limit: int) -> None:
     if size > limit:
-        raise invalid_argument("PAYLOAD_TOO_LARGE", f"the document is {size} bytes; the limit is {limit}",
-                               field="document", size_bytes=size, limit_bytes=limit)
+        raise invalid_argument(
+            "PAYLOAD_TOO_LARGE",
+            f"the document is {size} bytes; the limit is {limit}",
+            field="document",
+            size_bytes=size,
+            limit_bytes=limit,
+        )
 
 
 def _file_doc_id(file: FileIn) -> str:
@@ -640,15 +772,28 @@ def _first_heading(text: str) -> str:
     return match.group(1)[:300] if match else ""
 
 
-def _point(index: int, chunk: Chunk, dense: list[float], embedding: embedder_pb.Embedding,
-           payload: Mapping[str, object], lines: tuple[int, int]) -> ChunkPoint:
+def _point(
+    index: int,
+    chunk: Chunk,
+    dense: list[float],
+    embedding: embedder_pb.Embedding,
+    payload: Mapping[str, object],
+    lines: tuple[int, int],
+) -> ChunkPoint:
     doc_id = str(payload["doc_id"])
     return ChunkPoint(
         id=point_id(doc_id, index),
         dense=dense,
         sparse=Sparse(list(embedding.sparse.indices), list(embedding.sparse.values)),
-        payload={**payload, "chunk_index": index, "text": chunk.text, "start": chunk.start,
-                 "separator": chunk.separator, "start_line": lines[0], "end_line": lines[1]},
+        payload={
+            **payload,
+            "chunk_index": index,
+            "text": chunk.text,
+            "start": chunk.start,
+            "separator": chunk.separator,
+            "start_line": lines[0],
+            "end_line": lines[1],
+        },
     )
 
 
@@ -660,6 +805,13 @@ def _internal(message: str) -> RagmeshError:
     return RagmeshError(grpc.StatusCode.INTERNAL, "INTERNAL_ERROR", message)
 
 
-def _outcome(status: Literal["indexed", "unchanged"], doc_id: str, chunks: int, collection: str, title: str,
-             content: _Content, content_hash: str) -> IngestOutcome:
+def _outcome(
+    status: Literal["indexed", "unchanged"],
+    doc_id: str,
+    chunks: int,
+    collection: str,
+    title: str,
+    content: _Content,
+    content_hash: str,
+) -> IngestOutcome:
     return IngestOutcome(status, doc_id, chunks, collection, title, content.mime_type, content.url, content_hash)

@@ -21,21 +21,39 @@ from .service import DocumentIn, FileIn, Indexer, IngestOutcome
 log = logging.getLogger(__name__)
 DOMAIN = "indexer.ragmesh"
 _STATUS = {"indexed": pb.INGEST_STATUS_INDEXED, "unchanged": pb.INGEST_STATUS_UNCHANGED}
-_JOB_STATES = {"queued": pb.JOB_STATE_QUEUED, "running": pb.JOB_STATE_RUNNING, "done": pb.JOB_STATE_DONE,
-               "failed": pb.JOB_STATE_FAILED, "cancelled": pb.JOB_STATE_CANCELLED, "rejected": pb.JOB_STATE_REJECTED}
+_JOB_STATES = {
+    "queued": pb.JOB_STATE_QUEUED,
+    "running": pb.JOB_STATE_RUNNING,
+    "done": pb.JOB_STATE_DONE,
+    "failed": pb.JOB_STATE_FAILED,
+    "cancelled": pb.JOB_STATE_CANCELLED,
+    "rejected": pb.JOB_STATE_REJECTED,
+}
 
 
 def job_message(job: dict, *, details: bool = True) -> pb.Job:
     """A job record (jobs.Jobs) as the Job message; without `details`, no errors or skipped files."""
     per_second, bytes_per_second = rates(job)
     message = pb.Job(
-        job_id=job["job_id"], collection=job["collection"], state=_JOB_STATES.get(job["state"], 0),
-        kind=job.get("kind", ""), source=job.get("source", ""), total=job.get("total", 0),
-        indexed=job.get("indexed", 0), unchanged=job.get("unchanged", 0), failed=job.get("failed", 0),
-        skipped=job.get("skipped", 0), deleted=job.get("deleted", 0), bytes=job.get("bytes", 0),
-        created_at=job.get("created_at", ""), started_at=job.get("started_at", ""),
-        finished_at=job.get("finished_at", ""), documents_per_second=per_second,
-        bytes_per_second=bytes_per_second, datasource_id=job.get("datasource_id", ""), error=job.get("error", ""),
+        job_id=job["job_id"],
+        collection=job["collection"],
+        state=_JOB_STATES.get(job["state"], 0),
+        kind=job.get("kind", ""),
+        source=job.get("source", ""),
+        total=job.get("total", 0),
+        indexed=job.get("indexed", 0),
+        unchanged=job.get("unchanged", 0),
+        failed=job.get("failed", 0),
+        skipped=job.get("skipped", 0),
+        deleted=job.get("deleted", 0),
+        bytes=job.get("bytes", 0),
+        created_at=job.get("created_at", ""),
+        started_at=job.get("started_at", ""),
+        finished_at=job.get("finished_at", ""),
+        documents_per_second=per_second,
+        bytes_per_second=bytes_per_second,
+        datasource_id=job.get("datasource_id", ""),
+        error=job.get("error", ""),
         prune=job.get("prune", False),
     )
     if job.get("reindex"):
@@ -51,10 +69,17 @@ def job_message(job: dict, *, details: bool = True) -> pb.Job:
 
 def _datasource(ds: dict) -> pb.Datasource:
     return pb.Datasource(
-        datasource_id=ds["datasource_id"], collection=ds["collection"], kind=ds["kind"], folder=ds.get("folder", ""),
-        urls=ds.get("urls", []), prune=ds.get("prune", False), fresh_for_seconds=ds.get("fresh_for_seconds", 0),
-        fresh_until=ds.get("fresh_until", ""), last_job_id=ds.get("last_job_id", ""),
-        last_synced_at=ds.get("last_synced_at", ""), due=ds.get("due", False),
+        datasource_id=ds["datasource_id"],
+        collection=ds["collection"],
+        kind=ds["kind"],
+        folder=ds.get("folder", ""),
+        urls=ds.get("urls", []),
+        prune=ds.get("prune", False),
+        fresh_for_seconds=ds.get("fresh_for_seconds", 0),
+        fresh_until=ds.get("fresh_until", ""),
+        last_job_id=ds.get("last_job_id", ""),
+        last_synced_at=ds.get("last_synced_at", ""),
+        due=ds.get("due", False),
     )
 
 
@@ -76,8 +101,14 @@ def _document(message: pb.DocumentInput) -> DocumentIn:
 
 def _result(outcome: IngestOutcome) -> pb.IngestResult:
     return pb.IngestResult(
-        status=_STATUS[outcome.status], doc_id=outcome.doc_id, chunks=outcome.chunks, collection=outcome.collection,
-        title=outcome.title, mime_type=outcome.mime_type, url=outcome.url, content_hash=outcome.content_hash,
+        status=_STATUS[outcome.status],
+        doc_id=outcome.doc_id,
+        chunks=outcome.chunks,
+        collection=outcome.collection,
+        title=outcome.title,
+        mime_type=outcome.mime_type,
+        url=outcome.url,
+        content_hash=outcome.content_hash,
     )
 
 
@@ -86,8 +117,9 @@ def _error(exc: Exception) -> pb.IngestError:
         log.error("ingest failed unexpectedly", exc_info=exc)
         exc = RagmeshError(grpc.StatusCode.INTERNAL, "INTERNAL_ERROR", f"internal error: {type(exc).__name__}")
     exc.with_domain(DOMAIN)
-    return pb.IngestError(code=exc.code.name, reason=exc.reason, domain=exc.domain, message=exc.message,
-                          metadata=dict(exc.metadata))
+    return pb.IngestError(
+        code=exc.code.name, reason=exc.reason, domain=exc.domain, message=exc.message, metadata=dict(exc.metadata)
+    )
 
 
 class IndexerServicer(pb_grpc.IndexerServiceServicer):
@@ -120,10 +152,12 @@ class IndexerServicer(pb_grpc.IndexerServiceServicer):
             completed += 1
             if isinstance(outcome, Exception):
                 message = request.documents[index]
-                failed = pb.IngestResult(status=pb.INGEST_STATUS_FAILED, doc_id=message.doc_id,
-                                         collection=message.collection)
-                return pb.IngestDocumentsResponse(index=index, result=failed, error=_error(outcome),
-                                                  completed=completed, total=total)
+                failed = pb.IngestResult(
+                    status=pb.INGEST_STATUS_FAILED, doc_id=message.doc_id, collection=message.collection
+                )
+                return pb.IngestDocumentsResponse(
+                    index=index, result=failed, error=_error(outcome), completed=completed, total=total
+                )
             return pb.IngestDocumentsResponse(index=index, result=_result(outcome), completed=completed, total=total)
 
         for index, exc in refused:
@@ -138,11 +172,14 @@ class IndexerServicer(pb_grpc.IndexerServiceServicer):
 
     async def CreateCollection(self, request: pb.CreateCollectionRequest, context) -> pb.CreateCollectionResponse:
         fusion = search_pb.Fusion.Name(request.default_fusion).removeprefix("FUSION_").lower()
-        defaults = SearchDefaults(fusion=fusion if request.default_fusion else None,  # type: ignore[arg-type]
-                                  rrf_k=request.default_rrf_k if request.HasField("default_rrf_k") else None)
+        defaults = SearchDefaults(
+            fusion=fusion if request.default_fusion else None,  # type: ignore[arg-type]
+            rrf_k=request.default_rrf_k if request.HasField("default_rrf_k") else None,
+        )
         name, created, current = await self.indexer.create_collection(request.name, defaults)
         return pb.CreateCollectionResponse(
-            name=name, created=created,
+            name=name,
+            created=created,
             default_fusion=search_pb.Fusion.Value(f"FUSION_{current.fusion.upper()}") if current.fusion else 0,
             default_rrf_k=current.rrf_k or 0,
         )
@@ -169,8 +206,9 @@ class IndexerServicer(pb_grpc.IndexerServiceServicer):
             source = JobSource(folder=request.folder)
         else:
             source = JobSource()
-        job = await self._jobs().create(request.collection, source, prune=request.prune,
-                                        fresh_for_seconds=request.fresh_for_seconds)
+        job = await self._jobs().create(
+            request.collection, source, prune=request.prune, fresh_for_seconds=request.fresh_for_seconds
+        )
         return pb.CreateJobResponse(job=job_message(job))
 
     async def GetJob(self, request: pb.GetJobRequest, context) -> pb.GetJobResponse:
@@ -191,32 +229,38 @@ class IndexerServicer(pb_grpc.IndexerServiceServicer):
         jobs = await self._jobs().sync(request.collection, everything=request.all)
         return pb.SyncDatasourcesResponse(jobs=[job_message(j, details=False) for j in jobs])
 
-    async def ListExpiredDocuments(self, request: pb.ListExpiredDocumentsRequest,
-                                   context) -> pb.ListExpiredDocumentsResponse:
+    async def ListExpiredDocuments(
+        self, request: pb.ListExpiredDocumentsRequest, context
+    ) -> pb.ListExpiredDocumentsResponse:
         rows = await self._jobs().expired(request.collection)
-        return pb.ListExpiredDocumentsResponse(documents=[
-            pb.ExpiredDocument(doc_id=r["doc_id"], fresh_until=r["fresh_until"], datasource_id=r["datasource"] or "")
-            for r in rows
-        ])
+        return pb.ListExpiredDocumentsResponse(
+            documents=[
+                pb.ExpiredDocument(
+                    doc_id=r["doc_id"], fresh_until=r["fresh_until"], datasource_id=r["datasource"] or ""
+                )
+                for r in rows
+            ]
+        )
 
-    async def PruneExpiredDocuments(self, request: pb.PruneExpiredDocumentsRequest,
-                                    context) -> pb.PruneExpiredDocumentsResponse:
+    async def PruneExpiredDocuments(
+        self, request: pb.PruneExpiredDocumentsRequest, context
+    ) -> pb.PruneExpiredDocumentsResponse:
         return pb.PruneExpiredDocumentsResponse(doc_ids=await self._jobs().prune_expired(request.collection))
 
     # --- versions ------------------------------------------------------------------------------------------
     async def ReindexCollection(self, request: pb.ReindexCollectionRequest, context) -> pb.ReindexCollectionResponse:
         options = ReindexOptions(
             chunk_tokens=request.chunk_tokens if request.HasField("chunk_tokens") else None,
-            chunk_overlap_tokens=(request.chunk_overlap_tokens if request.HasField("chunk_overlap_tokens")
-                                  else None),
-            model=request.model, tolerance=request.tolerance if request.HasField("tolerance") else None,
+            chunk_overlap_tokens=(request.chunk_overlap_tokens if request.HasField("chunk_overlap_tokens") else None),
+            model=request.model,
+            tolerance=request.tolerance if request.HasField("tolerance") else None,
             force=request.force,
-            retention_seconds=request.retention_seconds if request.HasField("retention_seconds") else None)
+            retention_seconds=request.retention_seconds if request.HasField("retention_seconds") else None,
+        )
         job = await self._jobs().reindex(request.collection, options)
         return pb.ReindexCollectionResponse(job=job_message(job))
 
-    async def RollbackCollection(self, request: pb.RollbackCollectionRequest,
-                                 context) -> pb.RollbackCollectionResponse:
+    async def RollbackCollection(self, request: pb.RollbackCollectionRequest, context) -> pb.RollbackCollectionResponse:
         collection = validation.collection_name(request.collection)
         version, replaced = await self._jobs().reindexer.rollback(collection)
         return pb.RollbackCollectionResponse(collection=collection, version=version, replaced_version=replaced)

@@ -83,8 +83,11 @@ async def test_a_bad_document_fails_alone_at_any_stage(mesh):
     documents.insert(7, doc(passage(98), "bad-metadata", "alone", nested={"a": 1}))  # refused by the servicer
     events = {e.index: e for e in await ingest_stream(mesh, documents)}
     assert len(events) == len(documents)
-    failed = {documents[i].doc_id: (e.error.code, e.error.reason) for i, e in events.items()
-              if e.result.status == pb.INGEST_STATUS_FAILED}
+    failed = {
+        documents[i].doc_id: (e.error.code, e.error.reason)
+        for i, e in events.items()
+        if e.result.status == pb.INGEST_STATUS_FAILED
+    }
     assert failed == {
         "blank": ("INVALID_ARGUMENT", "EMPTY_DOCUMENT"),
         "too-long": ("INVALID_ARGUMENT", "TEXT_TOO_LONG"),
@@ -93,8 +96,9 @@ async def test_a_bad_document_fails_alone_at_any_stage(mesh):
     }
     assert events[3].error.domain == "embedder.ragmesh"
     assert mesh.store.document_chunk_ids("alone", "too-long") == []  # nothing half-written
-    assert {f"ok{i}" for i in range(6)} == {e.result.doc_id for e in events.values()
-                                             if e.result.status == pb.INGEST_STATUS_INDEXED}
+    assert {f"ok{i}" for i in range(6)} == {
+        e.result.doc_id for e in events.values() if e.result.status == pb.INGEST_STATUS_INDEXED
+    }
 
 
 async def test_unchanged_documents_are_skipped_and_replaced_ones_leave_no_orphans(mesh):
@@ -102,11 +106,20 @@ async def test_unchanged_documents_are_skipped_and_replaced_ones_leave_no_orphan
     first = await ingest_stream(mesh, [doc(passage(1), "same", "versions"), doc(long_text, "shrinks", "versions")])
     long_chunks = {e.result.doc_id: e.result.chunks for e in first}["shrinks"]
     assert long_chunks > 2
-    second = await ingest_stream(mesh, [doc(passage(1), "same", "versions"), doc(passage(2, 5), "shrinks", "versions"),
-                                        doc(passage(3), "new", "versions")])
+    second = await ingest_stream(
+        mesh,
+        [
+            doc(passage(1), "same", "versions"),
+            doc(passage(2, 5), "shrinks", "versions"),
+            doc(passage(3), "new", "versions"),
+        ],
+    )
     status = {e.result.doc_id: e.result.status for e in second}
-    assert status == {"same": pb.INGEST_STATUS_UNCHANGED, "shrinks": pb.INGEST_STATUS_INDEXED,
-                      "new": pb.INGEST_STATUS_INDEXED}
+    assert status == {
+        "same": pb.INGEST_STATUS_UNCHANGED,
+        "shrinks": pb.INGEST_STATUS_INDEXED,
+        "new": pb.INGEST_STATUS_INDEXED,
+    }
     chunks = mesh.store.document_chunks("versions", "shrinks")
     new_hash = next(e.result.content_hash for e in second if e.result.doc_id == "shrinks")
     assert len(chunks) == 1 and chunks[0].payload["text"].startswith("Passage 2")  # the old chunks are gone
@@ -116,8 +129,10 @@ async def test_unchanged_documents_are_skipped_and_replaced_ones_leave_no_orphan
 async def test_one_document_twice_in_a_batch_ends_as_one_version(mesh):
     versions = [passage(7, 20), "\n\n".join(passage(i, 50) for i in range(4)), passage(8, 20)]
     events = await ingest_stream(mesh, [doc(v, "twice", "twice") for v in versions], check_stored=False)
-    assert len(events) == 3 and {e.result.status for e in events} <= {pb.INGEST_STATUS_INDEXED,
-                                                                      pb.INGEST_STATUS_UNCHANGED}
+    assert len(events) == 3 and {e.result.status for e in events} <= {
+        pb.INGEST_STATUS_INDEXED,
+        pb.INGEST_STATUS_UNCHANGED,
+    }
     chunks = mesh.store.document_chunks("twice", "twice")
     assert len({c.payload["content_hash"] for c in chunks}) == 1
     assert len(chunks) == chunks[0].payload["chunk_count"]
@@ -128,14 +143,23 @@ async def test_ingest_batch_returns_outcomes_in_input_order(mesh):
     settings = mesh.settings["indexer"]
     converter = ServiceClient("converter", mesh.addrs["converter"], converter_grpc.ConverterServiceStub, timeout=30)
     embedder = ServiceClient("embedder", mesh.addrs["embedder"], embedder_grpc.EmbedderServiceStub, timeout=30)
-    indexer = Indexer(mesh.store, converter, embedder, Chunker(settings.tokenizer_path, 64, 0),
-                      max_concurrent_documents=2, max_document_bytes=10_000)
+    indexer = Indexer(
+        mesh.store,
+        converter,
+        embedder,
+        Chunker(settings.tokenizer_path, 64, 0),
+        max_concurrent_documents=2,
+        max_document_bytes=10_000,
+    )
     try:
-        outcomes = await indexer.ingest_batch([
-            DocumentIn(collection="domain", doc_id=f"d{i}", text=passage(i)) if i != 2 else
-            DocumentIn(collection="domain", doc_id="empty", text="")
-            for i in range(5)
-        ])
+        outcomes = await indexer.ingest_batch(
+            [
+                DocumentIn(collection="domain", doc_id=f"d{i}", text=passage(i))
+                if i != 2
+                else DocumentIn(collection="domain", doc_id="empty", text="")
+                for i in range(5)
+            ]
+        )
     finally:
         await converter.close()
         await embedder.close()
@@ -151,7 +175,8 @@ async def test_a_batch_larger_than_the_embedders_queue_still_gets_in(mesh_factor
     small = await mesh_factory(embedder={"max_queue_texts": 2, "max_texts_per_request": 2, "hash_delay_ms": 100})
     events = await ingest_stream(small, [doc(f"Kelp forest number {i}.", f"k{i}", "small-queue") for i in range(8)])
     assert {e.index: pb.IngestStatus.Name(e.result.status) for e in events} == {
-        i: "INGEST_STATUS_INDEXED" for i in range(8)}, [e.error for e in events if e.error.reason]
+        i: "INGEST_STATUS_INDEXED" for i in range(8)
+    }, [e.error for e in events if e.error.reason]
     assert small.store.stats("small-queue").documents == 8
 
 
@@ -182,8 +207,12 @@ async def test_quick_reads_and_small_documents_stay_on_the_loops_thread_with_the
     assert len(passage(0)) <= INLINE_CHUNK_CHARS < len(large)
     collection = f"threads-{str(holds_gil).lower()}"
     try:
-        outcomes = await indexer.ingest_batch([DocumentIn(collection=collection, doc_id="small", text=passage(0)),
-                                               DocumentIn(collection=collection, doc_id="large", text=large)])
+        outcomes = await indexer.ingest_batch(
+            [
+                DocumentIn(collection=collection, doc_id="small", text=passage(0)),
+                DocumentIn(collection=collection, doc_id="large", text=large),
+            ]
+        )
     finally:
         indexer.close()
         await converter.close()

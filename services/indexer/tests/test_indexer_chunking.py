@@ -18,8 +18,9 @@ WORDS = "river stone mountain quickly electricity photosynthesis antidisestablis
 def long_markdown() -> str:
     sections = []
     for s in range(6):
-        body = "\n\n".join(" ".join(WORDS[(s * 7 + p * 3 + w) % len(WORDS)] for w in range(40 + 25 * p))
-                           for p in range(4))
+        body = "\n\n".join(
+            " ".join(WORDS[(s * 7 + p * 3 + w) % len(WORDS)] for w in range(40 + 25 * p)) for p in range(4)
+        )
         sections.append(f"## Section {s}\n\n{body}")
     return "# Handbook\n\nIntro.\n\n" + "\n\n".join(sections) + "\n\n```python\n# not a heading\nx = 1\n```\n"
 
@@ -37,7 +38,7 @@ def rebuild(chunks) -> str:
         if end is None:
             out = c.text
         elif c.start < end:
-            out += c.text[end - c.start:]
+            out += c.text[end - c.start :]
         else:
             out += c.separator + c.text
         end = max(end or 0, c.start + len(c.text))
@@ -59,7 +60,7 @@ async def test_chunks_fit_the_window_and_rebuild_the_document(chunker_factory, t
     assert all(chunker.count_tokens(c.text) == c.tokens for c in chunks)
     assert max(c.tokens for c in chunks) > tokens * 0.8  # chunks are filled, not tiny
     for c in chunks:
-        assert text[c.start:c.start + len(c.text)] == c.text
+        assert text[c.start : c.start + len(c.text)] == c.text
     if not repetitive:
         assert sum(c.text.count("x" * 50) for c in chunks) >= 2000 // 50 - 2  # the long word is kept, in pieces
 
@@ -71,12 +72,18 @@ async def test_token_counts_are_the_model_tokenizers_own(chunker_factory):
     tokenizer.no_truncation()
     tokenizer.no_padding()
     chunker = chunker_factory(200)
-    texts = [long_markdown(), " ".join(WORDS) * 40, "naïve café Ünïcödé 東京タワー 서울 🙂 — “quotes” x²", "x" * 3000,
-             "  "]
+    texts = [
+        long_markdown(),
+        " ".join(WORDS) * 40,
+        "naïve café Ünïcödé 東京タワー 서울 🙂 — “quotes” x²",
+        "x" * 3000,
+        "  ",
+    ]
     for text in texts:
         assert chunker.count_tokens(text) == len(tokenizer.encode(text).ids)
         assert chunker.count_tokens(text) - chunker.count_tokens("") == len(
-            tokenizer.encode(text, add_special_tokens=False).ids)
+            tokenizer.encode(text, add_special_tokens=False).ids
+        )
         assert list(chunker.token_ids(text)) == tokenizer.encode(text).ids
 
 
@@ -106,10 +113,19 @@ async def test_headings_start_sections_and_stay_in_the_text(chunker_factory):
     assert not any(c.text.startswith("# not a heading") for c in chunks)
 
 
-@pytest.mark.parametrize("text", [
-    "", "  \n\t\n", "one line", "  indented first line\n\nA second paragraph.\n\n", "windows\r\nline ends\r\n",
-    "Setext title\n============\n\ntext under it", "\u00a0no-break spaces\u2003around\u00a0", "a\n\n\n\nb",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "  \n\t\n",
+        "one line",
+        "  indented first line\n\nA second paragraph.\n\n",
+        "windows\r\nline ends\r\n",
+        "Setext title\n============\n\ntext under it",
+        "\u00a0no-break spaces\u2003around\u00a0",
+        "a\n\n\n\nb",
+    ],
+)
 async def test_a_document_without_a_hash_sign_is_one_section_as_the_markdown_splitter_says(chunker_factory, text):
     """The shortcut for documents that cannot hold a heading gives the splitter's own sections."""
     chunker = chunker_factory(200)
@@ -117,8 +133,9 @@ async def test_a_document_without_a_hash_sign_is_one_section_as_the_markdown_spl
 
 
 async def test_source_code_is_split_by_its_syntax(chunker_factory):
-    code = "\n\n".join(f"def f{i}(x):\n    # compute {i}\n    return x * {i} + " + " + ".join(["x"] * 30)
-                       for i in range(12))
+    code = "\n\n".join(
+        f"def f{i}(x):\n    # compute {i}\n    return x * {i} + " + " + ".join(["x"] * 30) for i in range(12)
+    )
     chunker = chunker_factory(64)
     chunks = chunker.split(code, max_sequence_length=256, filename="module.py")
     assert sum(c.text.startswith("def f") for c in chunks) >= 10
@@ -140,13 +157,17 @@ async def overlap_mesh(mesh_factory):
 
 async def test_get_document_rebuilds_overlapping_chunks_exactly(overlap_mesh):
     text = "# Notes\n\n" + " ".join(f"w{i}" for i in range(400)) + "\n\nEnd  line.\n\n\n   last paragraph"
-    result = (await overlap_mesh.stub("indexer").IngestDocument(pb.IngestDocumentRequest(
-        document=pb.DocumentInput(collection="ovl", doc_id="n", text=text)))).result
+    result = (
+        await overlap_mesh.stub("indexer").IngestDocument(
+            pb.IngestDocumentRequest(document=pb.DocumentInput(collection="ovl", doc_id="n", text=text))
+        )
+    ).result
     chunks = overlap_mesh.store.document_chunks("ovl", "n")
-    overlapping = sum(b.payload["start"] < a.payload["start"] + len(a.payload["text"])
-                      for a, b in zip(chunks, chunks[1:], strict=False))
+    overlapping = sum(
+        b.payload["start"] < a.payload["start"] + len(a.payload["text"])
+        for a, b in zip(chunks, chunks[1:], strict=False)
+    )
     assert overlapping >= 3  # the overlap setting is in effect
-    document = await overlap_mesh.stub("search").GetDocument(search_pb.GetDocumentRequest(collection="ovl",
-                                                                                         doc_id="n"))
+    document = await overlap_mesh.stub("search").GetDocument(search_pb.GetDocumentRequest(collection="ovl", doc_id="n"))
     assert len(document.chunks) == result.chunks
     assert document.text == text

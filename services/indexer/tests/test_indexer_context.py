@@ -40,7 +40,8 @@ def test_heading_paths_follow_the_markdown_outline():
 
 def test_embedded_text_prefixes_title_and_path_once():
     assert embedded_text("Heat pumps", ["Heat pumps", "Maintenance"], "Clean the filters.") == (
-        "Heat pumps — Maintenance\n\nClean the filters.")
+        "Heat pumps — Maintenance\n\nClean the filters."
+    )
     assert embedded_text("Manual", ["Setup", "Wiring"], "Red to red.") == "Manual — Setup > Wiring\n\nRed to red."
     assert embedded_text("", [], "Just text.") == "Just text."
     assert embedded_text("Heat pumps", ["Heat pumps"], "# Heat pumps\n\nIntro") == "# Heat pumps\n\nIntro"
@@ -56,11 +57,13 @@ async def test_a_chunk_is_found_by_the_words_of_its_title_and_section(mesh_facto
     other = indexer_pb.DocumentInput(collection="default", doc_id="other", text="Check the oil level weekly too.")
     document = indexer_pb.DocumentInput(collection="default", doc_id="tractor", title="Tractor manual", text=text)
     async for event in mesh.stub("indexer").IngestDocuments(
-            indexer_pb.IngestDocumentsRequest(documents=[document, other])):
+        indexer_pb.IngestDocumentsRequest(documents=[document, other])
+    ):
         assert event.result.status == indexer_pb.INGEST_STATUS_INDEXED
     search = mesh.stub("search")
-    reply = await search.Search(search_pb.SearchRequest(query="tractor weekly", top_k=1,
-                                                        mode=search_pb.SEARCH_MODE_SPARSE))
+    reply = await search.Search(
+        search_pb.SearchRequest(query="tractor weekly", top_k=1, mode=search_pb.SEARCH_MODE_SPARSE)
+    )
     best = reply.results[0]
     assert best.doc_id == "tractor" and best.text.startswith("## Hydraulics")
     # the stored chunk text and the document are unchanged by the context

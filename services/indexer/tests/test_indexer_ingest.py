@@ -61,8 +61,10 @@ def stored_ids(mesh, collection: str, doc_id: str) -> set[str]:
 
 async def test_ingest_text_stores_every_chunk_with_its_payload(mesh, indexer):
     text = "# Tides\n\n" + paragraphs(5)
-    result = await ingest(indexer, text_doc(text, collection="ing-payload", doc_id="tides",
-                                            metadata={"year": 2024, "lang": "en", "draft": False}))
+    result = await ingest(
+        indexer,
+        text_doc(text, collection="ing-payload", doc_id="tides", metadata={"year": 2024, "lang": "en", "draft": False}),
+    )
     assert result.status == pb.INGEST_STATUS_INDEXED
     assert (result.doc_id, result.collection, result.title) == ("tides", "ing-payload", "Tides")
     assert result.chunks > 3  # 64-token chunks
@@ -74,7 +76,7 @@ async def test_ingest_text_stores_every_chunk_with_its_payload(mesh, indexer):
     assert first["content_hash"] == result.content_hash and first["ingested_at"].endswith("+00:00")
     for chunk in chunks:  # every chunk is an exact slice of the document at its recorded offset
         p = chunk.payload
-        assert text[p["start"]:p["start"] + len(p["text"])] == p["text"]
+        assert text[p["start"] : p["start"] + len(p["text"])] == p["text"]
 
 
 async def test_doc_id_defaults_to_the_content_hash_and_reingest_is_unchanged(mesh, indexer):
@@ -131,16 +133,18 @@ async def test_metadata_or_title_change_reindexes(mesh, indexer):
     changed = await ingest(indexer, text_doc(text, collection="ing-meta", doc_id="m", metadata={"v": 2}))
     assert changed.status == pb.INGEST_STATUS_INDEXED and changed.content_hash != first.content_hash
     assert {c.payload["metadata"]["v"] for c in mesh.store.document_chunks("ing-meta", "m")} == {2}
-    retitled = await ingest(indexer, text_doc(text, collection="ing-meta", doc_id="m", metadata={"v": 2},
-                                              title="Meadows"))
+    retitled = await ingest(
+        indexer, text_doc(text, collection="ing-meta", doc_id="m", metadata={"v": 2}, title="Meadows")
+    )
     assert retitled.status == pb.INGEST_STATUS_INDEXED
     assert {c.payload["title"] for c in mesh.store.document_chunks("ing-meta", "m")} == {"Meadows"}
 
 
 async def test_ingest_docx_through_the_converter(mesh, indexer, search):
     data = (DOCUMENTS / "test.docx").read_bytes()
-    result = await ingest(indexer, pb.DocumentInput(collection="ing-files",
-                                                    file=pb.FileInput(data=data, filename="test.docx")))
+    result = await ingest(
+        indexer, pb.DocumentInput(collection="ing-files", file=pb.FileInput(data=data, filename="test.docx"))
+    )
     assert result.status == pb.INGEST_STATUS_INDEXED and result.chunks >= 1
     assert "wordprocessingml" in result.mime_type
     chunk = mesh.store.document_chunks("ing-files", result.doc_id)[0].payload
@@ -152,18 +156,27 @@ async def test_ingest_docx_through_the_converter(mesh, indexer, search):
 async def test_file_with_a_path_uses_it_as_doc_id(mesh, indexer):
     path = str(DOCUMENTS / "test.docx")
     data = (DOCUMENTS / "test.docx").read_bytes()
-    result = await ingest(indexer, pb.DocumentInput(
-        collection="ing-files", file=pb.FileInput(data=data, filename="test.docx", path=path)))
+    result = await ingest(
+        indexer, pb.DocumentInput(collection="ing-files", file=pb.FileInput(data=data, filename="test.docx", path=path))
+    )
     assert result.doc_id == path
     assert mesh.store.document_chunks("ing-files", path)[0].payload["source"] == "path"
 
 
 async def test_unsupported_file_is_refused_and_nothing_is_written(mesh, indexer, rpc_error):
     data = (DOCUMENTS / "random.bin").read_bytes()
-    err = await rpc_error(indexer.IngestDocument(pb.IngestDocumentRequest(document=pb.DocumentInput(
-        collection="ing-refused", file=pb.FileInput(data=data, filename="random.bin")))))
+    err = await rpc_error(
+        indexer.IngestDocument(
+            pb.IngestDocumentRequest(
+                document=pb.DocumentInput(collection="ing-refused", file=pb.FileInput(data=data, filename="random.bin"))
+            )
+        )
+    )
     assert (err.code, err.reason, err.domain) == (
-        grpc.StatusCode.INVALID_ARGUMENT, "UNSUPPORTED_MEDIA_TYPE", "converter.ragmesh")
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "UNSUPPORTED_MEDIA_TYPE",
+        "converter.ragmesh",
+    )
     assert not mesh.store.collection_exists("ing-refused")
 
 
@@ -188,8 +201,7 @@ async def test_rejected_documents(indexer, rpc_error, document, code, reason):
 
 async def test_document_over_the_size_limit_is_refused(mesh_factory, rpc_error):
     small = await mesh_factory(indexer={"max_document_bytes": 1000})
-    err = await rpc_error(small.stub("indexer").IngestDocument(
-        pb.IngestDocumentRequest(document=text_doc("y" * 1001))))
+    err = await rpc_error(small.stub("indexer").IngestDocument(pb.IngestDocumentRequest(document=text_doc("y" * 1001))))
     assert (err.code, err.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "PAYLOAD_TOO_LARGE")
     assert small.store.list_collections() == []
     await small.stop()
@@ -204,15 +216,17 @@ async def test_ingest_documents_streams_one_event_per_document_with_failures_inl
     failed = [e for e in events if e.result.status == pb.INGEST_STATUS_FAILED]
     assert [e.index for e in failed] == [2]
     assert (failed[0].error.code, failed[0].error.reason, failed[0].error.domain) == (
-        "INVALID_ARGUMENT", "EMPTY_DOCUMENT", "indexer.ragmesh")
+        "INVALID_ARGUMENT",
+        "EMPTY_DOCUMENT",
+        "indexer.ragmesh",
+    )
     indexed = {e.result.doc_id for e in events if e.result.status == pb.INGEST_STATUS_INDEXED}
     assert indexed == {"b0", "b1", "b2", "b3"}
 
 
 async def test_concurrent_ingests_of_one_document_end_consistent(mesh, indexer, search):
     versions = [paragraphs(n, f"v{n}") for n in (7, 2, 5, 3)]
-    results = await asyncio.gather(*(ingest(indexer, text_doc(v, collection="ing-race", doc_id="r"))
-                                     for v in versions))
+    results = await asyncio.gather(*(ingest(indexer, text_doc(v, collection="ing-race", doc_id="r")) for v in versions))
     chunks = mesh.store.document_chunks("ing-race", "r")
     hashes = {c.payload["content_hash"] for c in chunks}
     assert len(hashes) == 1  # all chunks from one version, none left over from another
@@ -267,8 +281,11 @@ async def test_own_store_is_opened_with_the_embedders_dimension_and_closed_on_st
     service = await create_indexer(mesh.settings["indexer"].model_copy(update={"port": 0}))
     await service.start()
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{service.port}")
-    result = (await pb_grpc.IndexerServiceStub(channel).IngestDocument(
-        pb.IngestDocumentRequest(document=text_doc(paragraphs(1), collection="own")))).result
+    result = (
+        await pb_grpc.IndexerServiceStub(channel).IngestDocument(
+            pb.IngestDocumentRequest(document=text_doc(paragraphs(1), collection="own"))
+        )
+    ).result
     assert result.status == pb.INGEST_STATUS_INDEXED
     await channel.close()
     await service.stop(0)

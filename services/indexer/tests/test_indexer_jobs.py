@@ -38,7 +38,7 @@ class Service:
     def run(self):
         return handler("x")
 '''
-GO = "package main\n\nimport \"fmt\"\n\nfunc main() {\n\tfmt.Println(\"hi\")\n}\n"
+GO = 'package main\n\nimport "fmt"\n\nfunc main() {\n\tfmt.Println("hi")\n}\n'
 JS = "export function add(a, b) {\n  return a + b;\n}\n"
 
 
@@ -85,9 +85,14 @@ def indexer(mesh):
 def converter_calls() -> float:
     """Convert calls the in-process converter has served (its own Prometheus registry)."""
     registry = setup_telemetry("converter").registry
-    return sum(registry.get_sample_value("ragmesh_grpc_server_handling_seconds_count", {
-        "grpc_service": "ragmesh.converter.v1.ConverterService", "grpc_method": "Convert", "grpc_code": code}) or 0
-        for code in ("OK", "INVALID_ARGUMENT"))
+    return sum(
+        registry.get_sample_value(
+            "ragmesh_grpc_server_handling_seconds_count",
+            {"grpc_service": "ragmesh.converter.v1.ConverterService", "grpc_method": "Convert", "grpc_code": code},
+        )
+        or 0
+        for code in ("OK", "INVALID_ARGUMENT")
+    )
 
 
 async def wait_job(indexer, job_id: str, timeout: float = 60) -> pb.Job:
@@ -124,7 +129,7 @@ async def test_folder_job_indexes_a_mixed_tree(mesh, indexer, roots):
     for chunk in document.chunks:
         loc = chunk.location
         assert (loc.path, loc.language) == ("src/app.py", "python")
-        assert "\n".join(lines[loc.start_line - 1:loc.end_line]).strip() == chunk.text.strip()
+        assert "\n".join(lines[loc.start_line - 1 : loc.end_line]).strip() == chunk.text.strip()
     assert document.chunks[-1].location.end_line == len(PY.rstrip("\n").split("\n"))
     go = await search.GetDocument(search_pb.GetDocumentRequest(collection="jobs-tree", doc_id="cmd/main.go"))
     assert go.text == GO and go.chunks[0].location.language == "go"
@@ -132,8 +137,9 @@ async def test_folder_job_indexes_a_mixed_tree(mesh, indexer, roots):
     async def found(filters: dict) -> set[str]:
         struct = struct_pb2.Struct()
         struct.update(filters)
-        reply = await search.Search(search_pb.SearchRequest(query="handler main add tides", collections=["jobs-tree"],
-                                                            top_k=50, filters=struct))
+        reply = await search.Search(
+            search_pb.SearchRequest(query="handler main add tides", collections=["jobs-tree"], top_k=50, filters=struct)
+        )
         return {r.doc_id for r in reply.results}
 
     assert await found({"language": "python"}) == {"src/app.py"}
@@ -165,7 +171,8 @@ async def test_resync_skips_unchanged_files_and_prunes_deleted_ones(mesh, indexe
     # The folder is a datasource of the collection; syncing re-runs it (no freshness limit: always due).
     datasources = (await indexer.ListDatasources(pb.ListDatasourcesRequest(collection="jobs-sync"))).datasources
     assert [(d.kind, d.folder, d.prune, d.last_job_id, d.due) for d in datasources] == [
-        ("folder", str(tree.resolve()), True, third.job_id, True)]
+        ("folder", str(tree.resolve()), True, third.job_id, True)
+    ]
     synced = (await indexer.SyncDatasources(pb.SyncDatasourcesRequest(collection="jobs-sync"))).jobs
     assert len(synced) == 1
     assert (await wait_job(indexer, synced[0].job_id)).unchanged == 5
@@ -182,8 +189,11 @@ async def test_fresh_until_marks_documents_expired_and_prune_removes_them(mesh, 
     assert not (await indexer.SyncDatasources(pb.SyncDatasourcesRequest(collection="jobs-fresh"))).jobs
     # Fresh for one second: once it has passed, due, and its document is expired.
     assert (await folder_job(indexer, roots / "stale", "jobs-fresh", fresh_for_seconds=1)).indexed == 1
-    stale = next(d for d in (await indexer.ListDatasources(pb.ListDatasourcesRequest(collection="jobs-fresh")))
-                 .datasources if d.folder.endswith("stale"))
+    stale = next(
+        d
+        for d in (await indexer.ListDatasources(pb.ListDatasourcesRequest(collection="jobs-fresh"))).datasources
+        if d.folder.endswith("stale")
+    )
     await asyncio.sleep(1.1)
     expired = (await indexer.ListExpiredDocuments(pb.ListExpiredDocumentsRequest(collection="jobs-fresh"))).documents
     assert [(d.doc_id, d.datasource_id) for d in expired] == [("stale.txt", stale.datasource_id)]
@@ -201,21 +211,32 @@ async def test_archive_and_document_and_url_jobs(indexer):
         archive.writestr("pkg/mod.py", "def f():\n    return 2\n")
         archive.writestr("pkg/.env", "TOKEN=x")
         archive.writestr("docs/guide.md", "# Guide\n\nRead me.\n")
-    job = await wait_job(indexer, (await indexer.CreateJob(pb.CreateJobRequest(
-        collection="jobs-archive", archive=pb.Archive(data=buffer.getvalue(), filename="src.zip")))).job.job_id)
+    job = await wait_job(
+        indexer,
+        (
+            await indexer.CreateJob(
+                pb.CreateJobRequest(
+                    collection="jobs-archive", archive=pb.Archive(data=buffer.getvalue(), filename="src.zip")
+                )
+            )
+        ).job.job_id,
+    )
     assert (job.kind, job.total, job.indexed, job.skipped) == ("archive", 2, 2, 1)
     assert [(s.path, s.reason) for s in job.skipped_files] == [("pkg/.env", "SECRET")]
 
-    texts = pb.DocumentList(documents=[pb.DocumentInput(text="first text", doc_id="t1"),
-                                       pb.DocumentInput(text="   ", doc_id="t2")])
-    job = await wait_job(indexer, (await indexer.CreateJob(pb.CreateJobRequest(
-        collection="jobs-texts", documents=texts))).job.job_id)
+    texts = pb.DocumentList(
+        documents=[pb.DocumentInput(text="first text", doc_id="t1"), pb.DocumentInput(text="   ", doc_id="t2")]
+    )
+    job = await wait_job(
+        indexer, (await indexer.CreateJob(pb.CreateJobRequest(collection="jobs-texts", documents=texts))).job.job_id
+    )
     assert (job.indexed, job.failed) == (1, 1) and job.errors[0].error.reason == "EMPTY_DOCUMENT"
 
     # Loopback URLs are refused by the converter (SSRF): each URL fails alone, the job still finishes.
     urls = pb.UrlList(urls=["http://127.0.0.1:9/a", "http://127.0.0.1:9/b"])
-    job = await wait_job(indexer, (await indexer.CreateJob(pb.CreateJobRequest(
-        collection="jobs-urls", urls=urls))).job.job_id)
+    job = await wait_job(
+        indexer, (await indexer.CreateJob(pb.CreateJobRequest(collection="jobs-urls", urls=urls))).job.job_id
+    )
     assert (job.state, job.total, job.failed) == (pb.JOB_STATE_DONE, 2, 2)
     assert {e.document for e in job.errors} == {"http://127.0.0.1:9/a", "http://127.0.0.1:9/b"}
     listed = (await indexer.ListJobs(pb.ListJobsRequest(limit=2))).jobs
@@ -235,15 +256,20 @@ async def test_cancel_stops_the_remaining_documents(indexer):
     assert again.state == pb.JOB_STATE_CANCELLED
 
 
-@pytest.mark.parametrize(("request_", "reason"), [
-    (pb.CreateJobRequest(collection="x"), "JOB_SOURCE_MISSING"),
-    (pb.CreateJobRequest(collection="Bad Name", folder="/"), "COLLECTION_NAME_INVALID"),
-    (pb.CreateJobRequest(collection="x", folder="/etc"), "PATH_OUTSIDE_ROOTS"),
-    (pb.CreateJobRequest(collection="x", folder="does-not-exist"), "FOLDER_NOT_FOUND"),
-    (pb.CreateJobRequest(collection="x", archive=pb.Archive(data=b"not a zip")), "ARCHIVE_INVALID"),
-    (pb.CreateJobRequest(collection="x", urls=pb.UrlList(urls=["http://a"]), fresh_for_seconds=-1),
-     "FRESH_FOR_INVALID"),
-])
+@pytest.mark.parametrize(
+    ("request_", "reason"),
+    [
+        (pb.CreateJobRequest(collection="x"), "JOB_SOURCE_MISSING"),
+        (pb.CreateJobRequest(collection="Bad Name", folder="/"), "COLLECTION_NAME_INVALID"),
+        (pb.CreateJobRequest(collection="x", folder="/etc"), "PATH_OUTSIDE_ROOTS"),
+        (pb.CreateJobRequest(collection="x", folder="does-not-exist"), "FOLDER_NOT_FOUND"),
+        (pb.CreateJobRequest(collection="x", archive=pb.Archive(data=b"not a zip")), "ARCHIVE_INVALID"),
+        (
+            pb.CreateJobRequest(collection="x", urls=pb.UrlList(urls=["http://a"]), fresh_for_seconds=-1),
+            "FRESH_FOR_INVALID",
+        ),
+    ],
+)
 async def test_create_job_rejects(indexer, rpc_error, request_, reason):
     assert (await rpc_error(indexer.CreateJob(request_))).reason == reason
 

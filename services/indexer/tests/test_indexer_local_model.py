@@ -36,24 +36,38 @@ async def test_real_model_embeds_every_chunk_whole_and_search_finds_the_document
     # what the model embeds (the model would silently drop the chunk's end).
     title = "Field notes from the allotment society, with weekly observations on weather, soil, pests and harvests"
     with caplog.at_level("WARNING", logger="ragmesh_indexer.service"):
-        for collection, doc_id, text in (("real", "garden", GARDEN), ("real", "engine", ENGINE),
-                                         ("notes", "notes", NOTES)):
-            result = (await indexer.IngestDocument(pb.IngestDocumentRequest(
-                document=pb.DocumentInput(collection=collection, doc_id=doc_id, text=text, title=title)))).result
+        for collection, doc_id, text in (
+            ("real", "garden", GARDEN),
+            ("real", "engine", ENGINE),
+            ("notes", "notes", NOTES),
+        ):
+            result = (
+                await indexer.IngestDocument(
+                    pb.IngestDocumentRequest(
+                        document=pb.DocumentInput(collection=collection, doc_id=doc_id, text=text, title=title)
+                    )
+                )
+            ).result
             assert result.status == pb.INGEST_STATUS_INDEXED and result.chunks >= 2
     assert not [r for r in caplog.records if "truncated" in r.getMessage()]
 
     texts = [c.payload["text"] for d in ("garden", "engine") for c in mesh.store.document_chunks("real", d)]
-    embedded = await embedder.Embed(embedder_pb.EmbedRequest(
-        texts=texts, input_type=embedder_pb.INPUT_TYPE_DOCUMENT, kinds=[embedder_pb.VECTOR_KIND_DENSE]))
+    embedded = await embedder.Embed(
+        embedder_pb.EmbedRequest(
+            texts=texts, input_type=embedder_pb.INPUT_TYPE_DOCUMENT, kinds=[embedder_pb.VECTOR_KIND_DENSE]
+        )
+    )
     assert [e.truncated for e in embedded.embeddings] == [False] * len(texts)
     assert all(e.token_count <= 256 for e in embedded.embeddings)
     assert max(e.token_count for e in embedded.embeddings) > 150  # chunks use the window
 
-    for query, expected in (("how do I look after my vegetable garden", "garden"),
-                            ("motor maintenance and lubrication", "engine")):
-        reply = await search.Search(search_pb.SearchRequest(
-            query=query, collections=["real"], mode=search_pb.SEARCH_MODE_DENSE, top_k=1))
+    for query, expected in (
+        ("how do I look after my vegetable garden", "garden"),
+        ("motor maintenance and lubrication", "engine"),
+    ):
+        reply = await search.Search(
+            search_pb.SearchRequest(query=query, collections=["real"], mode=search_pb.SEARCH_MODE_DENSE, top_k=1)
+        )
         assert reply.results[0].doc_id == expected
     await mesh.stop()
 
@@ -72,8 +86,13 @@ async def test_chunks_reach_the_embedder_as_their_tokens_and_embed_as_their_text
     before = pretokenized()
     title = "Allotment handbook"
     text = f"{GARDEN}\n\n## Pests\n\n{NOTES.split(chr(10), 2)[2][:1500]}"
-    result = (await indexer.IngestDocument(pb.IngestDocumentRequest(
-        document=pb.DocumentInput(collection="tokens", doc_id="handbook", text=text, title=title)))).result
+    result = (
+        await indexer.IngestDocument(
+            pb.IngestDocumentRequest(
+                document=pb.DocumentInput(collection="tokens", doc_id="handbook", text=text, title=title)
+            )
+        )
+    ).result
     chunks = mesh.store.document_chunks("tokens", "handbook")
     assert result.chunks == len(chunks) > 5
     assert pretokenized() - before == len(chunks)
@@ -81,8 +100,11 @@ async def test_chunks_reach_the_embedder_as_their_tokens_and_embed_as_their_text
     paths = heading_paths(text, [c.payload["start"] for c in chunks])
     embedded = [embedded_text(title, path, c.payload["text"]) for c, path in zip(chunks, paths, strict=True)]
     assert sum(e != c.payload["text"] for e, c in zip(embedded, chunks, strict=True)) >= len(chunks) - 1
-    fresh = await embedder.Embed(embedder_pb.EmbedRequest(
-        texts=embedded, input_type=embedder_pb.INPUT_TYPE_DOCUMENT, kinds=[embedder_pb.VECTOR_KIND_DENSE]))
+    fresh = await embedder.Embed(
+        embedder_pb.EmbedRequest(
+            texts=embedded, input_type=embedder_pb.INPUT_TYPE_DOCUMENT, kinds=[embedder_pb.VECTOR_KIND_DENSE]
+        )
+    )
     for chunk, embedding in zip(chunks, fresh.embeddings, strict=True):
         [best] = mesh.store.query("tokens", Query(mode="dense", limit=1, dense=list(embedding.dense)))
         assert best.id == chunk.id and best.score == pytest.approx(1.0, abs=1e-5)

@@ -69,9 +69,27 @@ async def exercise(store, restart) -> None:
     first = await store.claim("a", 0.1)
     assert first is not None and first.job_id == "j1" and json.loads(first.payload)["start"] == 0
     await store.start("j1", "2026-01-01T00:00:00+00:00")
-    counts = await store.record("j1", [ItemResult(0, "indexed", 10), ItemResult(1, "failed", 5, {
-        "document": "1", "error": {"code": "INVALID_ARGUMENT", "reason": "EMPTY_DOCUMENT", "domain": "d",
-                                   "message": "m", "metadata": {}}})])
+    counts = await store.record(
+        "j1",
+        [
+            ItemResult(0, "indexed", 10),
+            ItemResult(
+                1,
+                "failed",
+                5,
+                {
+                    "document": "1",
+                    "error": {
+                        "code": "INVALID_ARGUMENT",
+                        "reason": "EMPTY_DOCUMENT",
+                        "domain": "d",
+                        "message": "m",
+                        "metadata": {},
+                    },
+                },
+            ),
+        ],
+    )
     assert counts == {"indexed": 1, "unchanged": 0, "failed": 1}
     # The same results again (a redelivered batch) count nothing.
     assert await store.record("j1", [ItemResult(0, "unchanged", 10), ItemResult(1, "failed", 5)]) == counts

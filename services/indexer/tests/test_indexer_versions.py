@@ -24,8 +24,12 @@ TOPICS = {
     "orchard": "The apple orchard blooms in spring; bees carry pollen between the blossoms of the trees.",
     "comet": "A comet's tail of dust and gas points away from the sun as it swings through the inner system.",
 }
-QUERIES = {"q1": ("moon and ocean tide", "tides"), "q2": ("yeast in dough", "bread"),
-           "q3": ("ice carving moraines", "glacier"), "q4": ("lava and ash eruption", "volcano")}
+QUERIES = {
+    "q1": ("moon and ocean tide", "tides"),
+    "q2": ("yeast in dough", "bread"),
+    "q3": ("ice carving moraines", "glacier"),
+    "q4": ("lava and ash eruption", "volcano"),
+}
 
 
 def text_of(topic: str) -> str:
@@ -44,14 +48,29 @@ async def wait_job(indexer, job_id: str, timeout: float = 120) -> pb.Job:
 async def fill(mesh, collection: str, topics=TOPICS) -> None:
     indexer = mesh.stub("indexer")
     for topic in topics:
-        await indexer.IngestDocument(pb.IngestDocumentRequest(document=pb.DocumentInput(
-            collection=collection, doc_id=topic, text=text_of(topic), title=topic.title(),
-            metadata={"topic": topic})))
+        await indexer.IngestDocument(
+            pb.IngestDocumentRequest(
+                document=pb.DocumentInput(
+                    collection=collection,
+                    doc_id=topic,
+                    text=text_of(topic),
+                    title=topic.title(),
+                    metadata={"topic": topic},
+                )
+            )
+        )
 
 
 async def golden(mesh, collection: str) -> None:
-    await mesh.stub("search").SetGoldenSet(search_pb.SetGoldenSetRequest(collection=collection, queries=[
-        search_pb.GoldenQuery(query_id=qid, text=text, relevant={doc: 2}) for qid, (text, doc) in QUERIES.items()]))
+    await mesh.stub("search").SetGoldenSet(
+        search_pb.SetGoldenSetRequest(
+            collection=collection,
+            queries=[
+                search_pb.GoldenQuery(query_id=qid, text=text, relevant={doc: 2})
+                for qid, (text, doc) in QUERIES.items()
+            ],
+        )
+    )
 
 
 def reindexes(decision: str) -> float:
@@ -172,8 +191,10 @@ async def test_reindex_and_rollback_reject_bad_requests(mesh, rpc_error):
         (pb.ReindexCollectionRequest(collection="nope"), "COLLECTION_NOT_FOUND"),
         (pb.ReindexCollectionRequest(collection="Bad Name"), "COLLECTION_NAME_INVALID"),
         (pb.ReindexCollectionRequest(collection="strict", chunk_tokens=8), "CHUNK_TOKENS_OUT_OF_RANGE"),
-        (pb.ReindexCollectionRequest(collection="strict", chunk_tokens=64, chunk_overlap_tokens=32),
-         "CHUNK_OVERLAP_OUT_OF_RANGE"),
+        (
+            pb.ReindexCollectionRequest(collection="strict", chunk_tokens=64, chunk_overlap_tokens=32),
+            "CHUNK_OVERLAP_OUT_OF_RANGE",
+        ),
         (pb.ReindexCollectionRequest(collection="strict", tolerance=1.5), "TOLERANCE_OUT_OF_RANGE"),
         (pb.ReindexCollectionRequest(collection="strict", retention_seconds=-1), "RETENTION_OUT_OF_RANGE"),
         (pb.ReindexCollectionRequest(collection="strict", model="no-such-model"), "MODEL_NOT_FOUND"),
@@ -190,8 +211,11 @@ async def test_reindex_and_rollback_reject_bad_requests(mesh, rpc_error):
 async def test_a_reindex_with_no_retention_drops_the_old_version_at_once(mesh, rpc_error):
     indexer, store = mesh.stub("indexer"), mesh.store
     await fill(mesh, "short", {"tides": TOPICS["tides"], "bread": TOPICS["bread"]})
-    job = (await indexer.ReindexCollection(pb.ReindexCollectionRequest(
-        collection="short", chunk_tokens=32, retention_seconds=0))).job
+    job = (
+        await indexer.ReindexCollection(
+            pb.ReindexCollectionRequest(collection="short", chunk_tokens=32, retention_seconds=0)
+        )
+    ).job
     assert (await wait_job(indexer, job.job_id)).state == pb.JOB_STATE_DONE
     versions = read_versions(store, "short")
     assert [(v.version, v.state) for v in versions.versions] == [(2, "active")]
@@ -200,4 +224,3 @@ async def test_a_reindex_with_no_retention_drops_the_old_version_at_once(mesh, r
     assert stored_text(store, "short.v2", "bread") == text_of("bread")
     err = await rpc_error(indexer.RollbackCollection(pb.RollbackCollectionRequest(collection="short")))
     assert err.reason == "NO_PREVIOUS_VERSION"
-

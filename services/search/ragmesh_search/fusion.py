@@ -93,8 +93,9 @@ class Plan:
         return score / sum(1.0 / (self.rrf_k - 1 + 1.0 / w) for w in weights if w > 0)
 
 
-def plan(mode: SearchMode, fusion: Fusion | None, rrf_k: int, default_fusion: Fusion,
-         dense_weight: float = 0.75) -> Plan:
+def plan(
+    mode: SearchMode, fusion: Fusion | None, rrf_k: int, default_fusion: Fusion, dense_weight: float = 0.75
+) -> Plan:
     """The plan of a request: presets are weighted RRF; hybrid uses `fusion`, else `default_fusion`."""
     if mode in ("dense", "sparse"):
         return Plan(mode, mode)
@@ -115,8 +116,9 @@ def adaptive_fusion(evidence: HybridEvidence, query: Sparse, limit: int) -> tupl
     """The candidates of both lists fused as described in the module docstring, best first (ties by doc_id,
     chunk_index), at most `limit`, scores 0..1; and the weights used. The scores are computed as arrays and only
     the best `limit` (and any tied with the last of them) become hits: a query has a few hundred candidates."""
-    ideal = (BM25_K1 + 1) * sum(w * evidence.term_idf.get(t, 0.0) for t, w in zip(query.indices, query.values,
-                                                                                strict=True))
+    ideal = (BM25_K1 + 1) * sum(
+        w * evidence.term_idf.get(t, 0.0) for t, w in zip(query.indices, query.values, strict=True)
+    )
     chunks: dict[str, Hit] = {}
     for hit in (*evidence.dense, *evidence.sparse):
         chunks.setdefault(hit.id, hit)
@@ -142,9 +144,11 @@ def adaptive_fusion(evidence: HybridEvidence, query: Sparse, limit: int) -> tupl
     return sorted(hits, key=tie_key)[:limit], weights
 
 
-def rocchio(query: Sequence[float], feedback: Sequence[Sequence[float]], alpha: float = 1.0,
-            beta: float = 0.2) -> list[float]:
+def rocchio(
+    query: Sequence[float], feedback: Sequence[Sequence[float]], alpha: float = 1.0, beta: float = 0.2
+) -> list[float]:
     """alpha * the unit query vector + beta * the mean of the unit feedback vectors (Rocchio, 1971)."""
+
     def unit(m: np.ndarray) -> np.ndarray:
         norms = np.linalg.norm(m, axis=-1, keepdims=True)
         return m / np.where(norms > 0, norms, 1.0)

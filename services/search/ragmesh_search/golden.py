@@ -109,8 +109,11 @@ def _now() -> str:
 
 def fingerprint(queries: Sequence[GoldenQuery]) -> str:
     """16 hex digits of the SHA-256 of the set's content (ids, texts, judgments; order-independent)."""
-    canonical = json.dumps(sorted([q.query_id, q.text, sorted(q.relevant.items())] for q in queries),
-                           separators=(",", ":"), ensure_ascii=False)
+    canonical = json.dumps(
+        sorted([q.query_id, q.text, sorted(q.relevant.items())] for q in queries),
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
@@ -119,39 +122,69 @@ def checked_queries(queries: Sequence[GoldenQuery], max_query_chars: int) -> lis
     if not queries:
         raise invalid_argument("GOLDEN_SET_EMPTY", "the golden set has no queries", field="queries")
     if len(queries) > MAX_QUERIES:
-        raise invalid_argument("GOLDEN_SET_TOO_LARGE", f"the golden set has {len(queries)} queries; the limit is "
-                               f"{MAX_QUERIES}", field="queries", limit=MAX_QUERIES)
+        raise invalid_argument(
+            "GOLDEN_SET_TOO_LARGE",
+            f"the golden set has {len(queries)} queries; the limit is {MAX_QUERIES}",
+            field="queries",
+            limit=MAX_QUERIES,
+        )
     total = sum(len(q.relevant) for q in queries)
     if total > MAX_JUDGMENTS:
-        raise invalid_argument("GOLDEN_SET_TOO_LARGE", f"the golden set has {total} judgments; the limit is "
-                               f"{MAX_JUDGMENTS}", field="queries", limit=MAX_JUDGMENTS)
+        raise invalid_argument(
+            "GOLDEN_SET_TOO_LARGE",
+            f"the golden set has {total} judgments; the limit is {MAX_JUDGMENTS}",
+            field="queries",
+            limit=MAX_JUDGMENTS,
+        )
     seen: set[str] = set()
     for i, q in enumerate(queries):
         where = f"queries[{i}]"
         if not q.query_id or len(q.query_id) > QUERY_ID_MAX_CHARS or not q.query_id.strip():
-            raise invalid_argument("GOLDEN_QUERY_INVALID", f"{where}: query_id must be 1..{QUERY_ID_MAX_CHARS} "
-                                   "characters, not blank", field=f"{where}.query_id")
+            raise invalid_argument(
+                "GOLDEN_QUERY_INVALID",
+                f"{where}: query_id must be 1..{QUERY_ID_MAX_CHARS} characters, not blank",
+                field=f"{where}.query_id",
+            )
         if q.query_id in seen:
-            raise invalid_argument("GOLDEN_QUERY_DUPLICATE", f"{where}: query_id {q.query_id[:80]!r} is used by an "
-                                   "earlier query", field=f"{where}.query_id", query_id=q.query_id[:80])
+            raise invalid_argument(
+                "GOLDEN_QUERY_DUPLICATE",
+                f"{where}: query_id {q.query_id[:80]!r} is used by an earlier query",
+                field=f"{where}.query_id",
+                query_id=q.query_id[:80],
+            )
         seen.add(q.query_id)
         if not q.text.strip() or len(q.text) > max_query_chars:
-            raise invalid_argument("GOLDEN_QUERY_INVALID", f"{where}: the text must be 1..{max_query_chars} "
-                                   "characters, not blank", field=f"{where}.text", query_id=q.query_id[:80])
+            raise invalid_argument(
+                "GOLDEN_QUERY_INVALID",
+                f"{where}: the text must be 1..{max_query_chars} characters, not blank",
+                field=f"{where}.text",
+                query_id=q.query_id[:80],
+            )
         if len(q.relevant) > MAX_JUDGMENTS_PER_QUERY:
-            raise invalid_argument("GOLDEN_SET_TOO_LARGE", f"{where} has {len(q.relevant)} judgments; the limit is "
-                                   f"{MAX_JUDGMENTS_PER_QUERY} per query", field=f"{where}.relevant",
-                                   limit=MAX_JUDGMENTS_PER_QUERY)
+            raise invalid_argument(
+                "GOLDEN_SET_TOO_LARGE",
+                f"{where} has {len(q.relevant)} judgments; the limit is {MAX_JUDGMENTS_PER_QUERY} per query",
+                field=f"{where}.relevant",
+                limit=MAX_JUDGMENTS_PER_QUERY,
+            )
         for doc_id, grade in q.relevant.items():
             validation.doc_id(doc_id, field=f"{where}.relevant")
             if not 0 <= grade <= MAX_GRADE:
-                raise invalid_argument("GOLDEN_GRADE_INVALID", f"{where}: document {doc_id[:80]!r} has grade {grade}; "
-                                       f"grades are 0..{MAX_GRADE} (0: judged not relevant)",
-                                       field=f"{where}.relevant", query_id=q.query_id[:80], grade=grade)
+                raise invalid_argument(
+                    "GOLDEN_GRADE_INVALID",
+                    f"{where}: document {doc_id[:80]!r} has grade {grade}; "
+                    f"grades are 0..{MAX_GRADE} (0: judged not relevant)",
+                    field=f"{where}.relevant",
+                    query_id=q.query_id[:80],
+                    grade=grade,
+                )
         if not any(grade > 0 for grade in q.relevant.values()):
-            raise invalid_argument("GOLDEN_QUERY_INVALID", f"{where}: query {q.query_id[:80]!r} has no relevant "
-                                   "document (a grade above 0): nothing to find", field=f"{where}.relevant",
-                                   query_id=q.query_id[:80])
+            raise invalid_argument(
+                "GOLDEN_QUERY_INVALID",
+                f"{where}: query {q.query_id[:80]!r} has no relevant document (a grade above 0): nothing to find",
+                field=f"{where}.relevant",
+                query_id=q.query_id[:80],
+            )
     return list(queries)
 
 
@@ -172,9 +205,11 @@ class GoldenSets:
         await self._require_collection(collection)
         await self._require_documents(collection, queries)
         golden = GoldenSet(collection, queries, _now(), fingerprint(queries))
-        record = {"updated_at": golden.updated_at, "golden_set_id": golden.golden_set_id,
-                  "queries": [{"query_id": q.query_id, "text": q.text, "relevant": dict(q.relevant)}
-                              for q in queries]}
+        record = {
+            "updated_at": golden.updated_at,
+            "golden_set_id": golden.golden_set_id,
+            "queries": [{"query_id": q.query_id, "text": q.text, "relevant": dict(q.relevant)} for q in queries],
+        }
         await store_call(self.store.set_collection_record, collection, GOLDEN_RECORD, record)
         return golden
 
@@ -183,12 +218,22 @@ class GoldenSets:
         collection = validation.collection_name(collection)
         record = await store_call(self.store.collection_record, collection, GOLDEN_RECORD)
         if not isinstance(record, dict) or not record.get("queries"):
-            raise not_found("GOLDEN_SET_NOT_FOUND", f"collection {collection!r} has no golden set; store one first "
-                            "(PUT /api/v1/collections/{name}/golden, `ragmesh golden upload`)", collection=collection)
-        queries = [GoldenQuery(str(q["query_id"]), str(q["text"]), {str(d): int(g) for d, g in q["relevant"].items()})
-                   for q in record["queries"]]
-        return GoldenSet(collection, queries, str(record.get("updated_at", "")),
-                         str(record.get("golden_set_id") or fingerprint(queries)))
+            raise not_found(
+                "GOLDEN_SET_NOT_FOUND",
+                f"collection {collection!r} has no golden set; store one first "
+                "(PUT /api/v1/collections/{name}/golden, `ragmesh golden upload`)",
+                collection=collection,
+            )
+        queries = [
+            GoldenQuery(str(q["query_id"]), str(q["text"]), {str(d): int(g) for d, g in q["relevant"].items()})
+            for q in record["queries"]
+        ]
+        return GoldenSet(
+            collection,
+            queries,
+            str(record.get("updated_at", "")),
+            str(record.get("golden_set_id") or fingerprint(queries)),
+        )
 
     async def delete(self, collection: str) -> GoldenSet:
         """Remove the collection's golden set (its history stays); returns the set removed."""
@@ -207,17 +252,23 @@ class GoldenSets:
         active = (await store_call(read_versions, self.store, collection)).physical()
         found: set[str] = set()
         for start in range(0, len(wanted), _LOOKUP_BATCH):
-            batch = wanted[start:start + _LOOKUP_BATCH]
+            batch = wanted[start : start + _LOOKUP_BATCH]
             rows = await store_call(self.store.list_documents, active, {"doc_id": batch}, [])
             found.update(str(row["doc_id"]) for row in rows)
         missing = [(q.query_id, d) for q in queries for d, g in q.relevant.items() if g > 0 and d not in found]
         if missing:
             named = ", ".join(f"{d!r} (query {q!r})" for q, d in missing[:_NAMED])
             more = f" and {len(missing) - _NAMED} more" if len(missing) > _NAMED else ""
-            raise not_found("GOLDEN_DOCUMENT_NOT_FOUND", f"{len(missing)} relevant document(s) of the golden set are "
-                            f"not in collection {collection!r}: {named}{more}; ingest them first (their doc_ids must "
-                            "match)", collection=collection, missing=len(missing), doc_id=missing[0][1][:80],
-                            query_id=missing[0][0][:80])
+            raise not_found(
+                "GOLDEN_DOCUMENT_NOT_FOUND",
+                f"{len(missing)} relevant document(s) of the golden set are "
+                f"not in collection {collection!r}: {named}{more}; ingest them first (their doc_ids must "
+                "match)",
+                collection=collection,
+                missing=len(missing),
+                doc_id=missing[0][1][:80],
+                query_id=missing[0][0][:80],
+            )
 
     # --- evaluations --------------------------------------------------------------------------------------
     async def evaluate(self, collection: str, modes: Sequence[SearchMode] = (), version: int = 0) -> list[Evaluation]:
@@ -227,8 +278,12 @@ class GoldenSets:
         a version it does not keep."""
         golden = await self.get(collection)
         if version < 0:
-            raise invalid_argument("VERSION_INVALID", f"version must be 0 (the active one) or a version number, "
-                                   f"not {version}", field="version", version=version)
+            raise invalid_argument(
+                "VERSION_INVALID",
+                f"version must be 0 (the active one) or a version number, not {version}",
+                field="version",
+                version=version,
+            )
         versions = await store_call(read_versions, self.store, golden.collection)
         if version and versions.get(version) is None:
             raise version_not_found(versions, version)
@@ -253,8 +308,9 @@ class GoldenSets:
         stats = await store_call(self.store.stats, versions.physical(version))
         return [await self._score(golden, version, mode, stats.documents, stats.chunks) for mode in modes]
 
-    async def _score(self, golden: GoldenSet, version: int, mode: SearchMode, documents: int,
-                     chunks: int) -> Evaluation:
+    async def _score(
+        self, golden: GoldenSet, version: int, mode: SearchMode, documents: int, chunks: int
+    ) -> Evaluation:
         started = time.perf_counter()
         limit = asyncio.Semaphore(_CONCURRENCY)
         fusions: set[str | None] = set()
@@ -262,10 +318,16 @@ class GoldenSets:
 
         async def ranked(query: GoldenQuery) -> list[str]:
             async with limit:
-                searched = await self.searcher.search(SearchIn(
-                    query=query.text, collections=[golden.collection], top_k=DEPTH, mode=mode,
-                    group_by_document=True, versions={golden.collection: version},
-                ))
+                searched = await self.searcher.search(
+                    SearchIn(
+                        query=query.text,
+                        collections=[golden.collection],
+                        top_k=DEPTH,
+                        mode=mode,
+                        group_by_document=True,
+                        versions={golden.collection: version},
+                    )
+                )
             fusions.add(searched.plan.fusion)
             model_ids.update(searched.model_ids.values())
             return [str(f.hit.payload.get("doc_id", "")) for f in searched.found]
@@ -274,10 +336,18 @@ class GoldenSets:
         runs = {q.query_id: r for q, r in zip(golden.queries, rankings, strict=True)}
         means = mean_at_10(runs, {q.query_id: q.relevant for q in golden.queries})
         return Evaluation(
-            collection=golden.collection, evaluated_at=_now(), mode=mode, fusion=next(iter(fusions), None),
-            queries=len(runs), documents=documents, chunks=chunks,
-            model="" if mode == "sparse" else next(iter(model_ids), ""), golden_set_id=golden.golden_set_id,
-            took_ms=round((time.perf_counter() - started) * 1000, 3), version=version, **means,
+            collection=golden.collection,
+            evaluated_at=_now(),
+            mode=mode,
+            fusion=next(iter(fusions), None),
+            queries=len(runs),
+            documents=documents,
+            chunks=chunks,
+            model="" if mode == "sparse" else next(iter(model_ids), ""),
+            golden_set_id=golden.golden_set_id,
+            took_ms=round((time.perf_counter() - started) * 1000, 3),
+            version=version,
+            **means,
         )
 
     async def _append(self, collection: str, evaluations: Sequence[Evaluation]) -> None:
@@ -294,8 +364,9 @@ class GoldenSets:
         """The collection's evaluations, oldest first: only `mode`'s when given, the newest `limit` when > 0."""
         collection = validation.collection_name(collection)
         if not 0 <= limit <= MAX_LIST_LIMIT:
-            raise invalid_argument("LIMIT_OUT_OF_RANGE", f"limit must be between 0 and {MAX_LIST_LIMIT}", field="limit",
-                                   limit=limit)
+            raise invalid_argument(
+                "LIMIT_OUT_OF_RANGE", f"limit must be between 0 and {MAX_LIST_LIMIT}", field="limit", limit=limit
+            )
         runs = [e for e in await self._history(collection) if mode is None or e.mode == mode]
         return runs[-limit:] if limit else runs
 
@@ -315,4 +386,3 @@ class GoldenSets:
                 continue  # deleted meanwhile, or the store failed: the next evaluation sets them
             for evaluation in runs:  # oldest first: the newest of each mode wins
                 self.metrics.record(evaluation)
-

@@ -17,12 +17,17 @@ class QueryCacheMetrics:
     Hit rate: rate(ragmesh_search_query_cache_hits_total[5m]) / (that + rate(..._misses_total[5m]))."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.hits = Counter("ragmesh_search_query_cache_hits", "Query embeddings served from the cache.",
-                            registry=registry)
-        self.misses = Counter("ragmesh_search_query_cache_misses",
-                              "Query embeddings not in the cache (asked of the embedder).", registry=registry)
-        self.entries = Gauge("ragmesh_search_query_cache_entries", "Query embeddings held in the cache now.",
-                             registry=registry)
+        self.hits = Counter(
+            "ragmesh_search_query_cache_hits", "Query embeddings served from the cache.", registry=registry
+        )
+        self.misses = Counter(
+            "ragmesh_search_query_cache_misses",
+            "Query embeddings not in the cache (asked of the embedder).",
+            registry=registry,
+        )
+        self.entries = Gauge(
+            "ragmesh_search_query_cache_entries", "Query embeddings held in the cache now.", registry=registry
+        )
 
 
 class QualityMetrics:
@@ -34,18 +39,29 @@ class QualityMetrics:
     ragmesh_collection_quality_timestamp_seconds{collection, mode}: when (Unix time)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.quality = Gauge("ragmesh_collection_quality", "The latest golden-set score of a collection's index.",
-                             ["collection", "mode", "metric"], registry=registry)
-        self.queries = Gauge("ragmesh_collection_quality_queries",
-                             "Golden queries the latest score of a collection was measured on.",
-                             ["collection", "mode"], registry=registry)
-        self.timestamp = Gauge("ragmesh_collection_quality_timestamp_seconds",
-                               "When a collection's latest golden-set score was measured (Unix time).",
-                               ["collection", "mode"], registry=registry)
+        self.quality = Gauge(
+            "ragmesh_collection_quality",
+            "The latest golden-set score of a collection's index.",
+            ["collection", "mode", "metric"],
+            registry=registry,
+        )
+        self.queries = Gauge(
+            "ragmesh_collection_quality_queries",
+            "Golden queries the latest score of a collection was measured on.",
+            ["collection", "mode"],
+            registry=registry,
+        )
+        self.timestamp = Gauge(
+            "ragmesh_collection_quality_timestamp_seconds",
+            "When a collection's latest golden-set score was measured (Unix time).",
+            ["collection", "mode"],
+            registry=registry,
+        )
 
     def record(self, evaluation: Evaluation) -> None:
         for metric, value in evaluation.metrics.items():
             self.quality.labels(evaluation.collection, evaluation.mode, metric).set(value)
         self.queries.labels(evaluation.collection, evaluation.mode).set(evaluation.queries)
         self.timestamp.labels(evaluation.collection, evaluation.mode).set(
-            datetime.fromisoformat(evaluation.evaluated_at).timestamp())
+            datetime.fromisoformat(evaluation.evaluated_at).timestamp()
+        )

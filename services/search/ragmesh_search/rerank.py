@@ -29,8 +29,9 @@ class Reranker(Protocol):
 class HttpReranker:
     """A `/rerank` HTTP API client; one connection pool, created at start-up."""
 
-    def __init__(self, url: str, *, api: RerankApi = "cohere", model: str = "", api_key: str = "",
-                 timeout: float = 10.0) -> None:
+    def __init__(
+        self, url: str, *, api: RerankApi = "cohere", model: str = "", api_key: str = "", timeout: float = 10.0
+    ) -> None:
         self.url = url
         self.api = api
         self.model = model
@@ -52,8 +53,12 @@ class HttpReranker:
             response.raise_for_status()
             return _scores(response.json(), len(texts))
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
-            raise unavailable("RERANKER_UNAVAILABLE", f"the reranker at {self.url} failed: {exc}"[:500],
-                              service="reranker", url=self.url) from exc
+            raise unavailable(
+                "RERANKER_UNAVAILABLE",
+                f"the reranker at {self.url} failed: {exc}"[:500],
+                service="reranker",
+                url=self.url,
+            ) from exc
 
     async def close(self) -> None:
         await self._client.aclose()

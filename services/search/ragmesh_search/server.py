@@ -25,8 +25,13 @@ def _reranker(settings: SearchSettings) -> HttpReranker | None:
     if not settings.rerank_url:
         return None
     key = settings.rerank_api_key.get_secret_value() if settings.rerank_api_key else ""
-    return HttpReranker(settings.rerank_url, api=settings.rerank_api, model=settings.rerank_model, api_key=key,
-                        timeout=settings.rerank_timeout_seconds)
+    return HttpReranker(
+        settings.rerank_url,
+        api=settings.rerank_api,
+        model=settings.rerank_model,
+        api_key=key,
+        timeout=settings.rerank_timeout_seconds,
+    )
 
 
 async def create_server(settings: SearchSettings, store: Store | None = None) -> Service:
@@ -34,9 +39,13 @@ async def create_server(settings: SearchSettings, store: Store | None = None) ->
     used and left open; without, the store comes from StoreSettings with the embedder's dimension (waits up to
     settings.embedder_wait_seconds for the embedder) and is closed when the service stops."""
     embedder = ServiceClient(
-        "embedder", settings.embedder_addr, embedder_grpc.EmbedderServiceStub,
-        timeout=settings.embed_timeout_seconds, idempotent=("Embed", "GetModelInfo"),
-        max_message_bytes=settings.max_message_bytes, caller="search",
+        "embedder",
+        settings.embedder_addr,
+        embedder_grpc.EmbedderServiceStub,
+        timeout=settings.embed_timeout_seconds,
+        idempotent=("Embed", "GetModelInfo"),
+        max_message_bytes=settings.max_message_bytes,
+        caller="search",
     )
     closers = [embedder.close]
     if store is None:
@@ -52,12 +61,17 @@ async def create_server(settings: SearchSettings, store: Store | None = None) ->
     if reranker is not None:
         closers.append(reranker.close)
     searcher = Searcher.from_settings(
-        settings, traced_store, embedder, reranker=reranker,
-        query_cache=QueryCache(settings.query_cache_size, telemetry.metrics(QueryCacheMetrics)))
+        settings,
+        traced_store,
+        embedder,
+        reranker=reranker,
+        query_cache=QueryCache(settings.query_cache_size, telemetry.metrics(QueryCacheMetrics)),
+    )
     golden = GoldenSets(traced_store, searcher, telemetry.metrics(QualityMetrics))
     await golden.export_latest()
     service = new_server(
-        "search", settings,
+        "search",
+        settings,
         lambda server: pb_grpc.add_SearchServiceServicer_to_server(SearchServicer(searcher, golden), server),
         [pb.DESCRIPTOR.services_by_name["SearchService"].full_name],
         domain=DOMAIN,

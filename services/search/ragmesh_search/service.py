@@ -150,8 +150,11 @@ def parse_filters(raw: Mapping[str, Any]) -> dict[str, FilterValue]:
         elif validation.METADATA_KEY_RE.fullmatch(key):
             path = f"{METADATA_PREFIX}{key}"
         else:
-            raise _bad_filter(key, f"filter key {key[:70]!r} is neither a chunk field "
-                                   f"({', '.join(CHUNK_FILTER_FIELDS)}) nor a valid metadata key")
+            raise _bad_filter(
+                key,
+                f"filter key {key[:70]!r} is neither a chunk field "
+                f"({', '.join(CHUNK_FILTER_FIELDS)}) nor a valid metadata key",
+            )
         if isinstance(value, list):
             if not value:
                 raise _bad_filter(key, f"filter {key!r} has an empty list of values")
@@ -178,10 +181,23 @@ def _bad_filter(key: str, message: str):
 class Searcher:
     """Search, whole-document fetch and collection listing over the store. Create once per process."""
 
-    def __init__(self, store: Store, embedder: ServiceClient, *, default_mode: SearchMode, prefetch_limit: int,
-                 rrf_k: int, max_query_chars: int, default_fusion: Fusion = "relative_score",
-                 dense_weight: float = 0.75, reranker: Reranker | None = None, rerank_top_n: int = 50,
-                 prf_docs: int = 3, prf_weight: float = 0.2, query_cache: QueryCache | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        embedder: ServiceClient,
+        *,
+        default_mode: SearchMode,
+        prefetch_limit: int,
+        rrf_k: int,
+        max_query_chars: int,
+        default_fusion: Fusion = "relative_score",
+        dense_weight: float = 0.75,
+        reranker: Reranker | None = None,
+        rerank_top_n: int = 50,
+        prf_docs: int = 3,
+        prf_weight: float = 0.2,
+        query_cache: QueryCache | None = None,
+    ) -> None:
         self.dense_weight = dense_weight
         self.prf_docs = prf_docs
         self.prf_weight = prf_weight
@@ -203,14 +219,31 @@ class Searcher:
         self._models_seen: dict[str, str] = {}
 
     @classmethod
-    def from_settings(cls, settings: SearchSettings, store: Store, embedder: ServiceClient, *,
-                      reranker: Reranker | None = None, query_cache: QueryCache | None = None) -> Searcher:
+    def from_settings(
+        cls,
+        settings: SearchSettings,
+        store: Store,
+        embedder: ServiceClient,
+        *,
+        reranker: Reranker | None = None,
+        query_cache: QueryCache | None = None,
+    ) -> Searcher:
         """The searcher the search service runs with these settings (the benchmarks build the same one)."""
-        return cls(store, embedder, default_mode=settings.default_mode, prefetch_limit=settings.prefetch_limit,
-                   rrf_k=settings.rrf_k, max_query_chars=settings.max_query_chars,
-                   default_fusion=settings.default_fusion, dense_weight=settings.dense_weight, reranker=reranker,
-                   rerank_top_n=settings.rerank_top_n, prf_docs=settings.prf_docs, prf_weight=settings.prf_weight,
-                   query_cache=query_cache)
+        return cls(
+            store,
+            embedder,
+            default_mode=settings.default_mode,
+            prefetch_limit=settings.prefetch_limit,
+            rrf_k=settings.rrf_k,
+            max_query_chars=settings.max_query_chars,
+            default_fusion=settings.default_fusion,
+            dense_weight=settings.dense_weight,
+            reranker=reranker,
+            rerank_top_n=settings.rerank_top_n,
+            prf_docs=settings.prf_docs,
+            prf_weight=settings.prf_weight,
+            query_cache=query_cache,
+        )
 
     async def search(self, request: SearchIn) -> Searched:
         """The best chunks for a query across the requested collections, best first (scores 0..1, see
@@ -219,37 +252,62 @@ class Searcher:
         if not request.query.strip():
             raise invalid_argument("QUERY_EMPTY", "the query is empty", field="query")
         if len(request.query) > self.max_query_chars:
-            raise invalid_argument("QUERY_TOO_LONG", f"the query has {len(request.query)} characters; "
-                                   f"the limit is {self.max_query_chars}", field="query",
-                                   limit=self.max_query_chars)
+            raise invalid_argument(
+                "QUERY_TOO_LONG",
+                f"the query has {len(request.query)} characters; the limit is {self.max_query_chars}",
+                field="query",
+                limit=self.max_query_chars,
+            )
         top_k = request.top_k or DEFAULT_TOP_K
         if not 1 <= top_k <= MAX_TOP_K:
-            raise invalid_argument("TOP_K_OUT_OF_RANGE", f"top_k must be between 1 and {MAX_TOP_K}", field="top_k",
-                                   top_k=request.top_k)
-        names = list(dict.fromkeys(
-            validation.collection_name(c, field="collections") for c in request.collections or [""]
-        ))
+            raise invalid_argument(
+                "TOP_K_OUT_OF_RANGE", f"top_k must be between 1 and {MAX_TOP_K}", field="top_k", top_k=request.top_k
+            )
+        names = list(
+            dict.fromkeys(validation.collection_name(c, field="collections") for c in request.collections or [""])
+        )
         if request.rrf_k is not None and not 1 <= request.rrf_k <= MAX_RRF_K:
-            raise invalid_argument("RRF_K_OUT_OF_RANGE", f"rrf_k must be between 1 and {MAX_RRF_K}", field="rrf_k",
-                                   rrf_k=request.rrf_k)
+            raise invalid_argument(
+                "RRF_K_OUT_OF_RANGE", f"rrf_k must be between 1 and {MAX_RRF_K}", field="rrf_k", rrf_k=request.rrf_k
+            )
         filters = parse_filters(request.filters)
         mode = request.mode or self.default_mode
         store_mode = plan(mode, request.fusion, self.rrf_k, self.default_fusion).store_mode
         targets, vectors = await self._resolve_and_embed(request.query, store_mode, names, request.versions)
-        plans = [plan(mode, request.fusion or t.defaults.fusion, request.rrf_k or t.defaults.rrf_k or self.rrf_k,
-                      self.default_fusion, self.dense_weight) for t in targets]
+        plans = [
+            plan(
+                mode,
+                request.fusion or t.defaults.fusion,
+                request.rrf_k or t.defaults.rrf_k or self.rrf_k,
+                self.default_fusion,
+                self.dense_weight,
+            )
+            for t in targets
+        ]
 
         # With a reranker, the best `rerank_top_n` candidates are re-ordered by it, then cut to top_k.
         want = max(top_k, self.rerank_top_n) if self.reranker else top_k
         threshold = None if self.reranker else request.score_threshold
         limit = min(want * _GROUP_FETCH_FACTOR, _MAX_GROUP_FETCH) if request.group_by_document else want
         while True:
-            queries = [Query(mode=p.store_mode, limit=limit, dense=vectors[t.model][0], sparse=vectors[t.model][1],
-                             filters=filters, prefetch_limit=self.prefetch_limit, rrf_k=p.rrf_k,
-                             fusion=p.fusion or "rrf", rrf_weights=p.weights, dense_weight=p.dense_weight)
-                       for t, p in zip(targets, plans, strict=True)]
-            per_collection = await asyncio.gather(*(self._query(t.physical, p, q)
-                                                    for t, p, q in zip(targets, plans, queries, strict=True)))
+            queries = [
+                Query(
+                    mode=p.store_mode,
+                    limit=limit,
+                    dense=vectors[t.model][0],
+                    sparse=vectors[t.model][1],
+                    filters=filters,
+                    prefetch_limit=self.prefetch_limit,
+                    rrf_k=p.rrf_k,
+                    fusion=p.fusion or "rrf",
+                    rrf_weights=p.weights,
+                    dense_weight=p.dense_weight,
+                )
+                for t, p in zip(targets, plans, strict=True)
+            ]
+            per_collection = await asyncio.gather(
+                *(self._query(t.physical, p, q) for t, p, q in zip(targets, plans, queries, strict=True))
+            )
             normalised = [p.normalise(hits) for p, hits in zip(plans, per_collection, strict=True)]
             found = _merge(names, normalised, threshold)
             if request.group_by_document:
@@ -258,12 +316,21 @@ class Searcher:
             if len(found) >= want or exhausted or limit >= _MAX_GROUP_FETCH:
                 if self.reranker:
                     found = await _reranked(self.reranker, request.query, found[:want], request.score_threshold)
-                return Searched(plans[0], found[:top_k], {t.name: t.version for t in targets},
-                                {t.name: vectors[t.model][2] for t in targets})
+                return Searched(
+                    plans[0],
+                    found[:top_k],
+                    {t.name: t.version for t in targets},
+                    {t.name: vectors[t.model][2] for t in targets},
+                )
             limit = min(limit * _GROUP_FETCH_FACTOR, _MAX_GROUP_FETCH)
 
-    async def _resolve_and_embed(self, text: str, mode: Mode, names: Sequence[str], pinned: Mapping[str, int],
-                                 ) -> tuple[list[Target], dict[str, tuple[list[float] | None, Sparse | None, str]]]:
+    async def _resolve_and_embed(
+        self,
+        text: str,
+        mode: Mode,
+        names: Sequence[str],
+        pinned: Mapping[str, int],
+    ) -> tuple[list[Target], dict[str, tuple[list[float] | None, Sparse | None, str]]]:
         """Each collection's version (one store call) and the query's vectors for each model they use.
 
         The query is embedded while the versions are read, with the model each collection used last time (almost
@@ -304,8 +371,15 @@ class Searcher:
             version = versions.get(number)
             if version is None:
                 raise version_not_found(versions, number)
-            targets.append(Target(name, number, versions.physical(number),
-                                  version.settings.model if version.settings else "", self.store.search_defaults(name)))
+            targets.append(
+                Target(
+                    name,
+                    number,
+                    versions.physical(number),
+                    version.settings.model if version.settings else "",
+                    self.store.search_defaults(name),
+                )
+            )
         return targets
 
     async def _query(self, name: str, used: Plan, query: Query) -> list[Hit]:
@@ -322,7 +396,7 @@ class Searcher:
         searched again); then the payloads of the hits kept, by id."""
         evidence = self.store.hybrid_evidence(name, query, _PRF_VECTORS if self.prf_docs else 0)
         hits, _ = adaptive_fusion(evidence, sparse, max(query.limit + _TIE_ROOM, self.prf_docs))
-        feedback = [evidence.vectors[h.id] for h in hits[:self.prf_docs] if h.id in evidence.vectors]
+        feedback = [evidence.vectors[h.id] for h in hits[: self.prf_docs] if h.id in evidence.vectors]
         if feedback and query.dense is not None:
             query = dataclasses.replace(query, dense=rocchio(query.dense, feedback, beta=self.prf_weight))
             evidence = self.store.hybrid_evidence(name, query, 0, same_sparse_as=evidence)
@@ -331,18 +405,26 @@ class Searcher:
         last = hits[query.limit - 1].score if len(hits) >= query.limit else None
         kept = [h for i, h in enumerate(hits) if i < query.limit or h.score == last]
         payloads = self.store.payloads(name, [h.id for h in kept])
-        return sorted((Hit(h.id, h.score, payloads[h.id]) for h in kept if h.id in payloads), key=tie_key)[:query.limit]
+        return sorted((Hit(h.id, h.score, payloads[h.id]) for h in kept if h.id in payloads), key=tie_key)[
+            : query.limit
+        ]
 
-    async def _embed_query(self, text: str, mode: Mode,
-                           model: str = "") -> tuple[list[float] | None, Sparse | None, str]:
+    async def _embed_query(
+        self, text: str, mode: Mode, model: str = ""
+    ) -> tuple[list[float] | None, Sparse | None, str]:
         """The query's vectors for `mode` by embedder model `model` ("" = its default) and the id of that model:
         one Embed call for dense and sparse together, or the cache."""
         kinds = _KINDS[mode]
         key = (text, tuple(kinds), model)
         if (cached := self.query_cache.get(key)) is not None:
             return cached  # type: ignore[return-value]
-        request = embedder_pb.EmbedRequest(texts=[text], input_type=embedder_pb.INPUT_TYPE_QUERY, kinds=kinds,
-                                           dense_format=embedder_pb.DENSE_FORMAT_PACKED_FLOAT32, model=model)
+        request = embedder_pb.EmbedRequest(
+            texts=[text],
+            input_type=embedder_pb.INPUT_TYPE_QUERY,
+            kinds=kinds,
+            dense_format=embedder_pb.DENSE_FORMAT_PACKED_FLOAT32,
+            model=model,
+        )
         response = await self.embedder.call("Embed", request)
         embedding = response.embeddings[0]
         dense = dense_rows(response)[0] if mode != "sparse" else None
@@ -359,8 +441,12 @@ class Searcher:
         validation.doc_id(doc_id)
         chunks = await store_call(self._document_chunks, collection, doc_id, inline=self._inline)
         if not chunks:
-            raise not_found("DOCUMENT_NOT_FOUND", f"document {doc_id!r} is not in collection {collection!r}",
-                            collection=collection, doc_id=doc_id)
+            raise not_found(
+                "DOCUMENT_NOT_FOUND",
+                f"document {doc_id!r} is not in collection {collection!r}",
+                collection=collection,
+                doc_id=doc_id,
+            )
         # While a changed document is being replaced, old chunks may linger for a moment: keep one version.
         current = chunks[0].payload.get("content_hash")
         chunks = [c for c in chunks if c.payload.get("content_hash") == current]
@@ -372,8 +458,9 @@ class Searcher:
     async def list_collections(self) -> list[CollectionOut]:
         """Every collection with its versions and their document and chunk counts, by name."""
         names = await store_call(self.store.list_collections, inline=self._inline)
-        listed = await asyncio.gather(*(store_call(self._collection, n, inline=self._inline) for n in names),
-                                      return_exceptions=True)
+        listed = await asyncio.gather(
+            *(store_call(self._collection, n, inline=self._inline) for n in names), return_exceptions=True
+        )
         # A collection deleted between listing and counting is simply not listed.
         for outcome in listed:
             if isinstance(outcome, BaseException) and getattr(outcome, "reason", "") != "COLLECTION_NOT_FOUND":
@@ -399,8 +486,12 @@ class Searcher:
 def version_not_found(versions: Versions, version: int):
     """NOT_FOUND VERSION_NOT_FOUND: the collection has no such version."""
     kept = ", ".join(str(v.version) for v in versions.versions)
-    return not_found("VERSION_NOT_FOUND", f"collection {versions.name!r} has no version {version} (it keeps "
-                     f"{kept}; {versions.active} is active)", collection=versions.name, version=version)
+    return not_found(
+        "VERSION_NOT_FOUND",
+        f"collection {versions.name!r} has no version {version} (it keeps {kept}; {versions.active} is active)",
+        collection=versions.name,
+        version=version,
+    )
 
 
 def _discard(task: asyncio.Future) -> None:
@@ -411,18 +502,32 @@ def _discard(task: asyncio.Future) -> None:
 
 def _merge(names: Sequence[str], per_collection: Sequence[Sequence[Hit]], threshold: float | None) -> list[Found]:
     """All collections' hits best first; equal scores in a stable order (collection, doc_id, chunk_index)."""
-    found = [Found(n, h) for n, hits in zip(names, per_collection, strict=True) for h in hits
-             if threshold is None or h.score >= threshold]
-    return sorted(found, key=lambda f: (-f.hit.score, f.collection, str(f.hit.payload.get("doc_id", "")),
-                                        int(f.hit.payload.get("chunk_index", 0))))
+    found = [
+        Found(n, h)
+        for n, hits in zip(names, per_collection, strict=True)
+        for h in hits
+        if threshold is None or h.score >= threshold
+    ]
+    return sorted(
+        found,
+        key=lambda f: (
+            -f.hit.score,
+            f.collection,
+            str(f.hit.payload.get("doc_id", "")),
+            int(f.hit.payload.get("chunk_index", 0)),
+        ),
+    )
 
 
 async def _reranked(reranker: Reranker, query: str, found: Sequence[Found], threshold: float | None) -> list[Found]:
     """The candidates re-scored by the reranker (title and chunk text), best first, ties in fused order."""
     scores = await reranker.rerank(query, [_rerank_text(f.hit.payload) for f in found])
     ranked = sorted(zip(scores, range(len(found)), found, strict=True), key=lambda t: (-t[0], t[1]))
-    return [Found(f.collection, Hit(f.hit.id, s, f.hit.payload)) for s, _, f in ranked
-            if threshold is None or s >= threshold]
+    return [
+        Found(f.collection, Hit(f.hit.id, s, f.hit.payload))
+        for s, _, f in ranked
+        if threshold is None or s >= threshold
+    ]
 
 
 def _rerank_text(payload: Mapping[str, Any]) -> str:

@@ -40,10 +40,14 @@ TOPIC_TERMS = [1, 2, 3]  # the words of the topic; the 20 topical chunks hold th
 
 def chunk(i: int) -> ChunkPoint:
     topical = i < 20
-    dense = noisy(TOPIC, (0.6 + 0.05 * i) / DIM ** 0.5) if topical else unit([rng.gauss(0, 1) for _ in range(DIM)])
+    dense = noisy(TOPIC, (0.6 + 0.05 * i) / DIM**0.5) if topical else unit([rng.gauss(0, 1) for _ in range(DIM)])
     terms = sorted(set((TOPIC_TERMS[: 1 + i % 3] if topical else []) + rng.sample(range(10, VOCAB), 8)))
-    return ChunkPoint(f"00000000-0000-4000-8000-{i:012d}", dense, Sparse(terms, [1.0] * len(terms)),
-                      {"doc_id": f"d{i:03d}", "chunk_index": 0, "text": f"chunk {i}"})
+    return ChunkPoint(
+        f"00000000-0000-4000-8000-{i:012d}",
+        dense,
+        Sparse(terms, [1.0] * len(terms)),
+        {"doc_id": f"d{i:03d}", "chunk_index": 0, "text": f"chunk {i}"},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -125,13 +129,16 @@ class Counting:
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def mesh(mesh_factory):
     mesh = await mesh_factory()
-    texts = {"glacier": "Glaciers are rivers of ice that carve valleys as they move downhill.",
-             "desert": "Deserts receive little rain; dunes of sand shift with the wind.",
-             "reef": "Coral reefs grow in warm shallow seas and shelter many fish.",
-             "river": "Rivers carry water and sediment from mountains to the sea."}
+    texts = {
+        "glacier": "Glaciers are rivers of ice that carve valleys as they move downhill.",
+        "desert": "Deserts receive little rain; dunes of sand shift with the wind.",
+        "reef": "Coral reefs grow in warm shallow seas and shelter many fish.",
+        "river": "Rivers carry water and sediment from mountains to the sea.",
+    }
     documents = [indexer_pb.DocumentInput(collection="default", doc_id=d, text=t) for d, t in texts.items()]
-    events = [e async for e in mesh.stub("indexer").IngestDocuments(
-        indexer_pb.IngestDocumentsRequest(documents=documents))]
+    events = [
+        e async for e in mesh.stub("indexer").IngestDocuments(indexer_pb.IngestDocumentsRequest(documents=documents))
+    ]
     assert all(e.result.status == indexer_pb.INGEST_STATUS_INDEXED for e in events)
     return mesh
 
@@ -142,9 +149,16 @@ async def test_feedback_costs_one_more_store_call_and_no_second_embed_call(mesh,
     calls: Counter = Counter()
     embedder = ServiceClient("embedder", mesh.addrs["embedder"], embedder_grpc.EmbedderServiceStub, timeout=10)
     try:
-        searcher = Searcher(Counting(mesh.store, calls), Counting(embedder, calls), default_mode="hybrid",
-                            prefetch_limit=50, rrf_k=60, max_query_chars=1000, default_fusion="adaptive",
-                            prf_docs=prf_docs)
+        searcher = Searcher(
+            Counting(mesh.store, calls),
+            Counting(embedder, calls),
+            default_mode="hybrid",
+            prefetch_limit=50,
+            rrf_k=60,
+            max_query_chars=1000,
+            default_fusion="adaptive",
+            prf_docs=prf_docs,
+        )
         searched = await searcher.search(SearchIn(query="rivers of ice carve valleys", top_k=3))
     finally:
         await embedder.close()
@@ -164,11 +178,19 @@ async def test_the_embedded_store_is_searched_on_the_loops_thread_and_a_server_s
     try:
         for holds_gil in (True, False):
             store = ThreadNotingStore(mesh.store, holds_gil)
-            searcher = Searcher(store, embedder, default_mode="hybrid", prefetch_limit=50, rrf_k=60,
-                                max_query_chars=1000, default_fusion="adaptive")
+            searcher = Searcher(
+                store,
+                embedder,
+                default_mode="hybrid",
+                prefetch_limit=50,
+                rrf_k=60,
+                max_query_chars=1000,
+                default_fusion="adaptive",
+            )
             found[holds_gil] = [
                 [f.hit.id for f in (await searcher.search(SearchIn(query="rivers of ice", top_k=3, mode=m))).found]
-                for m in ("hybrid", "dense", "sparse")]
+                for m in ("hybrid", "dense", "sparse")
+            ]
             assert (await searcher.get_document("default", "glacier")).doc_id == "glacier"
             assert "default" in [c.name for c in await searcher.list_collections()]
             assert (store.threads() == {threading.current_thread().name}) == holds_gil, store.ran

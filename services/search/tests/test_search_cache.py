@@ -19,8 +19,10 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def mesh(mesh_factory):
     mesh = await mesh_factory(search={"query_cache_size": 3})
-    documents = [indexer_pb.DocumentInput(collection="cache", doc_id=f"d{i}", text=f"glacier {i} ice moraine {i}")
-                 for i in range(5)]
+    documents = [
+        indexer_pb.DocumentInput(collection="cache", doc_id=f"d{i}", text=f"glacier {i} ice moraine {i}")
+        for i in range(5)
+    ]
     async for _ in mesh.stub("indexer").IngestDocuments(indexer_pb.IngestDocumentsRequest(documents=documents)):
         pass
     return mesh
@@ -67,8 +69,11 @@ async def test_hits_and_misses_are_exported(mesh):
     await search(mesh, "exported once")
     await search(mesh, "exported once")
     text = generate_latest(setup_telemetry("search").registry).decode()
-    for name in ("ragmesh_search_query_cache_hits_total", "ragmesh_search_query_cache_misses_total",
-                 "ragmesh_search_query_cache_entries"):
+    for name in (
+        "ragmesh_search_query_cache_hits_total",
+        "ragmesh_search_query_cache_misses_total",
+        "ragmesh_search_query_cache_entries",
+    ):
         assert f"\n{name} " in text
     assert metric("ragmesh_search_query_cache_hits_total") >= 1
     assert metric("ragmesh_search_query_cache_misses_total") >= 1
@@ -76,8 +81,11 @@ async def test_hits_and_misses_are_exported(mesh):
 
 async def test_size_zero_turns_the_cache_off(mesh_factory, rpc_count):
     off = await mesh_factory(search={"query_cache_size": 0})
-    await off.stub("indexer").IngestDocument(indexer_pb.IngestDocumentRequest(
-        document=indexer_pb.DocumentInput(collection="cache", doc_id="x", text="tundra permafrost")))
+    await off.stub("indexer").IngestDocument(
+        indexer_pb.IngestDocumentRequest(
+            document=indexer_pb.DocumentInput(collection="cache", doc_id="x", text="tundra permafrost")
+        )
+    )
     embeds = rpc_count("embedder", "Embed")
     for _ in range(3):
         await search(off, "tundra")

@@ -16,17 +16,22 @@ DOCS = {
     "river": "Rivers carry water and sediment from mountains to the sea.",
 }
 ALL_WAYS = [
-    (pb.SEARCH_MODE_HYBRID, pb.FUSION_RRF), (pb.SEARCH_MODE_HYBRID, pb.FUSION_DBSF),
-    (pb.SEARCH_MODE_HYBRID, pb.FUSION_RELATIVE_SCORE), (pb.SEARCH_MODE_HYBRID, pb.FUSION_ADAPTIVE),
-    (pb.SEARCH_MODE_DENSE, pb.FUSION_UNSPECIFIED), (pb.SEARCH_MODE_SPARSE, pb.FUSION_UNSPECIFIED),
-    (pb.SEARCH_MODE_SEMANTIC, pb.FUSION_UNSPECIFIED), (pb.SEARCH_MODE_KEYWORD, pb.FUSION_UNSPECIFIED),
+    (pb.SEARCH_MODE_HYBRID, pb.FUSION_RRF),
+    (pb.SEARCH_MODE_HYBRID, pb.FUSION_DBSF),
+    (pb.SEARCH_MODE_HYBRID, pb.FUSION_RELATIVE_SCORE),
+    (pb.SEARCH_MODE_HYBRID, pb.FUSION_ADAPTIVE),
+    (pb.SEARCH_MODE_DENSE, pb.FUSION_UNSPECIFIED),
+    (pb.SEARCH_MODE_SPARSE, pb.FUSION_UNSPECIFIED),
+    (pb.SEARCH_MODE_SEMANTIC, pb.FUSION_UNSPECIFIED),
+    (pb.SEARCH_MODE_KEYWORD, pb.FUSION_UNSPECIFIED),
 ]
 
 
 async def _ingest(mesh) -> None:
     documents = [indexer_pb.DocumentInput(collection="default", doc_id=d, text=t) for d, t in DOCS.items()]
-    events = [e async for e in mesh.stub("indexer").IngestDocuments(
-        indexer_pb.IngestDocumentsRequest(documents=documents))]
+    events = [
+        e async for e in mesh.stub("indexer").IngestDocuments(indexer_pb.IngestDocumentsRequest(documents=documents))
+    ]
     assert all(e.result.status == indexer_pb.INGEST_STATUS_INDEXED for e in events), events
 
 
@@ -39,8 +44,9 @@ async def search(mesh_factory):
 
 @pytest.mark.parametrize(("mode", "fusion"), ALL_WAYS, ids=lambda v: pb.SearchMode.Name(v) if v > 0 else str(v))
 async def test_every_way_finds_the_document_with_scores_between_0_and_1(search, mode, fusion):
-    reply = await search.Search(pb.SearchRequest(query="glaciers carve valleys of ice", top_k=5, mode=mode,
-                                                 fusion=fusion))
+    reply = await search.Search(
+        pb.SearchRequest(query="glaciers carve valleys of ice", top_k=5, mode=mode, fusion=fusion)
+    )
     assert reply.results[0].doc_id == "glacier"
     scores = [r.score for r in reply.results]
     assert all(0.0 <= s <= 1.0 for s in scores) and scores == sorted(scores, reverse=True)
@@ -48,8 +54,7 @@ async def test_every_way_finds_the_document_with_scores_between_0_and_1(search, 
 
 
 async def test_the_response_names_the_fusion_used(search):
-    dbsf = await search.Search(pb.SearchRequest(query="sand dunes", mode=pb.SEARCH_MODE_HYBRID,
-                                                fusion=pb.FUSION_DBSF))
+    dbsf = await search.Search(pb.SearchRequest(query="sand dunes", mode=pb.SEARCH_MODE_HYBRID, fusion=pb.FUSION_DBSF))
     assert dbsf.fusion == pb.FUSION_DBSF
     default = await search.Search(pb.SearchRequest(query="sand dunes"))
     assert (default.mode, default.fusion) == (pb.SEARCH_MODE_HYBRID, pb.FUSION_ADAPTIVE)
@@ -98,8 +103,9 @@ async def test_the_service_default_fusion_applies_when_a_request_names_none(mesh
 async def test_a_collection_default_fusion_is_stored_and_used(mesh_factory, rpc_error):
     mesh = await mesh_factory()
     indexer, search = mesh.stub("indexer"), mesh.stub("search")
-    created = await indexer.CreateCollection(indexer_pb.CreateCollectionRequest(
-        name="tuned", default_fusion=pb.FUSION_DBSF, default_rrf_k=20))
+    created = await indexer.CreateCollection(
+        indexer_pb.CreateCollectionRequest(name="tuned", default_fusion=pb.FUSION_DBSF, default_rrf_k=20)
+    )
     assert (created.created, created.default_fusion, created.default_rrf_k) == (True, pb.FUSION_DBSF, 20)
     again = await indexer.CreateCollection(indexer_pb.CreateCollectionRequest(name="tuned"))
     assert (again.created, again.default_fusion, again.default_rrf_k) == (False, pb.FUSION_DBSF, 20)
@@ -111,8 +117,7 @@ async def test_a_collection_default_fusion_is_stored_and_used(mesh_factory, rpc_
     chosen = await search.Search(pb.SearchRequest(query="coral", collections=["tuned"], fusion=pb.FUSION_RRF))
     assert chosen.fusion == pb.FUSION_RRF
 
-    err = await rpc_error(indexer.CreateCollection(indexer_pb.CreateCollectionRequest(name="tuned",
-                                                                                      default_rrf_k=0)))
+    err = await rpc_error(indexer.CreateCollection(indexer_pb.CreateCollectionRequest(name="tuned", default_rrf_k=0)))
     assert (err.code.name, err.reason) == ("INVALID_ARGUMENT", "RRF_K_OUT_OF_RANGE")
 
 

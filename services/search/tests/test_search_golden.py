@@ -70,8 +70,10 @@ async def test_a_golden_set_is_stored_read_back_and_deleted(search, rpc_error):
 
     deleted = await search.DeleteGoldenSet(pb.DeleteGoldenSetRequest(collection=COLLECTION))
     assert (deleted.collection, deleted.deleted_queries) == (COLLECTION, 3)
-    for call in (search.GetGoldenSet(pb.GetGoldenSetRequest(collection=COLLECTION)),
-                 search.DeleteGoldenSet(pb.DeleteGoldenSetRequest(collection=COLLECTION))):
+    for call in (
+        search.GetGoldenSet(pb.GetGoldenSetRequest(collection=COLLECTION)),
+        search.DeleteGoldenSet(pb.DeleteGoldenSetRequest(collection=COLLECTION)),
+    ):
         err = await rpc_error(call)
         assert (err.code.name, err.reason) == ("NOT_FOUND", "GOLDEN_SET_NOT_FOUND")
     err = await rpc_error(search.EvaluateCollection(pb.EvaluateCollectionRequest(collection=COLLECTION)))
@@ -81,8 +83,9 @@ async def test_a_golden_set_is_stored_read_back_and_deleted(search, rpc_error):
 async def test_evaluation_scores_the_index_keeps_a_history_and_exports_gauges(search):
     await search.SetGoldenSet(pb.SetGoldenSetRequest(collection=COLLECTION, queries=golden()))
     before = await search.ListEvaluations(pb.ListEvaluationsRequest(collection=COLLECTION))
-    reply = await search.EvaluateCollection(pb.EvaluateCollectionRequest(
-        collection=COLLECTION, modes=[pb.SEARCH_MODE_SPARSE, pb.SEARCH_MODE_HYBRID]))
+    reply = await search.EvaluateCollection(
+        pb.EvaluateCollectionRequest(collection=COLLECTION, modes=[pb.SEARCH_MODE_SPARSE, pb.SEARCH_MODE_HYBRID])
+    )
     sparse, hybrid = reply.evaluations
     assert (sparse.mode, hybrid.mode) == (pb.SEARCH_MODE_SPARSE, pb.SEARCH_MODE_HYBRID)
     # BM25 puts each query's one relevant document first: perfect scores.
@@ -98,8 +101,9 @@ async def test_evaluation_scores_the_index_keeps_a_history_and_exports_gauges(se
     history = (await search.ListEvaluations(pb.ListEvaluationsRequest(collection=COLLECTION))).evaluations
     assert len(history) == len(before.evaluations) + 3
     assert list(history[-3:]) == [sparse, hybrid, default[0]]  # newest last, as returned
-    only_sparse = await search.ListEvaluations(pb.ListEvaluationsRequest(collection=COLLECTION,
-                                                                        mode=pb.SEARCH_MODE_SPARSE))
+    only_sparse = await search.ListEvaluations(
+        pb.ListEvaluationsRequest(collection=COLLECTION, mode=pb.SEARCH_MODE_SPARSE)
+    )
     assert [e.mode for e in only_sparse.evaluations] == [pb.SEARCH_MODE_SPARSE] * len(only_sparse.evaluations)
     newest = await search.ListEvaluations(pb.ListEvaluationsRequest(collection=COLLECTION, limit=1))
     assert list(newest.evaluations) == [default[0]]
@@ -112,8 +116,11 @@ async def test_a_worse_ranking_scores_lower(search):
     # "lava" also names the bread document as relevant (grade 1): it cannot be found by those words.
     queries = [("q-lava", "lava basalt crater", {"volcano": 1, "bread": 1})]
     await search.SetGoldenSet(pb.SetGoldenSetRequest(collection=COLLECTION, queries=golden(queries)))
-    (e,) = (await search.EvaluateCollection(pb.EvaluateCollectionRequest(
-        collection=COLLECTION, modes=[pb.SEARCH_MODE_SPARSE]))).evaluations
+    (e,) = (
+        await search.EvaluateCollection(
+            pb.EvaluateCollectionRequest(collection=COLLECTION, modes=[pb.SEARCH_MODE_SPARSE])
+        )
+    ).evaluations
     assert e.recall_at_10 == 0.5 and e.mrr_at_10 == 1.0
     assert e.ndcg_at_10 == pytest.approx(1.0 / (1.0 + 1.0 / math.log2(3)))
 
@@ -123,30 +130,50 @@ async def test_the_history_keeps_the_newest(search, monkeypatch):
     await search.SetGoldenSet(pb.SetGoldenSetRequest(collection=COLLECTION, queries=golden()))
     last = None
     for _ in range(4):
-        last = (await search.EvaluateCollection(pb.EvaluateCollectionRequest(
-            collection=COLLECTION, modes=[pb.SEARCH_MODE_DENSE]))).evaluations[0]
+        last = (
+            await search.EvaluateCollection(
+                pb.EvaluateCollectionRequest(collection=COLLECTION, modes=[pb.SEARCH_MODE_DENSE])
+            )
+        ).evaluations[0]
     history = (await search.ListEvaluations(pb.ListEvaluationsRequest(collection=COLLECTION))).evaluations
     assert len(history) == 3 and history[-1] == last
 
 
-@pytest.mark.parametrize(("queries", "reason", "field"), [
-    ([], "GOLDEN_SET_EMPTY", "queries"),
-    ([("q", "words", {"bread": 1})] * 2, "GOLDEN_QUERY_DUPLICATE", "queries[1].query_id"),
-    ([("", "words", {"bread": 1})], "GOLDEN_QUERY_INVALID", "queries[0].query_id"),
-    ([("q" * 257, "words", {"bread": 1})], "GOLDEN_QUERY_INVALID", "queries[0].query_id"),
-    ([("q", "   ", {"bread": 1})], "GOLDEN_QUERY_INVALID", "queries[0].text"),
-    ([("q", "x" * 2001, {"bread": 1})], "GOLDEN_QUERY_INVALID", "queries[0].text"),
-    ([("q", "words", {})], "GOLDEN_QUERY_INVALID", "queries[0].relevant"),
-    ([("q", "words", {"bread": 0})], "GOLDEN_QUERY_INVALID", "queries[0].relevant"),
-    ([("q", "words", {"bread": 11})], "GOLDEN_GRADE_INVALID", "queries[0].relevant"),
-    ([("q", "words", {"bread": -1})], "GOLDEN_GRADE_INVALID", "queries[0].relevant"),
-    ([("q", "words", {" bread": 1})], "DOCUMENT_ID_INVALID", "queries[0].relevant"),
-    ([(f"q{i}", "words", {"bread": 1}) for i in range(1001)], "GOLDEN_SET_TOO_LARGE", "queries"),
-    ([("q", "words", {f"d{i}": 1 for i in range(1001)})], "GOLDEN_SET_TOO_LARGE", "queries[0].relevant"),
-    ([(f"q{i}", "words", {f"d{j}": 1 for j in range(1000)}) for i in range(51)], "GOLDEN_SET_TOO_LARGE", "queries"),
-], ids=["empty", "duplicate", "no-id", "long-id", "blank-text", "long-text", "no-judgment", "nothing-relevant",
-        "grade-above-10", "negative-grade", "bad-doc-id", "too-many-queries", "too-many-judgments",
-        "too-many-in-all"])
+@pytest.mark.parametrize(
+    ("queries", "reason", "field"),
+    [
+        ([], "GOLDEN_SET_EMPTY", "queries"),
+        ([("q", "words", {"bread": 1})] * 2, "GOLDEN_QUERY_DUPLICATE", "queries[1].query_id"),
+        ([("", "words", {"bread": 1})], "GOLDEN_QUERY_INVALID", "queries[0].query_id"),
+        ([("q" * 257, "words", {"bread": 1})], "GOLDEN_QUERY_INVALID", "queries[0].query_id"),
+        ([("q", "   ", {"bread": 1})], "GOLDEN_QUERY_INVALID", "queries[0].text"),
+        ([("q", "x" * 2001, {"bread": 1})], "GOLDEN_QUERY_INVALID", "queries[0].text"),
+        ([("q", "words", {})], "GOLDEN_QUERY_INVALID", "queries[0].relevant"),
+        ([("q", "words", {"bread": 0})], "GOLDEN_QUERY_INVALID", "queries[0].relevant"),
+        ([("q", "words", {"bread": 11})], "GOLDEN_GRADE_INVALID", "queries[0].relevant"),
+        ([("q", "words", {"bread": -1})], "GOLDEN_GRADE_INVALID", "queries[0].relevant"),
+        ([("q", "words", {" bread": 1})], "DOCUMENT_ID_INVALID", "queries[0].relevant"),
+        ([(f"q{i}", "words", {"bread": 1}) for i in range(1001)], "GOLDEN_SET_TOO_LARGE", "queries"),
+        ([("q", "words", {f"d{i}": 1 for i in range(1001)})], "GOLDEN_SET_TOO_LARGE", "queries[0].relevant"),
+        ([(f"q{i}", "words", {f"d{j}": 1 for j in range(1000)}) for i in range(51)], "GOLDEN_SET_TOO_LARGE", "queries"),
+    ],
+    ids=[
+        "empty",
+        "duplicate",
+        "no-id",
+        "long-id",
+        "blank-text",
+        "long-text",
+        "no-judgment",
+        "nothing-relevant",
+        "grade-above-10",
+        "negative-grade",
+        "bad-doc-id",
+        "too-many-queries",
+        "too-many-judgments",
+        "too-many-in-all",
+    ],
+)
 async def test_malformed_golden_sets_are_refused_and_the_stored_one_kept(search, rpc_error, queries, reason, field):
     await search.SetGoldenSet(pb.SetGoldenSetRequest(collection=COLLECTION, queries=golden()))
     err = await rpc_error(search.SetGoldenSet(pb.SetGoldenSetRequest(collection=COLLECTION, queries=golden(queries))))
@@ -164,10 +191,12 @@ async def test_judgments_that_point_at_nothing_are_refused(search, rpc_error):
 
 
 async def test_unknown_collections_and_modes_are_refused(search, rpc_error):
-    for call in (search.SetGoldenSet(pb.SetGoldenSetRequest(collection="nowhere", queries=golden())),
-                 search.GetGoldenSet(pb.GetGoldenSetRequest(collection="nowhere")),
-                 search.EvaluateCollection(pb.EvaluateCollectionRequest(collection="nowhere")),
-                 search.ListEvaluations(pb.ListEvaluationsRequest(collection="nowhere"))):
+    for call in (
+        search.SetGoldenSet(pb.SetGoldenSetRequest(collection="nowhere", queries=golden())),
+        search.GetGoldenSet(pb.GetGoldenSetRequest(collection="nowhere")),
+        search.EvaluateCollection(pb.EvaluateCollectionRequest(collection="nowhere")),
+        search.ListEvaluations(pb.ListEvaluationsRequest(collection="nowhere")),
+    ):
         err = await rpc_error(call)
         assert (err.code.name, err.reason) == ("NOT_FOUND", "COLLECTION_NOT_FOUND")
     err = await rpc_error(search.SetGoldenSet(pb.SetGoldenSetRequest(collection="Bad Name", queries=golden())))
@@ -196,8 +225,11 @@ async def test_the_golden_set_goes_with_its_collection(mesh, search, rpc_error):
 
 async def test_a_restarted_search_service_exports_the_stored_scores(mesh, search):
     await search.SetGoldenSet(pb.SetGoldenSetRequest(collection=COLLECTION, queries=golden()))
-    (e,) = (await search.EvaluateCollection(pb.EvaluateCollectionRequest(
-        collection=COLLECTION, modes=[pb.SEARCH_MODE_KEYWORD]))).evaluations
+    (e,) = (
+        await search.EvaluateCollection(
+            pb.EvaluateCollectionRequest(collection=COLLECTION, modes=[pb.SEARCH_MODE_KEYWORD])
+        )
+    ).evaluations
     setup_telemetry("search").metrics(QualityMetrics).quality.clear()  # as in a new process
     assert gauge(COLLECTION, "keyword", "recall_at_10") is None
     settings = SearchSettings(host="127.0.0.1", port=0, embedder_addr=mesh.addrs["embedder"])

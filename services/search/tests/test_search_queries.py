@@ -14,15 +14,27 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 MODES = [pb.SEARCH_MODE_HYBRID, pb.SEARCH_MODE_DENSE, pb.SEARCH_MODE_SPARSE]
 DOCS = {
     # collection "default"
-    ("default", "volcano"): ("Volcanoes", {"kind": "geo", "year": 2020},
-                             "Volcanoes erupt magma and lava. Lava flows cool into basalt rock near the crater."),
-    ("default", "bread"): ("Bread", {"kind": "food", "year": 2021},
-                           "Bread dough needs flour, water, yeast and salt. Knead the dough and bake the loaf."),
-    ("default", "comet"): ("Comets", {"kind": "space", "year": 2020},
-                           "Comets are icy bodies; near the sun a comet grows a glowing tail of gas and dust."),
+    ("default", "volcano"): (
+        "Volcanoes",
+        {"kind": "geo", "year": 2020},
+        "Volcanoes erupt magma and lava. Lava flows cool into basalt rock near the crater.",
+    ),
+    ("default", "bread"): (
+        "Bread",
+        {"kind": "food", "year": 2021},
+        "Bread dough needs flour, water, yeast and salt. Knead the dough and bake the loaf.",
+    ),
+    ("default", "comet"): (
+        "Comets",
+        {"kind": "space", "year": 2020},
+        "Comets are icy bodies; near the sun a comet grows a glowing tail of gas and dust.",
+    ),
     # collection "other"
-    ("other", "lava-lamp"): ("Lava lamps", {"kind": "home", "year": 2022},
-                             "A lava lamp heats wax in liquid; blobs of lava-like wax rise and fall slowly."),
+    ("other", "lava-lamp"): (
+        "Lava lamps",
+        {"kind": "home", "year": 2022},
+        "A lava lamp heats wax in liquid; blobs of lava-like wax rise and fall slowly.",
+    ),
 }
 
 
@@ -36,11 +48,12 @@ def struct(data: dict) -> struct_pb2.Struct:
 async def mesh(mesh_factory):
     mesh = await mesh_factory(indexer={"chunk_tokens": 48})
     indexer = mesh.stub("indexer")
-    documents = [indexer_pb.DocumentInput(collection=c, doc_id=d, title=t, metadata=struct(m), text=text)
-                 for (c, d), (t, m, text) in DOCS.items()]
+    documents = [
+        indexer_pb.DocumentInput(collection=c, doc_id=d, title=t, metadata=struct(m), text=text)
+        for (c, d), (t, m, text) in DOCS.items()
+    ]
     # a long document with many chunks, all about lava, for grouping
-    long = "\n\n".join(f"Lava section {i}: lava lava basalt magma flow number {i} " + "filler " * 30
-                       for i in range(8))
+    long = "\n\n".join(f"Lava section {i}: lava lava basalt magma flow number {i} " + "filler " * 30 for i in range(8))
     documents.append(indexer_pb.DocumentInput(collection="default", doc_id="lava-book", text=long))
     events = [e async for e in indexer.IngestDocuments(indexer_pb.IngestDocumentsRequest(documents=documents))]
     assert all(e.result.status == indexer_pb.INGEST_STATUS_INDEXED for e in events), events
@@ -93,8 +106,9 @@ async def test_group_by_document_returns_distinct_documents(search):
 
 
 async def test_several_collections_are_merged_by_score(search):
-    reply = await run(search, "lava wax lamp", collections=["default", "other", "default"], top_k=10,
-                      mode=pb.SEARCH_MODE_SPARSE)
+    reply = await run(
+        search, "lava wax lamp", collections=["default", "other", "default"], top_k=10, mode=pb.SEARCH_MODE_SPARSE
+    )
     assert {r.collection for r in reply.results} == {"default", "other"}
     assert reply.results[0].doc_id == "lava-lamp"
     scores = [r.score for r in reply.results]
@@ -119,19 +133,33 @@ async def test_score_threshold_drops_weak_results(search):
         ({"query": "lava", "top_k": 101}, grpc.StatusCode.INVALID_ARGUMENT, "TOP_K_OUT_OF_RANGE"),
         ({"query": "lava", "top_k": -1}, grpc.StatusCode.INVALID_ARGUMENT, "TOP_K_OUT_OF_RANGE"),
         ({"query": "lava", "collections": ["Bad!"]}, grpc.StatusCode.INVALID_ARGUMENT, "COLLECTION_NAME_INVALID"),
-        ({"query": "lava", "collections": ["default", "missing"]}, grpc.StatusCode.NOT_FOUND,
-         "COLLECTION_NOT_FOUND"),
-        ({"query": "lava", "filters": struct({"kind": {"nested": 1}})}, grpc.StatusCode.INVALID_ARGUMENT,
-         "FILTER_INVALID"),
+        ({"query": "lava", "collections": ["default", "missing"]}, grpc.StatusCode.NOT_FOUND, "COLLECTION_NOT_FOUND"),
+        (
+            {"query": "lava", "filters": struct({"kind": {"nested": 1}})},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "FILTER_INVALID",
+        ),
         ({"query": "lava", "filters": struct({"kind": None})}, grpc.StatusCode.INVALID_ARGUMENT, "FILTER_INVALID"),
         ({"query": "lava", "filters": struct({"kind": []})}, grpc.StatusCode.INVALID_ARGUMENT, "FILTER_INVALID"),
-        ({"query": "lava", "filters": struct({"kind": [["a"]]})}, grpc.StatusCode.INVALID_ARGUMENT,
-         "FILTER_INVALID"),
+        ({"query": "lava", "filters": struct({"kind": [["a"]]})}, grpc.StatusCode.INVALID_ARGUMENT, "FILTER_INVALID"),
         ({"query": "lava", "filters": struct({"bad key!": 1})}, grpc.StatusCode.INVALID_ARGUMENT, "FILTER_INVALID"),
         ({"query": "lava", "filters": struct({"doc_id": 5})}, grpc.StatusCode.INVALID_ARGUMENT, "FILTER_INVALID"),
     ],
-    ids=["empty", "blank", "too-long", "top-k-high", "top-k-negative", "collection-name", "collection-missing",
-         "filter-dict", "filter-null", "filter-empty-list", "filter-nested-list", "filter-key", "filter-type"],
+    ids=[
+        "empty",
+        "blank",
+        "too-long",
+        "top-k-high",
+        "top-k-negative",
+        "collection-name",
+        "collection-missing",
+        "filter-dict",
+        "filter-null",
+        "filter-empty-list",
+        "filter-nested-list",
+        "filter-key",
+        "filter-type",
+    ],
 )
 async def test_rejected_searches(search, rpc_error, request_kwargs, code, reason):
     err = await rpc_error(search.Search(pb.SearchRequest(**request_kwargs)))

@@ -37,8 +37,11 @@ class FakeReranker:
                     return
                 texts = body.get("documents") or body.get("texts")
                 scored = [{"index": i, "score": 0.9 if "pastries" in t else 0.1} for i, t in enumerate(texts)]
-                answer = scored if self.path == "/tei/rerank" else {
-                    "results": [{"index": s["index"], "relevance_score": s["score"]} for s in scored]}
+                answer = (
+                    scored
+                    if self.path == "/tei/rerank"
+                    else {"results": [{"index": s["index"], "relevance_score": s["score"]} for s in scored]}
+                )
                 data = json.dumps(answer).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -64,8 +67,9 @@ def fake() -> Iterator[FakeReranker]:
 async def _mesh(mesh_factory, **search):
     mesh = await mesh_factory(search=search)
     documents = [indexer_pb.DocumentInput(collection="default", doc_id=d, text=t) for d, t in DOCS.items()]
-    events = [e async for e in mesh.stub("indexer").IngestDocuments(
-        indexer_pb.IngestDocumentsRequest(documents=documents))]
+    events = [
+        e async for e in mesh.stub("indexer").IngestDocuments(indexer_pb.IngestDocumentsRequest(documents=documents))
+    ]
     assert all(e.result.status == indexer_pb.INGEST_STATUS_INDEXED for e in events)
     return mesh.stub("search")
 
@@ -81,15 +85,24 @@ async def test_without_a_reranker_fusion_decides(plain):
 
 
 async def test_the_reranker_reorders_the_candidates(mesh_factory, fake):
-    search = await _mesh(mesh_factory, rerank_url=f"{fake.url}/rerank", rerank_model="bge-reranker",
-                         rerank_api_key="s3cret", rerank_top_n=3)
+    search = await _mesh(
+        mesh_factory,
+        rerank_url=f"{fake.url}/rerank",
+        rerank_model="bge-reranker",
+        rerank_api_key="s3cret",
+        rerank_top_n=3,
+    )
     fake.requests.clear()
     reply = await search.Search(pb.SearchRequest(query="moon tides ocean", top_k=2))
     assert [r.doc_id for r in reply.results][0] == "moon-cake"
     assert [r.score for r in reply.results] == pytest.approx([0.9, 0.1])
     path, body, auth = fake.requests[-1]
-    assert (path, body["model"], body["query"], auth) == ("/rerank", "bge-reranker", "moon tides ocean",
-                                                          "Bearer s3cret")
+    assert (path, body["model"], body["query"], auth) == (
+        "/rerank",
+        "bge-reranker",
+        "moon tides ocean",
+        "Bearer s3cret",
+    )
     assert len(body["documents"]) == 3  # rerank_top_n candidates, then cut to top_k
 
 

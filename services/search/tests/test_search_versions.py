@@ -24,12 +24,21 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 NAME = "shelf"
 # Version 1 and version 2 hold the same documents (each chunk's title says which version it is in), except that
 # "stale" is only in version 1 and "fresh" only in version 2.
-COMMON = {"glacier": "Glaciers are rivers of ice that carve valleys as they move downhill.",
-          "desert": "Deserts receive little rain; dunes of sand shift with the wind."}
+COMMON = {
+    "glacier": "Glaciers are rivers of ice that carve valleys as they move downhill.",
+    "desert": "Deserts receive little rain; dunes of sand shift with the wind.",
+}
 V1 = {**COMMON, "stale": "An old note about moraine deposits."}
 V2 = {**COMMON, "fresh": "A new note about fjords carved by glaciers."}
-V2_SETTINGS = IndexSettings(model="alt", model_id="ragmesh/hash-384", dimension=384, sparse_model_id="bm25",
-                            chunk_tokens=64, chunk_overlap_tokens=8, chunker_fingerprint="f" * 16)
+V2_SETTINGS = IndexSettings(
+    model="alt",
+    model_id="ragmesh/hash-384",
+    dimension=384,
+    sparse_model_id="bm25",
+    chunk_tokens=64,
+    chunk_overlap_tokens=8,
+    chunker_fingerprint="f" * 16,
+)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -62,12 +71,12 @@ def answered_by(response: pb.SearchResponse) -> set[str]:
 
 def alt_texts() -> float:
     """Texts the embedder's "alt" model has embedded so far (its own metrics)."""
-    return setup_telemetry("embedder").registry.get_sample_value("ragmesh_embedder_texts_total",
-                                                                 {"model": "alt"}) or 0.0
+    return (
+        setup_telemetry("embedder").registry.get_sample_value("ragmesh_embedder_texts_total", {"model": "alt"}) or 0.0
+    )
 
 
-async def test_a_collection_without_a_record_is_its_version_1_and_a_version_being_built_is_not_searched(mesh,
-                                                                                                          search):
+async def test_a_collection_without_a_record_is_its_version_1_and_a_version_being_built_is_not_searched(mesh, search):
     mesh.store.set_collection_record(NAME, "versions", None)
     response = await ask(search, "glaciers valleys")
     assert dict(response.versions) == {NAME: 1} and answered_by(response) == {"v1"}
@@ -157,9 +166,14 @@ async def test_collections_are_listed_with_every_version_and_its_own_counts(mesh
         assert v1.retained_until == "2026-12-01T00:00:00+00:00" and not v1.HasField("settings")
         assert (v2.version, v2.state, v2.documents, v2.chunks, v2.job_id) == (2, "active", 4, 4, "job-reindex-1")
         assert v2.created_at == "2026-11-20T00:00:00+00:00"
-        assert (v2.settings.model, v2.settings.model_id, v2.settings.dimension, v2.settings.chunk_tokens,
-                v2.settings.chunk_overlap_tokens, v2.settings.chunker_fingerprint) == (
-            "alt", "ragmesh/hash-384", 384, 64, 8, "f" * 16)
+        assert (
+            v2.settings.model,
+            v2.settings.model_id,
+            v2.settings.dimension,
+            v2.settings.chunk_tokens,
+            v2.settings.chunk_overlap_tokens,
+            v2.settings.chunker_fingerprint,
+        ) == ("alt", "ragmesh/hash-384", 384, 64, 8, "f" * 16)
         other = listed["other"]  # never re-indexed: one implicit version 1
         assert (other.version, [(v.version, v.state, v.documents) for v in other.versions]) == (1, [(1, "active", 1)])
     finally:
@@ -178,11 +192,19 @@ def gauge(mode: str = "hybrid") -> float | None:
 async def test_another_version_is_scored_without_touching_the_history(mesh, search, rpc_error):
     switch(mesh, 2)
     # The judged documents must be in the active version: "stale" is only in version 1.
-    err = await rpc_error(search.SetGoldenSet(pb.SetGoldenSetRequest(collection=NAME, queries=[
-        pb.GoldenQuery(query_id="q", text="moraine deposits", relevant={"stale": 1})])))
+    err = await rpc_error(
+        search.SetGoldenSet(
+            pb.SetGoldenSetRequest(
+                collection=NAME, queries=[pb.GoldenQuery(query_id="q", text="moraine deposits", relevant={"stale": 1})]
+            )
+        )
+    )
     assert (err.code.name, err.reason) == ("NOT_FOUND", "GOLDEN_DOCUMENT_NOT_FOUND")
-    await search.SetGoldenSet(pb.SetGoldenSetRequest(collection=NAME, queries=[
-        pb.GoldenQuery(query_id="q", text="fjords", relevant={"fresh": 1})]))
+    await search.SetGoldenSet(
+        pb.SetGoldenSetRequest(
+            collection=NAME, queries=[pb.GoldenQuery(query_id="q", text="fjords", relevant={"fresh": 1})]
+        )
+    )
 
     active = (await search.EvaluateCollection(pb.EvaluateCollectionRequest(collection=NAME))).evaluations[0]
     assert (active.version, active.ndcg_at_10, active.documents, active.model) == (2, 1.0, 3, "ragmesh/hash-384")
