@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import filecmp
+import importlib
 import importlib.util
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,17 +55,60 @@ def test_every_service_package_is_versioned_and_matches_its_directory():
         assert rel.parts[-2] == "v1"
 
 
-# The first release of the contract, as a buf image built from the protos it shipped with
-# (`buf build -o protos/releases/v1.0.0.binpb`). Every later change must be wire- and source-compatible with it
-# (buf.yaml's FILE rules): new fields, RPCs and packages are fine; renames, removals and renumbering are not.
-RELEASE = ROOT / "protos" / "releases" / "v1.0.0.binpb"
+# The released contracts, as buf images built from the protos they shipped with (`buf build -o
+# protos/releases/vX.Y.Z.binpb`). Every later change must be wire- and source-compatible with the latest (buf.yaml's
+# FILE rules): new fields, RPCs and packages are fine; renames, removals and renumbering are not.
+RELEASES = sorted(
+    (ROOT / "protos" / "releases").glob("v*.binpb"), key=lambda p: [int(n) for n in p.stem[1:].split(".")]
+)
+RELEASE = RELEASES[-1]
+# v1.1.0 declared every RPC's idempotency_level (which calls a client may retry); the gRPC wire is unchanged, so
+# against the releases before it that one rule is left out.
+IDEMPOTENCY_DECLARED = ROOT / "protos" / "releases" / "v1.1.0.binpb"
 
 
-def test_no_breaking_change_since_the_first_release():
-    result = subprocess.run(
-        [_buf(), "breaking", "--against", str(RELEASE)], cwd=ROOT, capture_output=True, text=True, timeout=120
+def _breaking(against: Path, cwd: Path = ROOT, *excepted: str) -> subprocess.CompletedProcess:
+    config = (
+        [
+            "--config",
+            json.dumps(
+                {
+                    "version": "v2",
+                    "modules": [{"path": "protos"}],
+                    "breaking": {"use": ["FILE"], "except": list(excepted)},
+                }
+            ),
+        ]
+        if excepted
+        else []
     )
+    return subprocess.run(
+        [_buf(), "breaking", "--against", str(against), *config], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_no_breaking_change_since_the_last_release():
+    result = _breaking(RELEASE)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("release", [r.name for r in RELEASES[: RELEASES.index(IDEMPOTENCY_DECLARED)]])
+def test_no_breaking_change_on_the_wire_since_an_earlier_release(release):
+    result = _breaking(ROOT / "protos" / "releases" / release, ROOT, "RPC_SAME_IDEMPOTENCY_LEVEL")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_buf_breaking_catches_a_changed_idempotency_level(tmp_path):
+    shutil.copytree(ROOT / "protos", tmp_path / "protos", ignore=shutil.ignore_patterns("releases"))
+    shutil.copy(ROOT / "buf.yaml", tmp_path / "buf.yaml")
+    proto = tmp_path / "protos" / "ragmesh" / "indexer" / "v1" / "indexer_service.proto"
+    text = proto.read_text()
+    changed = text.replace("option idempotency_level = IDEMPOTENT;", "option idempotency_level = NO_SIDE_EFFECTS;", 1)
+    assert changed != text
+    proto.write_text(changed)
+    result = _breaking(RELEASE, tmp_path)
+    assert result.returncode != 0
+    assert "idempotency_level" in result.stdout + result.stderr
 
 
 def test_buf_breaking_catches_a_renumbered_field(tmp_path):
@@ -72,8 +119,32 @@ def test_buf_breaking_catches_a_renumbered_field(tmp_path):
     changed = text.replace("string query = 1;", "string query = 99;", 1)
     assert changed != text
     proto.write_text(changed)
-    result = subprocess.run(
-        [_buf(), "breaking", "--against", str(RELEASE)], cwd=tmp_path, capture_output=True, text=True, timeout=120
-    )
+    result = _breaking(RELEASE, tmp_path)
     assert result.returncode != 0
     assert "query" in result.stdout + result.stderr
+
+
+# The RPCs a client must not retry, and why; every other unary RPC declares its idempotency_level, which
+# ragmesh_common.clients reads to decide what to retry. A new RPC fails here until it says which it is.
+NOT_IDEMPOTENT = {
+    "ragmesh.answer.v1.AnswerService.Ask": "stores a turn in the session",
+    "ragmesh.answer.v1.AnswerService.AskStream": "stores a turn in the session",
+    "ragmesh.indexer.v1.IndexerService.CreateJob": "each call is a new job",
+    "ragmesh.indexer.v1.IndexerService.SyncDatasources": "each call queues new jobs",
+    "ragmesh.indexer.v1.IndexerService.ReindexCollection": "each call is a new re-index job",
+    "ragmesh.indexer.v1.IndexerService.RollbackCollection": "a second call switches back again",
+    "ragmesh.search.v1.SearchService.EvaluateCollection": "adds the scores to the collection's history",
+}
+
+
+def test_every_rpc_says_whether_it_may_be_retried():
+    from google.protobuf.descriptor_pb2 import MethodOptions
+
+    unmarked = set()
+    for pb2 in ROOT.joinpath("libs", "api", "ragmesh").rglob("*_pb2.py"):
+        module = importlib.import_module(".".join(pb2.relative_to(ROOT / "libs" / "api").with_suffix("").parts))
+        for service in module.DESCRIPTOR.services_by_name.values():
+            for method in service.methods:
+                if method.GetOptions().idempotency_level == MethodOptions.IDEMPOTENCY_UNKNOWN:
+                    unmarked.add(method.full_name)
+    assert unmarked == set(NOT_IDEMPOTENT)

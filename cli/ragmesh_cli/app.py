@@ -472,7 +472,7 @@ async def _search(query: str, collections: list[str], mode: str, top_k: int, tar
     modes = {name.removeprefix("SEARCH_MODE_").lower(): value for name, value in pb.SearchMode.items() if value}
     if mode not in modes:
         raise typer.BadParameter(f"mode must be one of {', '.join(modes)}", param_hint="--mode")
-    client = ServiceClient("search", target, pb_grpc.SearchServiceStub, timeout=30, idempotent=("Search",))
+    client = ServiceClient("search", target, pb_grpc.SearchServiceStub, timeout=30)
     try:
         reply = await client.call(
             "Search", pb.SearchRequest(query=query, collections=collections, top_k=top_k, mode=modes[mode])

@@ -247,7 +247,6 @@ async def repl(
         search_addr,
         pb_grpc.SearchServiceStub,
         timeout=30,
-        idempotent=("Search", "GetDocument", "ListCollections"),
     )
     model = ChatModel(model=model_name, base_url=base_url, api_key=api_key, temperature=0.1)
     try:

@@ -43,9 +43,7 @@ async def run(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     indexer = ServiceClient("indexer", indexer_addr, indexer_grpc.IndexerServiceStub, timeout=3600)
-    search = ServiceClient(
-        "search", search_addr, search_grpc.SearchServiceStub, timeout=60, idempotent=("Search", "ListCollections")
-    )
+    search = ServiceClient("search", search_addr, search_grpc.SearchServiceStub, timeout=60)
     results, comparisons = [], []
     try:
         for dataset_dir, dataset in zip(dataset_dirs, loaded, strict=True):

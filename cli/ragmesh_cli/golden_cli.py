@@ -29,7 +29,6 @@ def search_client(target: str, timeout: float = 60) -> ServiceClient:
         target,
         pb_grpc.SearchServiceStub,
         timeout=timeout,
-        idempotent=("GetGoldenSet", "SetGoldenSet", "DeleteGoldenSet", "ListEvaluations"),
     )
 
 

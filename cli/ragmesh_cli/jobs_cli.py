@@ -36,7 +36,6 @@ def indexer_client(target: str) -> ServiceClient:
         target,
         pb_grpc.IndexerServiceStub,
         timeout=600,
-        idempotent=("GetJob", "ListJobs", "CancelJob", "ListDatasources", "ListExpiredDocuments"),
     )
 
 

@@ -125,9 +125,7 @@ async def _open_shared_store(settings):
     from ragmesh_common.clients import ServiceClient
     from ragmesh_store.aio import open_store_for
 
-    embedder = ServiceClient(
-        "embedder", settings.embedder_addr, embedder_grpc.EmbedderServiceStub, timeout=10, idempotent=("GetModelInfo",)
-    )
+    embedder = ServiceClient("embedder", settings.embedder_addr, embedder_grpc.EmbedderServiceStub, timeout=10)
     try:
         return await open_store_for("indexer+search", embedder, settings.embedder_wait_seconds)
     finally:

@@ -120,14 +120,11 @@ class MeshClients:
         timeout = settings.gateway_timeout_seconds
         size = settings.grpc_max_message_bytes
         addr = settings.addresses
-        # IngestDocument(s) is idempotent by design (deterministic point ids, unchanged content skipped),
-        # so a call that never reached the indexer may be retried.
         self.converter = ServiceClient(
             "converter",
             addr["converter"],
             ConverterServiceStub,
             timeout=timeout,
-            idempotent=("Convert",),
             max_message_bytes=size,
             caller="gateway",
         )
@@ -136,7 +133,6 @@ class MeshClients:
             addr["embedder"],
             EmbedderServiceStub,
             timeout=timeout,
-            idempotent=("Embed", "GetModelInfo"),
             max_message_bytes=size,
             caller="gateway",
         )
@@ -145,19 +141,6 @@ class MeshClients:
             addr["indexer"],
             IndexerServiceStub,
             timeout=timeout,
-            idempotent=(
-                "IngestDocument",
-                "IngestDocuments",
-                "DeleteDocument",
-                "CreateCollection",
-                "DeleteCollection",
-                "GetJob",
-                "ListJobs",
-                "CancelJob",
-                "ListDatasources",
-                "ListExpiredDocuments",
-                "PruneExpiredDocuments",
-            ),
             max_message_bytes=size,
             caller="gateway",
         )
@@ -166,25 +149,14 @@ class MeshClients:
             addr["search"],
             SearchServiceStub,
             timeout=timeout,
-            idempotent=(
-                "Search",
-                "GetDocument",
-                "ListCollections",
-                "SetGoldenSet",
-                "GetGoldenSet",
-                "DeleteGoldenSet",
-                "ListEvaluations",
-            ),
             max_message_bytes=size,
             caller="gateway",
         )
-        # Ask and AskStream store a turn in the session, so they are not retried.
         self.answer = ServiceClient(
             "answer",
             addr["answer"],
             AnswerServiceStub,
             timeout=settings.gateway_answer_timeout_seconds,
-            idempotent=("GetSession", "DeleteSession"),
             max_message_bytes=size,
             caller="gateway",
         )

@@ -1,9 +1,11 @@
 """One gRPC channel per backend, created once, with deadlines on every call and retries only where
 AIP-194 allows them (UNAVAILABLE, idempotent methods).
 
-    embedder = ServiceClient("embedder", settings.embedder_addr, EmbedderServiceStub,
-                             timeout=30, idempotent=("Embed", "GetModelInfo"))
+    embedder = ServiceClient("embedder", settings.embedder_addr, EmbedderServiceStub, timeout=30)
     response = await embedder.call("Embed", request)
+
+Which methods are idempotent is the contract's to say: each RPC's `idempotency_level` option in protos/
+(IDEMPOTENT or NO_SIDE_EFFECTS), read from the stub's descriptor. Calls that stream requests are not retried.
 
 A failed call raises `RagmeshError` (see `errors.from_rpc_error`). A call made while serving another call
 never outlives that call's deadline (`server.current_deadline`). An idempotent call that is still UNAVAILABLE
@@ -20,6 +22,8 @@ import time
 from collections.abc import AsyncIterator, Iterable
 
 import grpc
+from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.descriptor_pb2 import MethodOptions
 
 from . import inprocess
 from .errors import RagmeshError, from_rpc_error
@@ -58,11 +62,21 @@ def _service_config(full_service: str, idempotent: Iterable[str]) -> str:
     )
 
 
-def _full_service_name(stub_cls: type) -> str:
+def _service_descriptor(stub_cls: type) -> ServiceDescriptor:
     # FooServiceStub lives in ragmesh.<svc>.v1.<file>_pb2_grpc; its package holds the descriptor.
     pb2 = importlib.import_module(stub_cls.__module__.removesuffix("_grpc"))
-    name = stub_cls.__name__.removesuffix("Stub")
-    return pb2.DESCRIPTOR.services_by_name[name].full_name
+    return pb2.DESCRIPTOR.services_by_name[stub_cls.__name__.removesuffix("Stub")]
+
+
+def idempotent_methods(service: ServiceDescriptor) -> frozenset[str]:
+    """The methods whose `idempotency_level` (protos/) is IDEMPOTENT or NO_SIDE_EFFECTS: the ones a call may
+    retry (AIP-194). Not those that stream their requests: the channel would have to keep every message sent."""
+    return frozenset(
+        method.name
+        for method in service.methods
+        if not method.client_streaming
+        and method.GetOptions().idempotency_level != MethodOptions.IDEMPOTENCY_UNKNOWN
+    )
 
 
 class ServiceClient:
@@ -75,18 +89,20 @@ class ServiceClient:
         stub_cls: type,
         *,
         timeout: float,
-        idempotent: Iterable[str] = (),
+        idempotent_here: Iterable[str] = (),
         max_message_bytes: int = 64 * 1024 * 1024,
         interceptors: Iterable[grpc.aio.ClientInterceptor] = (),
         caller: str | None = None,
     ) -> None:
         """`caller`: the ragmesh service making the calls ("gateway", "search", ...); its telemetry traces
-        them and propagates the trace context to the callee."""
+        them and propagates the trace context to the callee. `idempotent_here`: methods the contract does not
+        mark idempotent but that are, as this caller uses them (say why where it is passed)."""
         self.service = service
         self.target = target
         self.timeout = timeout
-        self.full_name = _full_service_name(stub_cls)
-        self.idempotent = frozenset(idempotent)
+        descriptor = _service_descriptor(stub_cls)
+        self.full_name = descriptor.full_name
+        self.idempotent = idempotent_methods(descriptor) | frozenset(idempotent_here)
         self.max_message_bytes = max_message_bytes
         self.caller_telemetry = setup_telemetry(caller) if caller else None
         options = [

@@ -99,7 +99,7 @@ def _client(name: str, service, **kwargs) -> ServiceClient:
         name,
         f"127.0.0.1:{service.port}",
         pb_grpc.EmbedderServiceStub,
-        **{"timeout": 10, "idempotent": ("GetModelInfo",), **kwargs},
+        **{"timeout": 10, **kwargs},
     )
 
 

@@ -216,9 +216,7 @@ async def _serve(name: str, servicer: _Relay):
 
 
 def _client(name: str, port: int) -> ServiceClient:
-    return ServiceClient(
-        name, f"127.0.0.1:{port}", embedder_grpc.EmbedderServiceStub, timeout=10, idempotent=("GetModelInfo",)
-    )
+    return ServiceClient(name, f"127.0.0.1:{port}", embedder_grpc.EmbedderServiceStub, timeout=10)
 
 
 async def test_a_failure_is_retried_at_one_layer_not_at_every_hop():

@@ -300,7 +300,8 @@ class Reindexer:
                 self._search_addr,
                 search_grpc.SearchServiceStub,
                 timeout=self._search_timeout,
-                idempotent=("EvaluateCollection",),
+                # The gate scores versions that are not active, which records nothing: safe to retry.
+                idempotent_here=("EvaluateCollection",),
                 caller="indexer",
             )
         return self._search

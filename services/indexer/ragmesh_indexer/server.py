@@ -35,7 +35,6 @@ async def create_server(settings: IndexerSettings, store: Store | None = None) -
         settings.converter_addr,
         converter_grpc.ConverterServiceStub,
         timeout=settings.convert_timeout_seconds,
-        idempotent=("Convert",),
         max_message_bytes=settings.max_message_bytes,
         caller="indexer",
     )
@@ -44,7 +43,6 @@ async def create_server(settings: IndexerSettings, store: Store | None = None) -
         settings.embedder_addr,
         embedder_grpc.EmbedderServiceStub,
         timeout=settings.embed_timeout_seconds,
-        idempotent=("Embed", "GetModelInfo"),
         max_message_bytes=settings.max_message_bytes,
         caller="indexer",
     )

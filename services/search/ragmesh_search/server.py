@@ -43,7 +43,6 @@ async def create_server(settings: SearchSettings, store: Store | None = None) ->
         settings.embedder_addr,
         embedder_grpc.EmbedderServiceStub,
         timeout=settings.embed_timeout_seconds,
-        idempotent=("Embed", "GetModelInfo"),
         max_message_bytes=settings.max_message_bytes,
         caller="search",
     )

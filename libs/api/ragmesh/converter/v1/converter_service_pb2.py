@@ -24,13 +24,17 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n,ragmesh/converter/v1/converter_service.proto\x12\x14ragmesh.converter.v1\"a\n\x0e\x43onvertRequest\x12\x11\n\x07\x63ontent\x18\x01 \x01(\x0cH\x00\x12\r\n\x03url\x18\x02 \x01(\tH\x00\x12\x10\n\x08\x66ilename\x18\x03 \x01(\t\x12\x11\n\tmime_type\x18\x04 \x01(\tB\x08\n\x06source\"L\n\x0f\x43onvertResponse\x12\x39\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\'.ragmesh.converter.v1.ConvertedDocument\"l\n\x14\x43onvertStreamRequest\x12;\n\x06header\x18\x01 \x01(\x0b\x32).ragmesh.converter.v1.ConvertStreamHeaderH\x00\x12\x0f\n\x05\x63hunk\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04part\"N\n\x13\x43onvertStreamHeader\x12\x10\n\x08\x66ilename\x18\x01 \x01(\t\x12\x11\n\tmime_type\x18\x02 \x01(\t\x12\x12\n\nsize_bytes\x18\x03 \x01(\x03\"R\n\x15\x43onvertStreamResponse\x12\x39\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\'.ragmesh.converter.v1.ConvertedDocument\"z\n\x11\x43onvertedDocument\x12\x10\n\x08markdown\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x11\n\tmime_type\x18\x03 \x01(\t\x12\x12\n\nsize_bytes\x18\x04 \x01(\x03\x12\x0b\n\x03url\x18\x05 \x01(\t\x12\x10\n\x08\x66ilename\x18\x06 \x01(\t2\xd6\x01\n\x10\x43onverterService\x12V\n\x07\x43onvert\x12$.ragmesh.converter.v1.ConvertRequest\x1a%.ragmesh.converter.v1.ConvertResponse\x12j\n\rConvertStream\x12*.ragmesh.converter.v1.ConvertStreamRequest\x1a+.ragmesh.converter.v1.ConvertStreamResponse(\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n,ragmesh/converter/v1/converter_service.proto\x12\x14ragmesh.converter.v1\"a\n\x0e\x43onvertRequest\x12\x11\n\x07\x63ontent\x18\x01 \x01(\x0cH\x00\x12\r\n\x03url\x18\x02 \x01(\tH\x00\x12\x10\n\x08\x66ilename\x18\x03 \x01(\t\x12\x11\n\tmime_type\x18\x04 \x01(\tB\x08\n\x06source\"L\n\x0f\x43onvertResponse\x12\x39\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\'.ragmesh.converter.v1.ConvertedDocument\"l\n\x14\x43onvertStreamRequest\x12;\n\x06header\x18\x01 \x01(\x0b\x32).ragmesh.converter.v1.ConvertStreamHeaderH\x00\x12\x0f\n\x05\x63hunk\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04part\"N\n\x13\x43onvertStreamHeader\x12\x10\n\x08\x66ilename\x18\x01 \x01(\t\x12\x11\n\tmime_type\x18\x02 \x01(\t\x12\x12\n\nsize_bytes\x18\x03 \x01(\x03\"R\n\x15\x43onvertStreamResponse\x12\x39\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\'.ragmesh.converter.v1.ConvertedDocument\"z\n\x11\x43onvertedDocument\x12\x10\n\x08markdown\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x11\n\tmime_type\x18\x03 \x01(\t\x12\x12\n\nsize_bytes\x18\x04 \x01(\x03\x12\x0b\n\x03url\x18\x05 \x01(\t\x12\x10\n\x08\x66ilename\x18\x06 \x01(\t2\xe0\x01\n\x10\x43onverterService\x12[\n\x07\x43onvert\x12$.ragmesh.converter.v1.ConvertRequest\x1a%.ragmesh.converter.v1.ConvertResponse\"\x03\x90\x02\x01\x12o\n\rConvertStream\x12*.ragmesh.converter.v1.ConvertStreamRequest\x1a+.ragmesh.converter.v1.ConvertStreamResponse\"\x03\x90\x02\x01(\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ragmesh.converter.v1.converter_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_CONVERTERSERVICE'].methods_by_name['Convert']._loaded_options = None
+  _globals['_CONVERTERSERVICE'].methods_by_name['Convert']._serialized_options = b'\220\002\001'
+  _globals['_CONVERTERSERVICE'].methods_by_name['ConvertStream']._loaded_options = None
+  _globals['_CONVERTERSERVICE'].methods_by_name['ConvertStream']._serialized_options = b'\220\002\001'
   _globals['_CONVERTREQUEST']._serialized_start=70
   _globals['_CONVERTREQUEST']._serialized_end=167
   _globals['_CONVERTRESPONSE']._serialized_start=169
@@ -44,5 +48,5 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CONVERTEDDOCUMENT']._serialized_start=521
   _globals['_CONVERTEDDOCUMENT']._serialized_end=643
   _globals['_CONVERTERSERVICE']._serialized_start=646
-  _globals['_CONVERTERSERVICE']._serialized_end=860
+  _globals['_CONVERTERSERVICE']._serialized_end=870
 # @@protoc_insertion_point(module_scope)
