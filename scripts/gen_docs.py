@@ -200,8 +200,8 @@ def _environ_access(node: ast.AST) -> tuple[str | None, str]:
             return literal(node.args), "read" if func.attr == "get" else "default set"
         if func.attr == "getenv":
             return literal(node.args), "read"
-    if isinstance(node, ast.Subscript) and is_environ(node.value) and isinstance(node.slice, ast.Constant):
-        return node.slice.value, "read" if isinstance(node.ctx, ast.Load) else "set"
+    if isinstance(node, ast.Subscript) and is_environ(node.value):
+        return literal([node.slice]), "read" if isinstance(node.ctx, ast.Load) else "set"
     return None, ""
 
 
