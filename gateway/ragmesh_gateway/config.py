@@ -71,11 +71,21 @@ class GatewaySettings(BaseSettings):
         validate_default=True,
         description="Without API keys, allow binding an address other than loopback.",
     )
-    converter_addr: str = Field(default_addr("converter"), min_length=1)
-    embedder_addr: str = Field(default_addr("embedder"), min_length=1)
-    indexer_addr: str = Field(default_addr("indexer"), min_length=1)
-    search_addr: str = Field(default_addr("search"), min_length=1)
-    answer_addr: str = Field(default_addr("answer"), min_length=1)
+    converter_addr: str = Field(
+        default_addr("converter"), min_length=1, description="Where the converter service listens (host:port)."
+    )
+    embedder_addr: str = Field(
+        default_addr("embedder"), min_length=1, description="Where the embedder service listens (host:port)."
+    )
+    indexer_addr: str = Field(
+        default_addr("indexer"), min_length=1, description="Where the indexer service listens (host:port)."
+    )
+    search_addr: str = Field(
+        default_addr("search"), min_length=1, description="Where the search service listens (host:port)."
+    )
+    answer_addr: str = Field(
+        default_addr("answer"), min_length=1, description="Where the answer service listens (host:port)."
+    )
     gateway_timeout_seconds: float = Field(30.0, gt=0, le=3600, description="Deadline of one backend call.")
     gateway_ingest_timeout_seconds: float = Field(
         300.0, gt=0, le=24 * 3600, description="Deadline of one ingestion call (files, URLs, batches)."
@@ -91,7 +101,9 @@ class GatewaySettings(BaseSettings):
     )
     cors_origins: Annotated[tuple[str, ...], NoDecode] = Field((), description="Origins allowed by CORS.")
     shutdown_grace_seconds: float = Field(5.0, ge=0, le=300, description="How long in-flight requests may drain.")
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", description="The lowest level of log records written."
+    )
     grpc_max_message_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="Largest gRPC message sent.")
     mcp_read_only: bool = Field(False, description="MCP: register only the read tools (no ingest or delete).")
     mcp_roots: Annotated[tuple[Path, ...], NoDecode] = Field(

@@ -49,7 +49,9 @@ class ServiceSettings(BaseSettings):
         le=65535,
         description="Port of the Prometheus /metrics endpoint (on the gRPC host); 0 disables it.",
     )
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", validation_alias="RAGMESH_LOG_LEVEL")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", validation_alias="RAGMESH_LOG_LEVEL", description="The lowest level of log records written."
+    )
     max_message_bytes: int = Field(
         64 * 1024 * 1024,
         ge=1024,

@@ -25,7 +25,9 @@ class StoreSettings(BaseSettings):
         validation_alias="QDRANT_URL",
         description="Qdrant server or cluster URL (http://host:6333); unset = the embedded store.",
     )
-    qdrant_api_key: SecretStr | None = Field(None, validation_alias="QDRANT_API_KEY")
+    qdrant_api_key: SecretStr | None = Field(
+        None, validation_alias="QDRANT_API_KEY", description="API key of the Qdrant server (server mode only)."
+    )
     qdrant_timeout_seconds: float = Field(
         10.0, gt=0, le=600, validation_alias="QDRANT_TIMEOUT_SECONDS", description="Timeout of each Qdrant call."
     )

@@ -282,7 +282,7 @@ class Reindexer:
                     "EvaluateCollection", search_pb.EvaluateCollectionRequest(collection=collection, version=version)
                 )
             except RagmeshError as exc:
-                if exc.reason in ("GOLDEN_SET_NOT_FOUND", "NO_GOLDEN_SET"):
+                if exc.reason == "GOLDEN_SET_NOT_FOUND":
                     return None, None
                 raise
             evaluation = response.evaluations[0]
