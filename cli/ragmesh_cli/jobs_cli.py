@@ -8,73 +8,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ragmesh.indexer.v1 import indexer_service_pb2 as pb
-from ragmesh.indexer.v1 import indexer_service_pb2_grpc as pb_grpc
 from ragmesh_common.clients import ServiceClient
 from ragmesh_common.walk import Walk, WalkedFile, size_groups, walk, zip_files
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from .console import err, out
+from .indexer_jobs import FINAL, STATE_NAMES, describe, follow, indexer_client
 
-STATE_NAMES = {
-    pb.JOB_STATE_QUEUED: "queued",
-    pb.JOB_STATE_RUNNING: "running",
-    pb.JOB_STATE_DONE: "done",
-    pb.JOB_STATE_FAILED: "failed",
-    pb.JOB_STATE_CANCELLED: "cancelled",
-    pb.JOB_STATE_REJECTED: "rejected",
-}
-FINAL = (pb.JOB_STATE_DONE, pb.JOB_STATE_FAILED, pb.JOB_STATE_CANCELLED, pb.JOB_STATE_REJECTED)
-POLL_SECONDS = 0.5
 # Uploads (`ragmesh index --upload`) go as ZIP archives of at most this many bytes each.
 UPLOAD_ARCHIVE_BYTES = 32 * 1024 * 1024
-
-
-def indexer_client(target: str) -> ServiceClient:
-    return ServiceClient(
-        "indexer",
-        target,
-        pb_grpc.IndexerServiceStub,
-        timeout=600,
-    )
-
-
-def handled(job: pb.Job) -> int:
-    return job.indexed + job.unchanged + job.failed
-
-
-async def follow(client: ServiceClient, jobs: Sequence[pb.Job], *, watch: bool = True) -> list[pb.Job]:
-    """Live progress bars (stderr) until every job is finished; returns the finished jobs."""
-    current = {job.job_id: job for job in jobs}
-    if not watch:
-        return list(current.values())
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[state]}"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=err, transient=False) as progress:
-        tasks = {
-            job_id: progress.add_task(
-                f"{job.kind} {job.source}"[:60], total=max(job.total, 1), state=STATE_NAMES.get(job.state, "?")
-            )
-            for job_id, job in current.items()
-        }
-        while True:
-            for job_id, job in current.items():
-                progress.update(
-                    tasks[job_id],
-                    completed=handled(job) if job.total else 1 if job.state in FINAL else 0,
-                    state=f"{STATE_NAMES.get(job.state, '?')} · {job.failed} failed",
-                )
-            pending = [job_id for job_id, job in current.items() if job.state not in FINAL]
-            if not pending:
-                return list(current.values())
-            await asyncio.sleep(POLL_SECONDS)
-            for job_id in pending:
-                current[job_id] = (await client.call("GetJob", pb.GetJobRequest(job_id=job_id))).job
 
 
 def _size(n: float) -> str:
@@ -128,8 +70,6 @@ def summary(jobs: Sequence[pb.Job], *, details: bool = True) -> None:
         for skipped in loud:
             err.print(f"- skipped {skipped.path}: {skipped.reason}", style="yellow")
         if job.HasField("reindex") and job.state in FINAL:
-            from .versions_cli import describe
-
             describe(job)
         elif job.error:
             err.print(f"job {job.job_id} failed: {job.error}", style="red")

@@ -10,17 +10,9 @@ import json
 from ragmesh.indexer.v1 import indexer_service_pb2 as pb
 from ragmesh.search.v1 import search_service_pb2 as search_pb
 
-from . import jobs_cli
 from .console import err, out
-from .golden_cli import METRICS, evaluation_json
-
-DECISIONS = {
-    "switched": "switched: the new version is not worse on the golden set",
-    "rejected": "rejected: the new version is worse on the golden set by more than the tolerance; the collection "
-    "keeps the current version",
-    "forced": "forced: switched past the gate",
-    "no_golden_set": "switched without a gate: the collection has no golden set",
-}
+from .golden_cli import evaluation_json
+from .indexer_jobs import STATE_NAMES, describe, follow, indexer_client
 
 
 def settings_json(s: search_pb.IndexSettings) -> dict:
@@ -41,7 +33,7 @@ def reindex_json(job: pb.Job) -> dict:
     return {
         "job_id": job.job_id,
         "collection": job.collection,
-        "state": jobs_cli.STATE_NAMES.get(job.state, "?"),
+        "state": STATE_NAMES.get(job.state, "?"),
         "total": job.total,
         "indexed": job.indexed,
         "failed": job.failed,
@@ -58,37 +50,6 @@ def reindex_json(job: pb.Job) -> dict:
             {**evaluation_json(r.candidate), "version": r.candidate.version} if r.HasField("candidate") else None
         ),
     }
-
-
-def describe(job: pb.Job) -> None:
-    """The gate's decision and both versions' scores, on stderr."""
-    r = job.reindex
-    state = jobs_cli.STATE_NAMES.get(job.state, "?")
-    style = "red" if job.state in (pb.JOB_STATE_REJECTED, pb.JOB_STATE_FAILED) else None
-    if job.state == pb.JOB_STATE_FAILED:
-        err.print(
-            f"re-index of {job.collection!r} into version {r.to_version} failed: {job.error}",
-            style=style,
-            soft_wrap=True,
-        )
-    elif job.state == pb.JOB_STATE_CANCELLED:
-        err.print(
-            f"re-index of {job.collection!r} into version {r.to_version} was cancelled; the collection keeps "
-            f"version {r.from_version}",
-            soft_wrap=True,
-        )
-    else:
-        now = r.from_version if job.state == pb.JOB_STATE_REJECTED else r.to_version
-        err.print(
-            f"{job.collection}: {DECISIONS.get(r.decision, r.decision or state)} (version {r.from_version} -> "
-            f"{r.to_version}, tolerance {r.tolerance:g}); searches use version {now}",
-            style=style,
-            soft_wrap=True,
-        )
-    for label, e, version in (("current", r.current, r.from_version), ("candidate", r.candidate, r.to_version)):
-        if r.HasField(label):
-            scores = ", ".join(f"{name} {getattr(e, key):.3f}" for key, name in METRICS)
-            err.print(f"  {label} (version {e.version or version}): {scores} over {e.queries} queries", soft_wrap=True)
 
 
 def exit_code(job: pb.Job) -> int:
@@ -110,7 +71,7 @@ async def reindex(
 ) -> int:
     """Queue the re-index; with `wait`, follow it to its end and print the gate's decision with both scores.
     Exits 1 when the job ends rejected, failed or cancelled."""
-    client = jobs_cli.indexer_client(target)
+    client = indexer_client(target)
     try:
         request = pb.ReindexCollectionRequest(
             collection=collection,
@@ -130,7 +91,7 @@ async def reindex(
             soft_wrap=True,
         )
         if wait:
-            (job,) = await jobs_cli.follow(client, [job])
+            (job,) = await follow(client, [job])
     finally:
         await client.close()
     if wait:
@@ -143,7 +104,7 @@ async def reindex(
 
 async def rollback(target: str, collection: str) -> int:
     """Switch the collection back to its previous version."""
-    client = jobs_cli.indexer_client(target)
+    client = indexer_client(target)
     try:
         reply = await client.call("RollbackCollection", pb.RollbackCollectionRequest(collection=collection))
     finally:

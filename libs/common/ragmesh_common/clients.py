@@ -8,7 +8,7 @@ Which methods are idempotent is the contract's to say: each RPC's `idempotency_l
 (IDEMPOTENT or NO_SIDE_EFFECTS), read from the stub's descriptor. Calls that stream requests are not retried.
 
 A failed call raises `RagmeshError` (see `errors.from_rpc_error`). A call made while serving another call
-never outlives that call's deadline (`server.current_deadline`). An idempotent call that is still UNAVAILABLE
+never outlives that call's deadline (`deadlines.current_deadline`). An idempotent call that is still UNAVAILABLE
 after its retries is marked `retried`: the service serving the caller passes it on with server pushback, so
 the callers above it do not retry it again (one layer of retries, not one per hop).
 """
@@ -26,9 +26,9 @@ from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.descriptor_pb2 import MethodOptions
 
 from . import inprocess
+from .deadlines import current_deadline
 from .errors import RagmeshError, from_rpc_error
 from .meshauth import MeshTokenClientInterceptor, mesh_token
-from .server import current_deadline
 from .telemetry import setup_telemetry
 
 # Below this much time left there is no point in starting a downstream call.

@@ -34,7 +34,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import grpc
 from opentelemetry import trace
@@ -42,12 +42,10 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .deadlines import current_deadline
 from .errors import RagmeshError, from_rpc_error, received, transport_error
-from .server import current_deadline, status_error
+from .status import status_error
 from .telemetry import GrpcServerMetrics, Telemetry
-
-if TYPE_CHECKING:
-    from .clients import ServiceClient
 
 # The retry policy of `clients._service_config`, as gRPC applies it (gRFC A6): attempts, first and longest backoff.
 _ATTEMPTS, _BACKOFF, _BACKOFF_MAX, _MULTIPLIER = 4, 0.1, 2.0, 2.0
@@ -65,6 +63,21 @@ class InProcessSettings(BaseSettings):
             "(false: every call over gRPC)."
         ),
     )
+
+
+class Caller(Protocol):
+    """What a call served here needs of its client: `clients.ServiceClient`, which calls this module."""
+
+    service: str
+    target: str
+    full_name: str
+    idempotent: frozenset[str]
+    max_message_bytes: int
+    caller_telemetry: Telemetry | None
+
+    def deadline(self, timeout: float | None = None) -> float: ...
+
+    def failed(self, err: RagmeshError, method: str) -> RagmeshError: ...
 
 
 @dataclass(frozen=True)
@@ -100,7 +113,7 @@ def served(target: str) -> LocalService | None:
 
 
 # --- the caller's side --------------------------------------------------------------------------------------
-async def unary(local: LocalService, client: ServiceClient, method: str, request, timeout: float | None):
+async def unary(local: LocalService, client: Caller, method: str, request, timeout: float | None):
     """`client.call(method, request)` served by `local`; raises RagmeshError as the gRPC path does."""
     path = f"/{client.full_name}/{method}"
     handler = _handler(local, client, path)
@@ -136,9 +149,7 @@ async def unary(local: LocalService, client: ServiceClient, method: str, request
     raise AssertionError("unreachable")
 
 
-async def stream(
-    local: LocalService, client: ServiceClient, method: str, request, timeout: float | None
-) -> AsyncIterator:
+async def stream(local: LocalService, client: Caller, method: str, request, timeout: float | None) -> AsyncIterator:
     """`client.stream(method, request)` served by `local`: each response as the callee yields it (none read
     ahead); closing early cancels the callee, as a cancelled gRPC call does."""
     path = f"/{client.full_name}/{method}"
@@ -164,7 +175,7 @@ async def stream(
             await loop.create_task(_close(responses), context=context)
 
 
-async def _until(task: asyncio.Task, deadline: float, client: ServiceClient):
+async def _until(task: asyncio.Task, deadline: float, client: Caller):
     """The task's result; past the deadline (on the loop's clock) the task is cancelled and the call fails as
     gRPC's would."""
     try:
@@ -184,7 +195,7 @@ async def _close(responses) -> None:
     await responses.aclose()
 
 
-def _handler(local: LocalService, client: ServiceClient, path: str) -> grpc.RpcMethodHandler:
+def _handler(local: LocalService, client: Caller, path: str) -> grpc.RpcMethodHandler:
     handler = local.handlers.get(path)
     if handler is None:  # as gRPC answers a method the server does not serve
         raise transport_error(
@@ -193,13 +204,13 @@ def _handler(local: LocalService, client: ServiceClient, path: str) -> grpc.RpcM
     return handler
 
 
-def _misuse(client: ServiceClient, path: str, what: str) -> RagmeshError:
+def _misuse(client: Caller, path: str, what: str) -> RagmeshError:
     return RagmeshError(
         grpc.StatusCode.INTERNAL, "INTERNAL_ERROR", f"{path} has {what}", "ragmesh", {"service": client.service}
     )
 
 
-def _check_size(client: ServiceClient, request) -> None:
+def _check_size(client: Caller, request) -> None:
     size = request.ByteSize()
     if size > client.max_message_bytes:  # the message gRPC's channel gives for the same request
         raise transport_error(
@@ -210,7 +221,7 @@ def _check_size(client: ServiceClient, request) -> None:
         )
 
 
-def _sent(request, streaming: bool, client: ServiceClient):
+def _sent(request, streaming: bool, client: Caller):
     """The request as the servicer gets it: a message checked against the client's size limit now, or a stream
     whose messages are checked as they are read."""
     if streaming:
@@ -219,7 +230,7 @@ def _sent(request, streaming: bool, client: ServiceClient):
     return request
 
 
-async def _async_iter(requests, client: ServiceClient):
+async def _async_iter(requests, client: Caller):
     """A request stream as the servicer reads it: an async iterator, whatever the caller passed, each message
     within the client's size limit (a larger one fails the call, as gRPC's channel fails it)."""
     if hasattr(requests, "__aiter__"):
@@ -235,7 +246,7 @@ async def _async_iter(requests, client: ServiceClient):
 class _client_span:  # noqa: N801 - a context manager used like a function
     """The caller's CLIENT span of the call (tracing on and the client names its caller), or none."""
 
-    def __init__(self, client: ServiceClient, path: str) -> None:
+    def __init__(self, client: Caller, path: str) -> None:
         self.telemetry = client.caller_telemetry
         self.path = path
         self.span: trace.Span | None = None

@@ -13,6 +13,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import RagmeshError
+from .handlers import rewrap_handler
 
 METADATA_KEY = "x-ragmesh-mesh-token"
 OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
@@ -67,8 +68,6 @@ class MeshTokenServerInterceptor(grpc.aio.ServerInterceptor):
         async def refuse_stream(request, context):
             await context.abort(error.code, error.message, error.trailing_metadata())
             yield  # pragma: no cover - abort raises
-
-        from .server import rewrap_handler
 
         return rewrap_handler(handler, lambda _: refuse, lambda _: refuse_stream)
 

@@ -8,10 +8,7 @@ A service's `create_server(settings)` calls `new_server(...)`, registers its ser
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import gc
-import logging
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -19,21 +16,18 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from . import deadlines, inprocess
 from .config import ServiceSettings
-from .errors import RagmeshError
+from .handlers import rewrap_handler
 from .meshauth import MeshTokenServerInterceptor, mesh_token
 from .ports import port_free, port_in_use
+from .status import status_error
 from .telemetry import setup_telemetry
-
-log = logging.getLogger(__name__)
-
-# The absolute (time.monotonic) deadline of the call being served, so that calls made on its behalf
-# inherit what is left of it (see ragmesh_common.clients).
-current_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("current_deadline", default=None)
 
 
 class ErrorInterceptor(grpc.aio.ServerInterceptor):
-    """Maps domain errors to rich status once for all servicers, and records the call's deadline."""
+    """Maps domain errors to rich status once for all servicers (`status.status_error`), and records the call's
+    deadline (`deadlines.current_deadline`)."""
 
     def __init__(self, domain: str) -> None:
         self.domain = domain
@@ -47,7 +41,7 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
 
     def _wrap_unary(self, behavior, method: str):
         async def wrapper(request, context):
-            _set_deadline(context)
+            deadlines.record(context)
             try:
                 return await behavior(request, context)
             except Exception as exc:  # noqa: BLE001 - mapped below, never leaks as UNKNOWN
@@ -57,7 +51,7 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
 
     def _wrap_stream(self, behavior, method: str):
         async def wrapper(request, context):
-            _set_deadline(context)
+            deadlines.record(context)
             try:
                 async for response in behavior(request, context):
                     yield response
@@ -73,46 +67,9 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
         await context.abort(err.code, err.message, err.trailing_metadata())
 
 
-def status_error(exc: BaseException, domain: str, method: str) -> RagmeshError:
-    """The error a service sends for a call that failed with `exc` (logged): a domain error with its domain
-    set, anything else INTERNAL without its details. Over gRPC and in process (`inprocess`) alike."""
-    if isinstance(exc, RagmeshError):
-        err = exc.with_domain(domain)
-        log.info("%s -> %s %s: %s", method, err.code.name, err.reason, err.message)
-        return err
-    log.error("%s failed unexpectedly", method, exc_info=exc)
-    return RagmeshError(
-        grpc.StatusCode.INTERNAL,
-        "INTERNAL_ERROR",
-        f"internal error in {method}: {type(exc).__name__}",
-        domain,
-    )
-
-
-def rewrap_handler(handler: grpc.RpcMethodHandler, wrap_unary: Callable, wrap_stream: Callable):
-    """The handler with its behaviour wrapped: `wrap_unary` for unary-response calls (unary-unary and
-    stream-unary), `wrap_stream` for streaming-response ones. What server interceptors build on."""
-    kwargs = {
-        "request_deserializer": handler.request_deserializer,
-        "response_serializer": handler.response_serializer,
-    }
-    if handler.unary_unary:
-        return grpc.unary_unary_rpc_method_handler(wrap_unary(handler.unary_unary), **kwargs)
-    if handler.stream_unary:
-        return grpc.stream_unary_rpc_method_handler(wrap_unary(handler.stream_unary), **kwargs)
-    if handler.unary_stream:
-        return grpc.unary_stream_rpc_method_handler(wrap_stream(handler.unary_stream), **kwargs)
-    return grpc.stream_stream_rpc_method_handler(wrap_stream(handler.stream_stream), **kwargs)
-
-
 def _is_abort(exc: Exception) -> bool:
     # context.abort() raises a private exception type; let it through untouched.
     return type(exc).__name__ == "AbortError" or isinstance(exc, grpc.RpcError)
-
-
-def _set_deadline(context) -> None:
-    remaining = context.time_remaining()
-    current_deadline.set(time.monotonic() + remaining if remaining is not None else None)
 
 
 @dataclass
@@ -135,8 +92,6 @@ class Service:
 
     def serve_in_process(self, target: str) -> None:
         """Clients of this process whose target is `target` call this service directly (`inprocess`)."""
-        from . import inprocess  # it builds on this module
-
         inprocess.serve(
             target, inprocess.LocalService(self.name, self.domain, self.handlers, setup_telemetry(self.name))
         )
@@ -150,8 +105,6 @@ class Service:
     async def stop(self, grace: float | None = None) -> None:
         """Report NOT_SERVING, then let in-flight calls drain for up to `grace` seconds. Calls from this process
         go over gRPC from now on, so they get gRPC's drain and refusals too."""
-        from . import inprocess
-
         for target in self.in_process_targets:
             inprocess.withdraw(target)
         await self.health.enter_graceful_shutdown()

@@ -35,6 +35,8 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Tracer, TracerProvider
 from prometheus_client import CollectorRegistry, Gauge, Histogram, ProcessCollector
 
+from .handlers import rewrap_handler
+
 log = logging.getLogger(__name__)
 M = TypeVar("M")
 
@@ -253,8 +255,6 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
         self.metrics = metrics
 
     async def intercept_service(self, continuation, handler_call_details):
-        from .server import rewrap_handler
-
         handler = await continuation(handler_call_details)
         if handler is None or _untraced(handler_call_details.method):
             return handler

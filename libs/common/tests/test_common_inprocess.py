@@ -18,9 +18,10 @@ from ragmesh.embedder.v1 import embedder_service_pb2_grpc as pb_grpc
 from ragmesh_common import inprocess, telemetry
 from ragmesh_common.clients import ServiceClient
 from ragmesh_common.config import ServiceSettings
+from ragmesh_common.deadlines import current_deadline
 from ragmesh_common.errors import RagmeshError, invalid_argument, unavailable
 from ragmesh_common.loop import loop_name, run
-from ragmesh_common.server import current_deadline, new_server
+from ragmesh_common.server import new_server
 
 TRANSPORTS = ("grpc", "in_process")
 caller_mark: contextvars.ContextVar[str] = contextvars.ContextVar("caller_mark", default="")

@@ -16,8 +16,9 @@ from ragmesh.embedder.v1 import embedder_service_pb2 as embedder_pb
 from ragmesh.embedder.v1 import embedder_service_pb2_grpc as embedder_grpc
 from ragmesh_common.clients import ServiceClient
 from ragmesh_common.config import ServiceSettings
+from ragmesh_common.deadlines import current_deadline
 from ragmesh_common.errors import RagmeshError, from_rpc_error, invalid_argument, unavailable
-from ragmesh_common.server import current_deadline, new_server
+from ragmesh_common.server import new_server
 
 SERVICE = "test.Echo"
 seen_deadlines: list[float | None] = []

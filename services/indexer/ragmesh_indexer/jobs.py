@@ -38,9 +38,10 @@ from ragmesh_common.telemetry import Attr
 from ragmesh_common.walk import SkippedFile, classify_bytes, walk
 from ragmesh_store.aio import store_call
 
+from .model import DocumentIn, FileIn, IngestOutcome
 from .queues import COUNTERS, ItemResult, JobStore, Message, consumer_name
 from .reindex import Reindexer, ReindexOptions
-from .service import DocumentIn, FileIn, Indexer, IngestOutcome
+from .service import Indexer
 
 log = logging.getLogger(__name__)
 DOMAIN = "indexer.ragmesh"

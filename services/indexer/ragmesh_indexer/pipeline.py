@@ -25,15 +25,18 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import grpc
 from opentelemetry import trace
+from opentelemetry.trace import Tracer
+from ragmesh.embedder.v1 import embedder_service_pb2 as embedder_pb
 from ragmesh_common.errors import RagmeshError
 from ragmesh_common.telemetry import Attr
+from ragmesh_store import ChunkPoint
 
-if TYPE_CHECKING:
-    from .service import DocumentIn, Indexer, IngestOutcome, Prepared, Target
+from .metrics import IngestMetrics
+from .model import DocumentIn, IngestOutcome, Prepared, Target
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +55,34 @@ class PipelineLimits:
     fill_wait: float = 0.05
 
 
+class Stages(Protocol):
+    """What the pipeline runs each document through: `service.Indexer`, whose `ingest_stream` runs it."""
+
+    limits: PipelineLimits
+    tracer: Tracer
+    metrics: IngestMetrics
+
+    async def targets(self, collection: str) -> list[Target]: ...
+
+    async def prepare(
+        self, document: DocumentIn, locks: AsyncExitStack | None, target: Target | None = None
+    ) -> Prepared | IngestOutcome: ...
+
+    async def model_info(self, model: str = "") -> embedder_pb.GetModelInfoResponse: ...
+
+    async def embed(
+        self, texts: list[str], model: embedder_pb.GetModelInfoResponse, token_ids: Sequence[Sequence[int]] = ()
+    ) -> list[tuple[list[float], embedder_pb.Embedding]]: ...
+
+    def points(
+        self, prepared: Prepared, embeddings: Sequence[tuple[list[float], embedder_pb.Embedding]]
+    ) -> list[ChunkPoint]: ...
+
+    async def write(self, target: Target, documents: Sequence[tuple[Prepared, list[ChunkPoint]]]) -> None: ...
+
+    async def mirror(self, document: DocumentIn, targets: Sequence[Target]) -> None: ...
+
+
 @dataclass(eq=False)
 class _Doc:
     """One document on its way through the pipeline."""
@@ -67,7 +98,7 @@ class _Doc:
 class BatchPipeline:
     """One batch ingest (`Indexer.ingest_stream`): iterate `run()` for (index, outcome or error) events."""
 
-    def __init__(self, indexer: Indexer, documents: Sequence[DocumentIn]) -> None:
+    def __init__(self, indexer: Stages, documents: Sequence[DocumentIn]) -> None:
         self.indexer = indexer
         self.documents = documents
         self.limits = indexer.limits
@@ -126,8 +157,6 @@ class BatchPipeline:
             await self._finish(doc, exc)
             result = None
         else:
-            from .service import Prepared
-
             if isinstance(result, Prepared):
                 doc.prepared = result
             else:  # unchanged: nothing to embed

@@ -38,7 +38,8 @@ from ragmesh_store.aio import store_call
 from ragmesh_store.documents import reassemble
 from ragmesh_store.versions import Version, Versions, write_versions
 
-from .service import DocumentIn, Indexer, StoredContent, Target, unless_gone
+from .model import DocumentIn, StoredContent, Target
+from .service import Indexer, unless_gone
 
 log = logging.getLogger(__name__)
 

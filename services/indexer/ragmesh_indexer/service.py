@@ -14,7 +14,7 @@ import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -36,6 +36,7 @@ from .chunking import Chunk, Chunker
 from .context import CONTEXT_VERSION, embedded_text, heading_paths
 from .files import decoded_verbatim, file_language, line_ranges, location_fields
 from .metrics import IngestMetrics
+from .model import DocumentIn, FileIn, IngestOutcome, Prepared, Target
 from .pipeline import BatchPipeline, PipelineLimits
 
 log = logging.getLogger(__name__)
@@ -63,88 +64,6 @@ def point_id(doc_id: str, chunk_index: int) -> str:
     """The point id of a document's chunk."""
     digest = hashlib.blake2b(f"{doc_id}:{chunk_index}".encode(), digest_size=8, person=_POINT_ID_PERSON).digest()
     return str(int.from_bytes(digest, "big") >> 1)
-
-
-@dataclass(frozen=True)
-class FileIn:
-    """A file's bytes. `path` is where it lies relative to the folder it was read from (POSIX): its document
-    id and, for source code and plain text, its title."""
-
-    data: bytes
-    filename: str = ""
-    mime_type: str = ""
-    path: str = ""
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where a write goes: one version of a collection (its physical store collection), chunked and embedded
-    with that version's settings. `model` is the embedder's name for the model ("" = its default)."""
-
-    collection: str
-    version: int
-    physical: str
-    chunker: Chunker
-    model: str = ""
-
-
-@dataclass(frozen=True)
-class StoredContent:
-    """A document as a version stores it (its text rebuilt from its chunks and the fields its chunks carry):
-    what a re-index writes into a new version, with no need for the original file."""
-
-    text: str
-    source: str
-    filename: str = ""
-    url: str = ""
-    mime_type: str = ""
-    path: str = ""
-    language: str = ""
-
-
-@dataclass(frozen=True)
-class DocumentIn:
-    """One document to ingest: exactly one of text, file and url."""
-
-    collection: str = ""
-    doc_id: str = ""
-    title: str = ""
-    metadata: Mapping[str, validation.Scalar] = field(default_factory=dict)
-    text: str | None = None
-    file: FileIn | None = None
-    url: str | None = None
-    # The datasource (a synced folder or URL list) the document came from, and until when it is fresh
-    # (ISO 8601, empty: always); both stored on its chunks so a sync can prune and expire them.
-    datasource: str = ""
-    fresh_until: str = ""
-    stored: StoredContent | None = None  # a re-index: the document as another version of it stores it
-
-
-@dataclass(frozen=True)
-class IngestOutcome:
-    status: Literal["indexed", "unchanged"]
-    doc_id: str
-    chunks: int
-    collection: str
-    title: str
-    mime_type: str
-    url: str
-    content_hash: str
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A document converted and chunked, waiting to be embedded and written (its lock held)."""
-
-    outcome: IngestOutcome  # what the caller gets once the chunks are stored
-    chunks: list[Chunk]
-    texts: list[str]  # what each chunk is embedded as
-    token_ids: list[Sequence[int]]  # and its model tokens, when the model takes the chunker's (else each empty)
-    payload: dict[str, object]  # the fields every chunk point carries
-    replaces: bool  # an older version is stored: its leftover chunks are deleted after the upsert
-    target: Target  # where it is written
-    lines: list[tuple[int, int]] = field(default_factory=list)  # each chunk's first and last line (1-based)
-    tail: str = ""  # the text after the last chunk
 
 
 @dataclass(frozen=True)

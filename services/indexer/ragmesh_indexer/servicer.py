@@ -15,8 +15,9 @@ from ragmesh_common.errors import RagmeshError
 from ragmesh_store import SearchDefaults
 
 from .jobs import Jobs, JobSource, rates
+from .model import DocumentIn, FileIn, IngestOutcome
 from .reindex import ReindexOptions
-from .service import DocumentIn, FileIn, Indexer, IngestOutcome
+from .service import Indexer
 
 log = logging.getLogger(__name__)
 DOMAIN = "indexer.ragmesh"

@@ -18,7 +18,8 @@ from ragmesh.indexer.v1 import indexer_service_pb2 as pb
 from ragmesh_common.clients import ServiceClient
 from ragmesh_common.errors import RagmeshError
 from ragmesh_indexer.chunking import Chunker
-from ragmesh_indexer.service import INLINE_CHUNK_CHARS, DocumentIn, Indexer, IngestOutcome
+from ragmesh_indexer.model import DocumentIn, IngestOutcome
+from ragmesh_indexer.service import INLINE_CHUNK_CHARS, Indexer
 
 from tests.support.threads import ThreadNotingStore
 

@@ -19,10 +19,8 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from ragmesh_common import validation
 from ragmesh_common.errors import RagmeshError, invalid_argument, not_found
@@ -33,6 +31,7 @@ from ragmesh_store.versions import read_versions
 
 from .fusion import SearchMode
 from .metrics import QualityMetrics
+from .records import Evaluation, GoldenQuery, GoldenSet
 from .service import Searcher, SearchIn, version_not_found
 
 log = logging.getLogger(__name__)
@@ -53,54 +52,6 @@ _CONCURRENCY = 8
 _LOOKUP_BATCH = 1000
 # Missing documents named in a GOLDEN_DOCUMENT_NOT_FOUND message.
 _NAMED = 5
-
-
-@dataclass(frozen=True)
-class GoldenQuery:
-    query_id: str
-    text: str
-    relevant: Mapping[str, int]
-
-
-@dataclass(frozen=True)
-class GoldenSet:
-    collection: str
-    queries: list[GoldenQuery]
-    updated_at: str
-    golden_set_id: str
-
-    @property
-    def judgments(self) -> int:
-        return sum(len(q.relevant) for q in self.queries)
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    """One scoring of a collection in one mode (as kept in its history)."""
-
-    collection: str
-    evaluated_at: str
-    mode: str
-    fusion: str | None
-    queries: int
-    ndcg_at_10: float
-    recall_at_10: float
-    mrr_at_10: float
-    documents: int
-    chunks: int
-    model: str = ""
-    golden_set_id: str = ""
-    took_ms: float = 0.0
-    version: int = 0  # the version scored (0 in evaluations kept before collections had versions)
-
-    @property
-    def metrics(self) -> dict[str, float]:
-        return {"ndcg_at_10": self.ndcg_at_10, "recall_at_10": self.recall_at_10, "mrr_at_10": self.mrr_at_10}
-
-    @classmethod
-    def from_record(cls, raw: Mapping[str, Any]) -> Evaluation:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in raw.items() if k in names})
 
 
 def _now() -> str:

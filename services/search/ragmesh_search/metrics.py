@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-if TYPE_CHECKING:
-    from .golden import Evaluation
+from .records import Evaluation
 
 
 class QueryCacheMetrics:

@@ -15,7 +15,8 @@ from ragmesh_common.telemetry import Attr, annotate
 from ragmesh_store.base import Fusion
 
 from .fusion import SearchMode
-from .golden import Evaluation, GoldenQuery, GoldenSets
+from .golden import GoldenSets
+from .records import Evaluation, GoldenQuery
 from .service import Searcher, SearchIn, VersionOut
 
 DOMAIN = "search.ragmesh"
