@@ -9,7 +9,7 @@ PKGS   := -e libs/api -e libs/common -e libs/store -e services/converter -e serv
           -e services/indexer -e services/search -e services/answer -e gateway -e 'cli[bridge]'
 STAMP  := $(VENV)/.installed
 
-.PHONY: install up test lint protos bench clean
+.PHONY: install up test lint docs protos bench clean
 
 install: $(STAMP)
 
@@ -31,6 +31,10 @@ test: install
 lint: install
 	$(BIN)/buf lint
 	$(BIN)/ruff check .
+
+# The docs site (docs/, mkdocs.yml) into build/site; --strict turns every warning into an error.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 protos: install
 	$(BIN)/python scripts/gen_protos.py

@@ -3,8 +3,9 @@
     python -m bench.bench_gpu_shapes [--batches 40] [--seconds 8] [--clients 16] [--request-size 128] [--warm]
                                      [--cudnn-attention] [--json PATH]
 
-Made for a GPU (torch, fp16; README, "On a GPU"): there a micro-batch of a shape the device has not run before
-was ~15x slower than one it had. On the CPU it runs too (torch, fp32), which only shows that it works.
+Made for a GPU (torch, fp16; docs/decisions/gpu-micro-batches.md): there a micro-batch of a shape the device
+has not run before was ~15x slower than one it had. On the CPU it runs too (torch, fp32), which only shows that
+it works.
 
 In this process, the model alone on micro-batches of random shapes (16 to 1,024 passages of neighbouring lengths
 from msmarco, padded to the longest, as the batcher cuts them), passages/s over each pass:

@@ -46,8 +46,8 @@ timeout 150 "$PYTHON" -m pytest -q -p no:cacheprovider --noconftest -o addopts="
 # padded to the longest of them (~146 % at CUDA's default budget of 131,072 padded tokens), where the forward rate's
 # are length-sorted over every passage (~10 %; CUDA's default micro-batches in every run). Fitted to the 2026-11-27
 # H200's runs, a micro-batch costs ~2.7 ms of launches plus ~117 ns a padded token (bench.gpu_cost): smaller budgets
-# pad less but launch more, and should pay only with CUDA graphs, which launch a whole forward pass at once (README,
-# "On a GPU"). First the unpadded model (no padding at all, one call a window; its row "against the padded forward
+# pad less but launch more, and should pay only with CUDA graphs, which launch a whole forward pass at once
+# (docs/decisions/gpu-micro-batches.md). First the unpadded model (no padding at all, one call a window; its row "against the padded forward
 # pass" is the GPU target's ratio): eager on one model thread and on two (while one waits for the GPU, the other
 # launches its micro-batch's kernels), and as CUDA graphs (one per token bucket: 69 at the default budget). Then the
 # padded model as CUDA graphs (320 shapes at the default budget) at two budgets. Compare each run's service rates

@@ -276,9 +276,9 @@ def test_the_forward_passes_micro_batches_can_be_cut_by_other_limits_than_the_ba
     assert [b.size for b in micro_batches(backend, passages, (8, 6))] == [2, 2, 2, 2, 2]  # 2 x 3 words
 
 
-def test_the_gpu_cost_model_fits_the_recorded_h200_run_as_the_readme_quotes_it(tmp_path):
-    # README, "On a GPU": ~2.7 ms a call besides ~117 ns a padded token, fitted to the 2026-11-27 H200 run, and
-    # what that predicts for smaller budgets; rebuilt here from the recorded JSON and the tokenizer alone.
+def test_the_gpu_cost_model_fits_the_recorded_h200_run_as_the_docs_quote_it(tmp_path):
+    # docs/decisions/gpu-micro-batches.md: ~2.7 ms a call besides ~117 ns a padded token, fitted to the 2026-11-27
+    # H200 run, and what that predicts for smaller budgets; rebuilt here from the recorded JSON and the tokenizer alone.
     out = tmp_path / "cost.json"
     done = subprocess.run(
         [sys.executable, "-m", "bench.gpu_cost", "--json", str(out)],
@@ -702,7 +702,7 @@ def test_a_report_names_the_vector_extensions_the_models_kernels_pick_from():
 
 
 def test_every_recorded_report_is_still_judged_by_todays_targets():
-    """bench/results keeps the reports the README quotes; `bench.report.targets` must go on reading all of them."""
+    """bench/results keeps the reports the docs quote, as JSON; `bench.report.targets` must go on reading them all."""
     from bench import summary
 
     reports = summary.load(sorted(summary.RESULTS.glob("*.json")))

@@ -3,7 +3,7 @@ asyncio's own.
 
 One event loop carries a process's HTTP, its gRPC servers and, in `ragmesh up`, the calls its services make to
 each other; under load it is what a search waits for. uvloop's loop and transports spend less CPU per request on
-it (bench/ numbers in the README). uvloop has no Windows build: there `auto` is asyncio's loop.
+it (docs/decisions/uvloop.md). uvloop has no Windows build: there `auto` is asyncio's loop.
 
   RAGMESH_EVENT_LOOP   auto (default: uvloop when installed), uvloop (required), asyncio
 """

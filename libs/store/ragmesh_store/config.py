@@ -68,7 +68,7 @@ class StoreSettings(BaseSettings):
         validation_alias="QDRANT_HNSW_EF",
         description=(
             "HNSW ef at search time (higher: better recall, slower). 128 keeps dense recall@10 >= 0.95 "
-            "against exact search in bench/bench_store.py (see the README's Benchmarks)."
+            "against exact search in bench/bench_store.py (docs/decisions/store-defaults.md)."
         ),
     )
     hnsw_m: int = Field(
@@ -92,6 +92,6 @@ class StoreSettings(BaseSettings):
         validation_alias="RAGMESH_STORE_SEARCH_THREADS",
         description="Embedded store: threads of each collection's search pool, on which one query searches its "
         "segments in parallel. 1 (the default) searches on the calling thread: with 2 CPUs, 1 was faster at "
-        "1,000 and at 200,000 chunks, for one query and for many at once (bench/results/HISTORY.md); more "
+        "1,000 and at 200,000 chunks, for one query and for many at once (docs/decisions/store-defaults.md); more "
         "can lower one query's latency on a collection of many segments with cores to spare.",
     )

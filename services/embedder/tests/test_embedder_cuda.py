@@ -22,12 +22,13 @@ from ragmesh_embedder.service import build_embedder
 
 pytestmark = pytest.mark.skipif(not _torch_has_cuda(), reason="no CUDA GPU here: torch.cuda.is_available() is False")
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+DOCS = Path(__file__).resolve().parents[3] / "docs"
 
 
 def _texts() -> list[str]:
-    """Real prose and code of many lengths: the README's paragraphs, some longer than the model's window."""
-    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", README.read_text(encoding="utf-8")) if p.strip()]
+    """Real prose and code of many lengths: the docs pages' paragraphs, some longer than the model's window."""
+    pages = "\n\n".join(page.read_text(encoding="utf-8") for page in sorted(DOCS.rglob("*.md")))
+    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", pages) if p.strip()]
     return paragraphs[:300]
 
 

@@ -133,7 +133,7 @@ class Indexer:
         # hash) run on the event loop's thread, where a pool thread would add only a hand-off (two thread
         # wake-ups, ~0.2 CPU ms on a small VM) and the wait for the GIL. Writes keep their thread: an upsert gives
         # the GIL up many times while qdrant-edge converts its points' payloads, and the loop serves meanwhile (on
-        # the loop's own thread a REST ingest measured the same: the vm-22 session in bench/results/HISTORY.md).
+        # the loop's own thread a REST ingest measured the same: docs/decisions/inline-chunking.md).
         self._inline = bool(getattr(store, "holds_gil", False))
         telemetry = setup_telemetry("indexer")
         self.tracer = telemetry.tracer()
