@@ -713,8 +713,8 @@ def test_every_recorded_report_is_still_judged_by_todays_targets():
 
 
 def test_the_mesh_is_measured_with_the_processes_it_started():
-    """With RAGMESH_EMBEDDER_MODEL_PROCESSES=on the model runs in child processes: a report's CPU and resident
-    memory must count them, or the mesh would look cheaper than it is."""
+    """A mesh that starts child processes: a report's CPU and resident memory must count them, or the mesh would
+    look cheaper than it is."""
     from bench.report import cpu_seconds, rss_mb
 
     child = (

@@ -29,12 +29,6 @@ queued or running, or a runner waits for the slot and no query is queued, a quer
 the feeder: it is padded on the caller's thread and put in the slot for a runner (one thread hand-off instead of two:
 ~0.14 ms less for a lone query on 2 cores).
 
-`processes` (RAGMESH_EMBEDDER_MODEL_PROCESSES): each runner's model runs in a process of its own (model_process.py),
-which has a GIL of its own; the runner thread then only relays, keeping the process's next micro-batch sent while it
-runs the current one, and runs nothing itself. A process that dies is started again and the micro-batches it held
-are sent to the new one (once: a micro-batch that a second process dies on fails with UNAVAILABLE); when no new one
-starts, that runner runs the model itself from then on.
-
 `nice`: how far the runners lower their own scheduling priority, SCHED_BATCH included (`lower_thread_priority`; a
 model on the CPU, whose runners are as many as the cores and share them with the process's event loop: the loop,
 which every request passes through, then runs first when both want a core; see EmbedderSettings.model_thread_nice).
@@ -43,7 +37,6 @@ which every request passes through, then runs first when both want a core; see E
 from __future__ import annotations
 
 import asyncio
-import logging
 import queue
 import threading
 import time
@@ -58,9 +51,6 @@ from ragmesh_common.errors import RagmeshError, unavailable
 from ragmesh_common.threads import lower_thread_priority, name_os_thread
 
 from .backends import DenseBackend, MicroBatch, Prepared
-from .model_process import PIPELINE, ModelCallFailed, ModelProcess, ModelProcessExited
-
-log = logging.getLogger(__name__)
 
 # The feeder sorts up to this many micro-batches' worth of queued texts at a time, and at least WINDOW_TOKENS,
 # so that texts of neighbouring lengths share micro-batches: msmarco passages queued 128 at a time (4 clients x
@@ -142,10 +132,6 @@ class _Ready:
     batch: MicroBatch
     tokens: int
     padded_tokens: int
-    sends: int = 0  # times sent to a model process
-    # Handed over by an idle embedder (nothing else accepted and not embedded): a runner whose model runs in a
-    # process runs it itself, with the backend it keeps (see `_relay`).
-    alone: bool = False
 
 
 class Batcher:
@@ -159,7 +145,6 @@ class Batcher:
         max_queue_texts: int,
         name: str = "default",
         nice: int = 0,
-        processes: Callable[[int], ModelProcess] | None = None,
     ) -> None:
         self._backend = backend
         self.name = name
@@ -196,29 +181,9 @@ class Batcher:
         # Called from the runner after each micro-batch with (texts, tokens, padded tokens, seconds in the model,
         # seconds starved before it) (metrics).
         self.on_batch: Callable[[int, int, int, float, float], None] | None = None
-        # Model processes started again after one died, and what is called at each (metrics).
-        self.process_restarts = 0
-        self.on_restart: Callable[[], None] | None = None
-        # One model process per runner (None: the runner runs the model itself), all loading at once.
-        self._spawn = processes
-        self._processes: list[ModelProcess | None] = [None] * self.runners
-        if processes is not None:
-            started: list[ModelProcess] = []
-            try:
-                for index in range(self.runners):
-                    started.append(processes(index).start())
-                for process in started:
-                    process.wait_ready()
-            except BaseException:
-                for process in started:
-                    process.close()
-                raise
-            self._processes = list(started)
         self._feeder = threading.Thread(target=self._feed, name=f"embedder-feeder-{name}", daemon=True)
         self._threads = [
-            threading.Thread(
-                target=self._run, args=(i,), name=f"embedder-runner-{name}" + (f"-{i}" if i else ""), daemon=True
-            )
+            threading.Thread(target=self._run, name=f"embedder-runner-{name}" + (f"-{i}" if i else ""), daemon=True)
             for i in range(self.runners)
         ]
         self._feeder.start()
@@ -274,7 +239,6 @@ class Batcher:
         if not self._one_batch(job.prepared):
             return False
         ready = self._pad(self._window([(job, 0, count)]), np.arange(count), count)
-        ready.alone = self.queue_depth == count
         try:
             self._ready.put_nowait(ready)
         except queue.Full:
@@ -293,11 +257,6 @@ class Batcher:
             and self._share(count) == count
             and (self.max_batch_tokens is None or count * max(int(prepared.lengths.max()), 1) <= self.max_batch_tokens)
         )
-
-    @property
-    def process_ids(self) -> list[int]:
-        """The model processes' pids (one per runner whose model runs in a process of its own)."""
-        return [process.pid for process in self._processes if process is not None and process.pid is not None]
 
     def close(self, timeout: float = 30.0) -> None:
         """Stop after the window being fed; requests still queued fail with UNAVAILABLE."""
@@ -464,13 +423,9 @@ class Batcher:
             job.settle(error=unavailable("EMBEDDER_STOPPING", "the embedder is shutting down"))
 
     # --- the runner thread -------------------------------------------------------------------------
-    def _run(self, index: int) -> None:
+    def _run(self) -> None:
         name_os_thread()
-        if self._processes[index] is not None:
-            if not self._relay(index):
-                return
-            log.warning("model %r: runner %d runs the model itself from now on", self.name, index)
-        lower_thread_priority(self.nice)  # a relay keeps the process's: the model process has given way instead
+        lower_thread_priority(self.nice)
         queries_turn = True
         while True:
             batches, starved, queries_turn = self._work(queries_turn)
@@ -479,21 +434,15 @@ class Batcher:
             for ready in batches:
                 self._run_batch(ready, starved)
 
-    def _work(self, queries_turn: bool, wait: bool = True) -> tuple[list[_Ready] | None, float, bool]:
+    def _work(self, queries_turn: bool) -> tuple[list[_Ready] | None, float, bool]:
         """A runner's next micro-batches, in turns. On the queries' turn, queries the feeder has not taken (it waits
         for the slot with a padded micro-batch in hand) come first: cut and padded here, they wait only for the
         micro-batch that was running. Then the slot's turn, so that a steady stream of queries never starves the
-        bulk queued before it. Returns the micro-batches (None once the batcher is closed; none when `wait` is
-        False and the slot is empty), how long this runner was starved for them, and whose turn is next."""
+        bulk queued before it. Returns the micro-batches (None once the batcher is closed), how long this runner
+        was starved for them, and whose turn is next."""
         if queries_turn and self._urgent and (queries := self._take(urgent_only=True, share=True)) is not None:
             return list(self._batches(queries, preemptible=False, spread=False)), 0.0, False
-        if wait:
-            ready, starved = self._next_ready()
-        else:
-            try:
-                ready, starved = self._ready.get_nowait(), 0.0
-            except queue.Empty:
-                return [], 0.0, True
+        ready, starved = self._next_ready()
         return (None if ready is None else [ready]), starved, True
 
     def _next_ready(self) -> tuple[_Ready | None, float]:
@@ -571,96 +520,3 @@ class Batcher:
                     done.append(job)
         for job in done:
             job.settle(job.out)
-
-    # --- a runner whose model runs in a process of its own ------------------------------------------
-    def _relay(self, index: int) -> bool:
-        """Feed runner `index`'s model process: the same micro-batches, in the same turns, as `_run` takes, but up to
-        PIPELINE of them sent ahead, so that the process never waits for this thread (which needs the GIL) between
-        two. Returns False once the batcher is closed and everything sent is answered, True when the process died
-        and no new one could start (the runner then runs the model itself)."""
-        process = self._processes[index]
-        sent: deque[tuple[_Ready, float]] = deque()  # in the process, oldest first, with their starved seconds
-        cut: deque[tuple[_Ready, float]] = deque()  # taken by this runner, not sent yet
-        queries_turn, closing = True, False
-        try:
-            while True:
-                if len(sent) < PIPELINE and not cut and not closing:
-                    # Waits for work only when the process holds none; else it collects what the process finished.
-                    batches, starved, queries_turn = self._work(queries_turn, wait=not sent)
-                    closing = batches is None
-                    cut.extend((ready, starved) for ready in batches or ())
-                if len(sent) < PIPELINE and cut:
-                    ready, starved = cut.popleft()
-                    if ready.alone and not sent:
-                        # A lone request on an idle embedder: no event loop is busy holding the GIL, and the trip to
-                        # the process and back (two more threads woken) would cost it more than it saves.
-                        self._run_batch(ready, starved)
-                        continue
-                    if self._abandoned(ready):
-                        continue
-                    sent.append((ready, starved))
-                    try:
-                        ready.sends += 1
-                        process.submit(ready.batch)
-                    except ModelProcessExited as exc:
-                        if (process := self._restart(index, process, exc, sent)) is None:
-                            return True
-                    continue
-                if not sent:
-                    return False  # closed, and nothing is left in the process
-                ready, starved = sent[0]
-                try:
-                    vectors, seconds = process.collect(ready.batch.size)
-                except ModelCallFailed as exc:
-                    sent.popleft()
-                    self._fail(ready, exc)
-                    continue
-                except ModelProcessExited as exc:
-                    if (process := self._restart(index, process, exc, sent)) is None:
-                        return True
-                    continue
-                sent.popleft()
-                self._deliver(ready, vectors, seconds, starved)
-        finally:
-            if process is not None:
-                process.close()
-            self._processes[index] = None
-
-    def _restart(
-        self, index: int, dead: ModelProcess, exc: ModelProcessExited, sent: deque[tuple[_Ready, float]]
-    ) -> ModelProcess | None:
-        """A new model process for runner `index` after `dead` died (`exc`), with the micro-batches the dead one
-        held sent to it (those sent twice already fail with UNAVAILABLE instead). None when none could start: what
-        it held fails with UNAVAILABLE."""
-        dead.close()
-        self._processes[index] = None
-        self.process_restarts += 1
-        if self.on_restart is not None:
-            self.on_restart()
-        log.error(
-            "model %r: %s; starting another (%d micro-batch(es) it held go to the new one)", self.name, exc, len(sent)
-        )
-        try:
-            process = self._spawn(index).start()
-            process.wait_ready()
-        except Exception:
-            log.exception("model %r: could not start another model process", self.name)
-            process = None
-        again: deque[tuple[_Ready, float]] = deque()
-        for ready, starved in sent:
-            if process is None or ready.sends >= 2:
-                self._fail(ready, unavailable("MODEL_PROCESS_EXITED", f"the embedder's {exc}; retry"))
-            else:
-                again.append((ready, starved))
-        sent.clear()
-        if process is None:
-            return None
-        self._processes[index] = process
-        for ready, starved in again:
-            sent.append((ready, starved))
-            ready.sends += 1
-            try:
-                process.submit(ready.batch)
-            except ModelProcessExited as died:
-                return self._restart(index, process, died, sent)
-        return process

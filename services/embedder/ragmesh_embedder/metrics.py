@@ -82,20 +82,6 @@ class EmbedderMetrics:
             ["model"],
             registry=registry,
         )
-        self.model_processes = Gauge(
-            "ragmesh_embedder_model_processes",
-            "Model processes of the model running now (RAGMESH_EMBEDDER_MODEL_"
-            "PROCESSES; 0 where the model runs in the embedder's threads).",
-            ["model"],
-            registry=registry,
-        )
-        self.process_restarts = Counter(
-            "ragmesh_embedder_model_process_restarts",
-            "Model processes started again after one died (killed, out of "
-            "memory, crashed); what a dead one held went to the new one.",
-            ["model"],
-            registry=registry,
-        )
         self.starved_seconds = Counter(
             "ragmesh_embedder_model_starved_seconds",
             "Seconds model threads waited for their next micro-batch while "
@@ -112,12 +98,9 @@ class EmbedderMetrics:
         self.queue_depth.set_function(lambda: sum(batcher.queue_depth for batcher in batchers.values()))
         self.model_queue_depth.clear()
         self.runners.clear()
-        self.model_processes.clear()
         for name, batcher in batchers.items():
             self.model_queue_depth.labels(model=name).set_function(lambda batcher=batcher: batcher.queue_depth)
             self.runners.labels(model=name).set(batcher.runners)
-            self.model_processes.labels(model=name).set_function(lambda batcher=batcher: len(batcher.process_ids))
-            batcher.on_restart = self.process_restarts.labels(model=name).inc
             self.pretokenized.labels(model=name)  # exported (at 0) before the model's first batch, as these:
             children = tuple(
                 metric.labels(model=name)
