@@ -210,8 +210,9 @@ def test_the_forward_rate_captures_every_cuda_graph_before_its_clock_starts(monk
     # captures stood in for by eager runs (as test_embedder_local does).
     import numpy as np
     import torch
-    from ragmesh_embedder.backends import ShapeGraphs, create_backend
+    from ragmesh_embedder.backends import create_backend
     from ragmesh_embedder.config import EmbedderSettings
+    from ragmesh_embedder.cuda import ShapeGraphs
 
     import bench.bench_embedder as bench_embedder
 
