@@ -1,10 +1,10 @@
-"""Dense embedding backends behind one small interface.
+"""Dense embedding backends behind one small interface (`DenseBackend`).
 
-A backend first `prepare`s one request's texts (tokenises them in one call of the fast tokenizer, off the
-event loop) into numpy arrays, then `embed`s padded micro-batches that the batcher cuts from everything
-queued, in the batcher's model thread. Every backend returns unit vectors (cosine), float32, one row per text.
-
-The local model runs on ONNX Runtime (default) or torch, on the CPU or a CUDA GPU (see `resolve_plan`).
+A backend `prepare`s one request's texts into numpy arrays (one call of the fast tokenizer, off the event loop),
+then `embed`s the padded micro-batches the batcher cuts, in the batcher's model threads; every backend returns
+unit vectors, float32, one row per text. The local model runs on ONNX Runtime (default) or torch, on the CPU or
+a CUDA GPU (`resolve_plan`); torch's CUDA-only paths live in `cuda.py`. The hash and openai backends take texts.
+Why the defaults are what they are: docs/decisions/embedder-cpu-defaults.md.
 """
 
 from __future__ import annotations
@@ -32,18 +32,11 @@ from .cpus import available_cpus
 
 log = logging.getLogger(__name__)
 
-# What precision="auto" means on the CPU: int8, because `ragmesh eval` on msmarco-5k stayed within 0.005
-# nDCG@10 of fp32 in every mode (README, "The embedder") while the model runs ~2x faster.
+# What precision="auto" means on the CPU: int8, within 0.005 nDCG@10 of fp32 and ~2x faster (embedder-cpu-defaults).
 CPU_AUTO_PRECISION = "int8"
 # Micro-batch limits by device when the settings leave them unset: on a CPU bigger batches are slower (padding,
-# attention cost; shared/MEASUREMENTS.md), a GPU needs large ones to be busy. The CPU token budgets are the best
-# of side-by-side sweeps on 2 cores (msmarco passages, cut from windows of 32, 64 and 1,000 texts), with one
-# single-threaded call per core: ONNX Runtime int8 256 (128-1024 swept: 178-224 passages/s at 256 against 141-195
-# at 1024; from windows of 32 texts, as an ingest often queues, 1024 pads 18 % and 256 3 %), fp32 512 (512-4096:
-# 84-98 against 47-78 at 4096), and torch 512, as fp32 ONNX: the model alone did 119-125 passages/s at 512-2048
-# (sorted over the whole corpus), but a REST ingest, whose windows hold what four clients have queued, did 100 at
-# 512 and 84-86 at 2048 (padding 5 % against 30 %); it had been 4096, best when torch ran one two-thread call.
-# "cpu" alone is the fallback (the hash backend, whose tokens are words).
+# attention cost), a GPU needs large ones to be busy. The CPU token budgets are the best of side-by-side sweeps
+# (docs/decisions/embedder-cpu-defaults.md); "cpu" alone is the fallback (the hash backend, whose tokens are words).
 DEFAULT_BATCH_SIZE = {"cpu": 256, "cuda": 1024}
 DEFAULT_MAX_BATCH_TOKENS = {
     "cpu": 4096,
@@ -203,10 +196,8 @@ def resolve_plan(settings: EmbedderSettings, *, ort_cuda=_ort_has_cuda, torch_cu
 
 def _concurrency(settings: EmbedderSettings, device: str) -> tuple[int, int]:
     """(runners, threads per runner): what is not set fills the CPUs this process may use. On the CPU the model
-    defaults to one single-threaded runner per CPU. Measured on 2 cores: ONNX Runtime int8 embeds msmarco passages
-    11-25 % faster with 2 x 1 than with 1 x 2, and a lone query is no slower; torch (1,024-token micro-batches) did
-    98-99 against 86-90 passages/s in a REST ingest, and answered a one-client REST search in 12.2-12.6 against
-    14.7-15.2 ms p50, though alone a query takes 6.6 ms on one thread against 4.4 on two. CUDA: one runner."""
+    defaults to one single-threaded runner per CPU (measured faster than fewer, wider calls: embedder-cpu-defaults);
+    on CUDA, one runner."""
     cpus = available_cpus()
     if settings.runners:
         runners = settings.runners
@@ -249,10 +240,8 @@ class _Tokenized:
 
     def prepare(self, texts: Sequence[str]) -> Prepared:
         texts = list(texts)
-        # A lone text (a query, tokenised on the event loop) with `encode`, which keeps the GIL: the batch call costs
-        # ~25 % less CPU (22 against 30 us for a query) but gives the GIL up for those microseconds, and at 32
-        # concurrent searches the loop then waits for the model threads to hand it back, queries reach the batcher
-        # spread out, and micro-batches get smaller: +0.3 CPU ms per dense query in the model threads (measured).
+        # A lone text (a query, tokenised on the event loop) with `encode`, which keeps the GIL: the batch call gives
+        # it up, and under many concurrent searches micro-batches then get smaller (embedder-cpu-defaults).
         encodings = self._encode_batch(texts) if len(texts) > 1 else [self._tokenizer.encode(texts[0])]
         lengths = np.fromiter(map(len, encodings), dtype=np.int64, count=len(texts))
         ids = np.fromiter(chain.from_iterable(e.ids for e in encodings), dtype=np.int64, count=int(lengths.sum()))

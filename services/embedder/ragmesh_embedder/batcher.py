@@ -1,37 +1,13 @@
-"""Dynamic batching: concurrent requests share one queue and a two-stage pipeline that keeps the model fed.
+"""Dynamic batching: concurrent requests share one queue per model, cut into micro-batches that keep the model fed.
 
-- The *feeder* thread takes whatever is queued the moment it is free (it never waits for more to arrive: an
-  idle embedder runs a lone query at once), up to a window of a few micro-batches, sorts the window's texts by
-  length and cuts them into micro-batches that fit the backend's token budget (padded tokens = longest text x
-  texts, as TEI counts them) and text limit. It pads each micro-batch with numpy (one gather, no per-text
-  Python work) and hands it over through a one-slot queue, so the next micro-batch is ready while the model
-  runs the current one.
-- The *runner* threads (`backend.runners` of them: ONNX Runtime on the CPU runs one single-threaded call per
-  core) call the model, scatter the rows back to their requests and resolve each request as soon as its last
-  text is embedded. A request's micro-batches may run on different runners at once. A window too small to give
-  every runner a micro-batch (a request of a few queries) is spread over them all the same, in micro-batches of
-  at least SPREAD_MIN_TEXTS texts, rather than run by one runner while the others idle.
-
-Requests are numpy arrays end to end (`Prepared`); a request whose caller gave up (cancelled, deadline
-passed) is skipped wherever it is, and a full queue is refused with QUEUE_FULL.
-
-How well the model is fed is counted: the seconds the runners spent in model calls (`model_seconds`: over
-runners x elapsed time, how busy the model, a GPU's included, was kept), and the seconds a runner waited for its
-next micro-batch after that micro-batch's oldest request had been accepted (`starved_seconds`: the feeder, on
-the CPU, was behind the model). A runner waiting with nothing accepted is idle, not starved.
-
-Queries (`urgent`) have a lane of their own that every window takes from first. The feeder looks at it again
-before each micro-batch of a window it is cutting, and the runner before each micro-batch it takes (the feeder
-may be waiting for the slot with a padded micro-batch of bulk in hand): a query waits for the micro-batch the
-model is running, never for the bulk ingestion queued before it, however large the window. A runner takes its
-share of the queued queries and leaves the rest to the other runners. When nothing else is
-queued or running, or a runner waits for the slot and no query is queued, a query that fits one micro-batch skips
-the feeder: it is padded on the caller's thread and put in the slot for a runner (one thread hand-off instead of two:
-~0.14 ms less for a lone query on 2 cores).
-
-`nice`: how far the runners lower their own scheduling priority, SCHED_BATCH included (`lower_thread_priority`; a
-model on the CPU, whose runners are as many as the cores and share them with the process's event loop: the loop,
-which every request passes through, then runs first when both want a core; see EmbedderSettings.model_thread_nice).
+A *feeder* thread takes whatever is queued (never waiting for more), up to a window of a few micro-batches, sorts
+its texts by length and cuts micro-batches within the backend's text limit and padded-token budget (longest text x
+texts, as TEI counts), padded with numpy and handed over through a queue of one slot per runner. `backend.runners`
+*runner* threads call the model, scatter the rows back and answer each request once its last text is embedded.
+Queries (`urgent`) have a lane of their own, taken between micro-batches before any bulk; a lone query on an idle
+embedder skips the feeder (`_hand_over`). Requests whose callers gave up are skipped; a full queue is refused with
+QUEUE_FULL. The counters (`model_seconds`, `starved_seconds`, ...) feed the metrics. Why the constants are what
+they are: docs/decisions/embedder-batching.md.
 """
 
 from __future__ import annotations
@@ -53,11 +29,8 @@ from ragmesh_common.threads import lower_thread_priority, name_os_thread
 from .backends import DenseBackend, MicroBatch, Prepared
 
 # The feeder sorts up to this many micro-batches' worth of queued texts at a time, and at least WINDOW_TOKENS,
-# so that texts of neighbouring lengths share micro-batches: msmarco passages queued 128 at a time (4 clients x
-# 32) pad 14 % in windows of 4 micro-batches of 1,024 tokens and 6 % in windows of 16 (the model tokenizer's
-# lengths); the floor keeps windows that large when the micro-batches are small (256 tokens for int8 on the CPU).
-# Queries do not wait for a window: the feeder and the model threads take them between micro-batches (see the
-# module docstring).
+# so that texts of neighbouring lengths share micro-batches (less padding). Queries do not wait for a window: the
+# feeder and the model threads take them between micro-batches.
 WINDOW_BATCHES = 16
 WINDOW_TOKENS = 16_384
 # What a caller refused with QUEUE_FULL is told to wait (google.rpc.RetryInfo; the gateway's Retry-After).
@@ -65,11 +38,8 @@ QUEUE_FULL_RETRY_SECONDS = 1.0
 # Micro-batches padded and waiting for the model, per runner: one is enough to hide the feeder's work behind
 # the model's.
 PIPELINE_DEPTH = 1
-# Texts that would not fill a micro-batch per runner (a request of a few queries, the queries many search clients
-# queue while the model runs) are spread over the runners, in micro-batches of at least this many: on 2 cores
-# ONNX Runtime int8 embeds msmarco queries at 1.54 ms a query alone, 1.17 in twos, 1.11 in fours and 1.23 in
-# sixteens, so a share of 4 or more costs no more CPU a text than one large micro-batch, and finishes sooner
-# (a lone request of 16 queries: 16-18 ms against 27-31 with one runner).
+# Texts that would not fill a micro-batch per runner (a request of a few queries) are spread over the runners, in
+# micro-batches of at least this many: no more CPU a text than one large micro-batch, and done sooner.
 SPREAD_MIN_TEXTS = 4
 
 
@@ -136,7 +106,8 @@ class _Ready:
 
 class Batcher:
     """One queue, a feeder thread and `backend.runners` runner threads (per model: `name` names the threads).
-    The counters are for metrics and tests (read without locking)."""
+    `nice`: how far the runners lower their scheduling priority (EmbedderSettings.model_thread_nice). The
+    counters are for metrics and tests (read without locking)."""
 
     def __init__(
         self,
@@ -174,8 +145,9 @@ class Batcher:
         # Sizes (texts) and padded tokens of the most recent micro-batches, newest last.
         self.last_batch_sizes: deque[int] = deque(maxlen=64)
         self.last_batch_padded_tokens: deque[int] = deque(maxlen=64)
-        # Seconds the runners spent in model calls, and waiting for micro-batches already accepted (see the module
-        # docstring).
+        # Seconds the runners spent in model calls (over runners x elapsed time: how busy the model was kept), and
+        # waiting for a micro-batch whose oldest request was already accepted (starved: the feeder was behind the
+        # model; waiting with nothing accepted is idle, not starved).
         self.model_seconds = 0.0
         self.starved_seconds = 0.0
         # Called from the runner after each micro-batch with (texts, tokens, padded tokens, seconds in the model,

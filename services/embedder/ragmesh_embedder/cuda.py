@@ -97,11 +97,8 @@ def embed(backend: TorchModel, torch: Any, input_ids: np.ndarray, attention_mask
 def gpu_shape(rows: int, width: int, limit: int) -> tuple[int, int]:
     """The shape a micro-batch is padded to on a GPU (torch): rows up to a power of two below 64 and to a multiple
     of 64 above, width up to a multiple of 16 (at most `limit`, the model's window). The batcher cuts micro-batches
-    of every size, and a shape the GPU has not run before costs far more than a known one: on an H200, torch fp16
-    ran 40 micro-batches of random shapes at 3,200 msmarco passages/s the first time and at 48,600 the second
-    (cuDNN's attention, which builds a plan per shape, is the likely cause, and is now off by default:
-    `cudnn_attention`). These buckets keep the shapes few: the service on that GPU, with cuDNN's attention on, did
-    21,100 passages/s with them against 18,900 without (README, "On a GPU")."""
+    of every size, and a shape the GPU has not run before can cost far more than a known one: the buckets keep the
+    shapes few (docs/decisions/embedder-gpu-paths.md)."""
     rows = 1 << max(0, rows - 1).bit_length() if rows <= 64 else -(-rows // 64) * 64
     return rows, min(-(-width // 16) * 16, max(limit, width))
 
@@ -141,10 +138,8 @@ def pad_to_gpu_shape(
 
 class ShapeGraphs:
     """The model's forward pass as one CUDA graph per input shape (RAGMESH_EMBEDDER_CUDA_GRAPHS; the shapes are
-    the gpu_shape buckets). Eager torch launches the forward pass's kernels one by one from Python, and a
-    micro-batch costs the GPU's time plus the CPU's around it: fitted to an H200's runs (README, "On a GPU"), ~2.7
-    ms a call besides ~117 ns a padded token, so that a smaller token budget, which pads less, adds as much in calls
-    as it saves. A graph replays the whole forward pass with one launch.
+    the gpu_shape buckets). Eager torch launches the forward pass's kernels one by one from Python, which costs a
+    fixed few ms a call on top of the GPU's work (embedder-gpu-paths); a graph replays the whole pass in one launch.
 
     The backend captures every shape its micro-batches can take at start (`graph_shapes`); a shape missed there is
     captured by its first micro-batch. A capture is two eager runs on a side stream (what torch's CUDA graph notes
@@ -284,8 +279,8 @@ class Unpadded:
     """The model on a micro-batch's real tokens only (RAGMESH_EMBEDDER_UNPADDED), as TEI runs models on a GPU: the
     texts' tokens back to back in one row, each token at its position in its own text, attention bounded per text
     by a variable-length kernel (`attend`: flash attention's on CUDA), mean pooling per text. A padded micro-batch
-    makes the GPU run every text to the longest one's length: the service's, cut from what is queued when the
-    model thread is free, pad ~146 % on msmarco (README, "On a GPU"), and so run ~2.5x the tokens.
+    makes the GPU run every text to the longest one's length (~146 % padding for the service's micro-batches on
+    msmarco: embedder-gpu-paths).
 
     The transformer is a copy of the sentence-transformers model's, with its attention switched to
     `_unpadded_attention` (the padded path keeps the original); the model must pool by mean, as the ONNX export

@@ -1,16 +1,11 @@
 """The embedder's Prometheus metrics (served on RAGMESH_EMBEDDER_METRICS_PORT): what an autoscaler scales on.
 
-`ragmesh_embedder_queue_depth` (no labels: every model's queue together, the pod's backlog) is the name
-deploy/k8s/components/embedder-queue-autoscaling scales on; `ragmesh_embedder_model_queue_depth{model}` splits
-it by model. The batch and throughput metrics carry a `model` label (the name requests use; "default" for the
-default model unless RAGMESH_EMBEDDER_MODEL_NAME renames it), so sums over them read as before:
-rate(ragmesh_embedder_tokens_total[1m]) is every model's tokens/s.
-
-Whether the model is kept fed: rate(ragmesh_embedder_model_busy_seconds_total[5m]) / ragmesh_embedder_runners is
-the share of the time the model (a GPU's included) was running, and the same over
-ragmesh_embedder_model_starved_seconds_total the share it waited for the CPU side (tokenising, cutting and
-padding micro-batches) while texts were queued. Low busy with low starved is a pod with too little work; starved
-well above 0 is a pod whose CPUs cannot feed its model.
+`ragmesh_embedder_queue_depth` (every model's queue together) is what deploy/k8s/components/embedder-queue-autoscaling
+scales on; `ragmesh_embedder_model_queue_depth{model}` splits it. The batch and throughput metrics carry a `model`
+label, so sums over them read every model: rate(ragmesh_embedder_tokens_total[1m]) is all models' tokens/s.
+rate(ragmesh_embedder_model_busy_seconds_total[5m]) / ragmesh_embedder_runners is the share of the time the model
+(a GPU's included) ran, and the same over ..._model_starved_seconds_total the share it waited for the CPU side while
+texts were queued: low busy and low starved is too little work; starved well above 0, CPUs that cannot feed the model.
 """
 
 from __future__ import annotations
