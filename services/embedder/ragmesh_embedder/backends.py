@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from ragmesh_common.config import ConfigError
@@ -66,6 +66,12 @@ class Prepared:
     def __len__(self) -> int:
         return len(self.texts)
 
+    def token_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, starts): a token backend's arrays; TypeError for texts prepared by a backend that takes texts."""
+        if self.ids is None or self.starts is None:
+            raise TypeError("these texts were prepared by a backend that takes texts, not token ids")
+        return self.ids, self.starts
+
 
 @dataclass(frozen=True, eq=False)
 class MicroBatch:
@@ -75,6 +81,18 @@ class MicroBatch:
     input_ids: np.ndarray | None = None
     attention_mask: np.ndarray | None = None
     texts: Sequence[str] | None = None
+
+    def tokens(self) -> tuple[np.ndarray, np.ndarray]:
+        """(input_ids, attention_mask), for a token backend; TypeError for a micro-batch of texts."""
+        if self.input_ids is None or self.attention_mask is None:
+            raise TypeError("this micro-batch carries texts, not token ids")
+        return self.input_ids, self.attention_mask
+
+    def text_list(self) -> list[str]:
+        """The texts, for a backend that takes texts; TypeError for a micro-batch of token ids."""
+        if self.texts is None:
+            raise TypeError("this micro-batch carries token ids, not texts")
+        return list(self.texts)
 
 
 class DenseBackend(Protocol):
@@ -89,7 +107,10 @@ class DenseBackend(Protocol):
     tokenized: bool
     # Micro-batch limits: the most texts, and the most padded length units (None: no budget).
     batch_size: int
-    max_batch_tokens: int | None
+
+    @property
+    def max_batch_tokens(self) -> int | None: ...
+
     # How the local model runs ("" for the other backends).
     runtime: str
     device: str
@@ -100,8 +121,13 @@ class DenseBackend(Protocol):
     # that take texts only, and `vocab_size` its ids' range (0 there).
     tokenizer: str
     vocab_size: int
+    # The id a micro-batch is padded with (0 for backends that take texts).
+    pad_id: int
 
     def prepare(self, texts: Sequence[str]) -> Prepared: ...
+
+    def prepare_ids(self, texts: Sequence[str], ids: np.ndarray, lengths: np.ndarray) -> Prepared:
+        """The texts from their token ids, as `tokenizer` gives them (token backends only)."""
 
     def embed(self, batch: MicroBatch) -> np.ndarray:
         """Unit vectors, shape (batch.size, dimension). Called from up to `runners` threads at once."""
@@ -171,7 +197,7 @@ def resolve_plan(settings: EmbedderSettings, *, ort_cuda=_ort_has_cuda, torch_cu
                 "RAGMESH_EMBEDDER_DEVICE=cpu or auto, or run on a GPU node with the NVIDIA driver and a CUDA "
                 "build of onnxruntime-gpu or torch."
             )
-    precision = settings.precision
+    precision: str = settings.precision
     if precision == "auto":
         precision = "fp16" if device == "cuda" else CPU_AUTO_PRECISION if runtime == "onnx" else "fp32"
     if precision == "int8" and device == "cuda":
@@ -337,8 +363,13 @@ class TorchBackend(_Tokenized):
         if plan.precision == "fp16":
             self._model.half()
         self._model.eval()
-        self.dimension = int(self._model.get_embedding_dimension())
-        self.max_sequence_length = int(self._model.max_seq_length)
+        dimension, window = self._model.get_embedding_dimension(), self._model.max_seq_length
+        if dimension is None or window is None:
+            raise ConfigError(
+                f"RAGMESH_EMBEDDER_MODEL_PATH={settings.model_path}: sentence-transformers cannot tell this model's "
+                f"vector size ({dimension}) or input window ({window})"
+            )
+        self.dimension, self.max_sequence_length = dimension, window
         self._with_type_ids = "token_type_ids" in self._model.tokenizer.model_input_names
         # The CUDA paths the settings ask for (`cuda.start`); on the CPU none, and `embed` runs `eager`.
         self.unpadded: cuda.Unpadded | None = None
@@ -366,9 +397,10 @@ class TorchBackend(_Tokenized):
         return vectors.float().cpu().numpy()
 
     def embed(self, batch: MicroBatch) -> np.ndarray:
+        input_ids, attention_mask = batch.tokens()
         if self.unpadded is not None or self.graphs is not None or self.bucketed:
-            return unit_rows(cuda.embed(self, self._torch, batch.input_ids, batch.attention_mask, batch.size))
-        return unit_rows(self.eager(batch.input_ids, batch.attention_mask, batch.size))
+            return unit_rows(cuda.embed(self, self._torch, input_ids, attention_mask, batch.size))
+        return unit_rows(self.eager(input_ids, attention_mask, batch.size))
 
     def close(self) -> None:
         """Nothing to release: the model goes with the process."""
@@ -383,16 +415,24 @@ def _untokenized(texts: Sequence[str], lengths: np.ndarray) -> Prepared:
     return Prepared(list(texts), lengths, zeros, zeros.astype(bool))
 
 
-class HashBackend:
+class _Texts:
+    """What the backends that take texts (no tokenizer, no window, no local model) have in common."""
+
+    max_sequence_length = 0
+    tokenized = False
+    tokenizer, vocab_size, pad_id = "", 0, 0
+    runtime = device = precision = ""
+
+    def prepare_ids(self, texts: Sequence[str], ids: np.ndarray, lengths: np.ndarray) -> Prepared:
+        raise TypeError(f"the {type(self).__name__} takes texts only, not token ids")
+
+
+class HashBackend(_Texts):
     """Hashed word unigrams and bigrams, L2-normalised: fast and deterministic, so texts that share words
     are similar. For tests and development only - it knows nothing about meaning. Its words count as tokens
     (for token_count and the batcher's budget), so batching behaves as with a model."""
 
     name = "hash"
-    max_sequence_length = 0
-    tokenized = False
-    tokenizer, vocab_size = "", 0
-    runtime = device = precision = ""
 
     def __init__(
         self,
@@ -421,7 +461,7 @@ class HashBackend:
         if self.delay:
             time.sleep(self.delay)
         vectors = np.zeros((batch.size, self.dimension), dtype=np.float32)
-        for row, text in enumerate(batch.texts):
+        for row, text in enumerate(batch.text_list()):
             words = self._words(text)
             for feature in (*words, *(f"{a} {b}" for a, b in zip(words, words[1:], strict=False))):
                 digest = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "little")
@@ -436,7 +476,7 @@ class HashBackend:
         """Nothing to release."""
 
 
-class OpenAIBackend:
+class OpenAIBackend(_Texts):
     """Any OpenAI-compatible /v1/embeddings API through the `openai` package (which retries with backoff).
 
     The API does not report per-text token counts, so token_count is 0 and truncated is False; micro-batches
@@ -444,11 +484,7 @@ class OpenAIBackend:
     first answer (the start-up warm-up)."""
 
     name = "openai"
-    max_sequence_length = 0
-    tokenized = False
-    tokenizer, vocab_size = "", 0
-    max_batch_tokens = None
-    runtime = device = precision = ""
+    max_batch_tokens: int | None = None
 
     def __init__(
         self,
@@ -480,10 +516,11 @@ class OpenAIBackend:
         return _untokenized(texts, np.ones(len(texts), dtype=np.int64))
 
     def embed(self, batch: MicroBatch) -> np.ndarray:
-        extra = {"dimensions": self._dimensions} if self._dimensions else {}
+        # Sent only when set (`omit`, which says "not sent" to the client's types, is newer than openai 1.50).
+        extra: dict[str, Any] = {"dimensions": self._dimensions} if self._dimensions else {}
         try:
             response = self._client.embeddings.create(
-                input=list(batch.texts), model=self.model_id, encoding_format="float", **extra
+                input=batch.text_list(), model=self.model_id, encoding_format="float", **extra
             )
         except self._openai.OpenAIError as exc:
             status = getattr(exc, "status_code", None)
@@ -515,7 +552,7 @@ def warm_up(backend: DenseBackend) -> None:
     """One model call before serving (loads lazy kernels; the openai backend learns its dimension)."""
     prepared = backend.prepare(["warm-up"])
     if backend.tokenized:
-        ids = prepared.ids[None, :]
+        ids = prepared.token_arrays()[0][None, :]
         batch = MicroBatch(1, input_ids=ids, attention_mask=np.ones_like(ids))
     else:
         batch = MicroBatch(1, texts=prepared.texts)
@@ -555,4 +592,6 @@ def create_backend(settings: EmbedderSettings) -> DenseBackend:
         plan.batch_size,
         plan.max_batch_tokens,
     )
-    return (OnnxBackend if plan.runtime == "onnx" else TorchBackend)(settings, plan)
+    if plan.runtime == "onnx":
+        return OnnxBackend(settings, plan)
+    return TorchBackend(settings, plan)

@@ -88,7 +88,7 @@ class _Window:
     lengths: np.ndarray
     ids: np.ndarray | None  # token backends: the window's ids, concatenated
     starts: np.ndarray | None
-    texts: list[str] | None  # text backends
+    texts: list[str]  # text backends (empty for token backends)
     accepted: float  # when its oldest request was accepted (perf_counter)
 
 
@@ -316,15 +316,16 @@ class Batcher:
         firsts = np.fromiter((first for _, first, _ in parts), dtype=np.int64, count=len(parts))
         row_of = np.arange(int(counts.sum())) - offsets[job_of] + firsts[job_of]
         lengths = np.concatenate([job.prepared.lengths[first : first + count] for job, first, count in parts])
-        ids = starts = texts = None
+        ids = starts = None
+        texts: list[str] = []
         if self._backend.tokenized:
             slices, bases, base = [], [], 0
             for job, first, count in parts:
-                p = job.prepared
-                begin = int(p.starts[first])
-                end = int(p.starts[first + count - 1] + p.lengths[first + count - 1])
-                slices.append(p.ids[begin:end])
-                bases.append(p.starts[first : first + count] - begin + base)
+                job_ids, job_starts = job.prepared.token_arrays()
+                begin = int(job_starts[first])
+                end = int(job_starts[first + count - 1] + job.prepared.lengths[first + count - 1])
+                slices.append(job_ids[begin:end])
+                bases.append(job_starts[first : first + count] - begin + base)
                 base += end - begin
             ids, starts = np.concatenate(slices), np.concatenate(bases)
         else:
@@ -374,15 +375,16 @@ class Batcher:
     def _pad(self, window: _Window, rows: np.ndarray, accounted: int) -> _Ready:
         lengths = window.lengths[rows]
         tokens = int(lengths.sum()) if self.max_batch_tokens else 0  # budgeted lengths are tokens (or words)
-        if window.ids is None:
+        ids, starts = window.ids, window.starts
+        if ids is None or starts is None:
             batch = MicroBatch(len(rows), texts=[window.texts[i] for i in rows])
             return _Ready(window, rows, accounted, batch, tokens, int(lengths.max()) * len(rows))
         width = int(lengths.max())
         columns = np.arange(width)
         mask = columns < lengths[:, None]
-        index = window.starts[rows][:, None] + columns
-        np.minimum(index, len(window.ids) - 1, out=index)
-        input_ids = np.where(mask, window.ids[index], self._backend.pad_id)
+        index = starts[rows][:, None] + columns
+        np.minimum(index, len(ids) - 1, out=index)
+        input_ids = np.where(mask, ids[index], self._backend.pad_id)
         batch = MicroBatch(len(rows), input_ids=input_ids, attention_mask=mask.astype(np.int64))
         return _Ready(window, rows, accounted, batch, tokens, width * len(rows))
 

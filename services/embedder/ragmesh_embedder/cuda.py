@@ -21,6 +21,10 @@ from .config import EmbedderSettings
 
 log = logging.getLogger(__name__)
 
+# What captures a forward pass (`run`, on fixed input tensors) as a CUDA graph: (the replay, the output tensor that
+# each replay writes). Tests stand in for it with eager runs on the CPU.
+Capture = Callable[[Callable[[], Any]], tuple[Callable[[], object], Any]]
+
 
 class TorchModel(Protocol):
     """What the CUDA paths take from the torch backend (`backends.TorchBackend`)."""
@@ -158,15 +162,17 @@ class ShapeGraphs:
         forward: Callable,
         torch,
         device: str,
-        capture: Callable[[Callable], tuple[Callable[[], object], object]] | None = None,
+        capture: Capture | None = None,
         inputs: Callable[[tuple[int, ...]], tuple] | None = None,
     ) -> None:
         self._forward, self._torch, self._device = forward, torch, device
         self._capture = capture or self._cuda_capture
         self._inputs = inputs or self._padded_inputs
-        self._shapes: dict[tuple[int, ...], tuple[tuple, Callable[[], object], object]] = {}
+        # shape -> (its input tensors, the replay, its output tensor)
+        self._shapes: dict[tuple[int, ...], tuple[tuple, Callable[[], object], Any]] = {}
         self._lock = threading.Lock()
-        self._pool = self._stream = None
+        self._pool: Any = None  # torch.cuda's graph memory pool and side stream, made at the first capture
+        self._stream: Any = None
         self.capture_seconds = 0.0  # spent capturing, over all shapes
 
     def __len__(self) -> int:
@@ -206,7 +212,7 @@ class ShapeGraphs:
         mask[:, -1] = 0  # padding, as micro-batches have: the runs before capture take the kernels it records
         return ids, mask
 
-    def _add(self, shape: tuple[int, ...]) -> tuple[tuple, Callable[[], object], object]:
+    def _add(self, shape: tuple[int, ...]) -> tuple[tuple, Callable[[], object], Any]:
         tensors = self._inputs(shape)
         started = time.perf_counter()
         replay, output = self._capture(lambda: self._forward(*tensors))
@@ -215,7 +221,7 @@ class ShapeGraphs:
         log.debug("captured a CUDA graph for micro-batches of shape %s (%d shapes)", shape, len(self._shapes))
         return self._shapes[shape]
 
-    def _cuda_capture(self, run: Callable[[], object]) -> tuple[Callable[[], object], object]:
+    def _cuda_capture(self, run: Callable[[], Any]) -> tuple[Callable[[], object], Any]:
         torch = self._torch
         if self._stream is None:
             self._stream, self._pool = torch.cuda.Stream(), torch.cuda.graph_pool_handle()
@@ -367,7 +373,7 @@ class Unpadded:
         return self.run(packed, starts, counts, int(arrays[2].max())).cpu().numpy()  # the longest text's length
 
     def capture_graphs(
-        self, batch_size: int, max_tokens: int, limit: int, capture: Callable | None = None
+        self, batch_size: int, max_tokens: int, limit: int, capture: Capture | None = None
     ) -> ShapeGraphs:
         """One CUDA graph per `token_buckets(max(max_tokens, limit))` size, for micro-batches of up to `batch_size`
         texts of up to `limit` tokens (RAGMESH_EMBEDDER_CUDA_GRAPHS with UNPADDED); `capture` as ShapeGraphs'."""

@@ -162,7 +162,8 @@ def export_fp32(model_path: Path, target: Path) -> None:
 
     _check_supported(model_path)
     model = SentenceTransformer(str(model_path), device="cpu", local_files_only=True)
-    transformer = model[0].auto_model.eval()
+    # torch types nn.Sequential's items as "Tensor | Module"; a SentenceTransformer's first is its Transformer module.
+    transformer = model[0].auto_model.eval()  # type: ignore[union-attr]
 
     class MeanPooled(torch.nn.Module):
         def __init__(self) -> None:

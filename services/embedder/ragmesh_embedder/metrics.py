@@ -10,7 +10,7 @@ texts were queued: low busy and low starved is too little work; starved well abo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -94,7 +94,7 @@ class EmbedderMetrics:
         self.model_queue_depth.clear()
         self.runners.clear()
         for name, batcher in batchers.items():
-            self.model_queue_depth.labels(model=name).set_function(lambda batcher=batcher: batcher.queue_depth)
+            self.model_queue_depth.labels(model=name).set_function(_queue_depth(batcher))
             self.runners.labels(model=name).set(batcher.runners)
             self.pretokenized.labels(model=name)  # exported (at 0) before the model's first batch, as these:
             children = tuple(
@@ -123,3 +123,8 @@ class EmbedderMetrics:
         busy.inc(seconds)
         if starved:
             starved_total.inc(starved)
+
+
+def _queue_depth(batcher: Batcher) -> Callable[[], float]:
+    """What reads one batcher's queue depth (a gauge's function)."""
+    return lambda: batcher.queue_depth
