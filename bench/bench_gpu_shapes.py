@@ -28,8 +28,9 @@ import statistics
 import time
 
 import numpy as np
-from ragmesh_embedder.backends import MicroBatch, create_backend, gpu_shape, resolve_plan
+from ragmesh_embedder.backends import MicroBatch, create_backend, resolve_plan
 from ragmesh_embedder.config import EmbedderSettings
+from ragmesh_embedder.cuda import gpu_shape
 from ragmesh_embedder.service import Embedder, warm_up
 
 from bench.bench_embedder import forward_rate, padded_batch

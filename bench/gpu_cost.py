@@ -24,8 +24,9 @@ import json
 from pathlib import Path
 
 import numpy as np
-from ragmesh_embedder.backends import DEFAULT_BATCH_SIZE, DEFAULT_MAX_BATCH_TOKENS, create_backend, token_buckets
+from ragmesh_embedder.backends import DEFAULT_BATCH_SIZE, DEFAULT_MAX_BATCH_TOKENS, create_backend
 from ragmesh_embedder.config import EmbedderSettings
+from ragmesh_embedder.cuda import token_buckets
 
 from bench.bench_embedder import cut_sizes, micro_batches
 from bench.bench_gpu_shapes import random_batches

@@ -114,7 +114,7 @@ def summary(latencies_ms: list[float], seconds: float | None = None) -> dict[str
 
 def cpu_seconds(pid: int | None = None) -> float:
     """CPU time (user + system) of this process (with its threads), or of process `pid` and the processes it
-    started (the embedder's model processes, RAGMESH_EMBEDDER_MODEL_PROCESSES), with theirs."""
+    started, with theirs."""
     if pid is None:
         usage = os.times()
         return usage.user + usage.system
@@ -140,8 +140,7 @@ def process_tree(pid: int) -> list[int]:
 
 
 def rss_mb(pid: int) -> float:
-    """Resident memory of process `pid` and of the processes it started (the embedder's model processes, each with
-    its own copy of the model), summed, in MiB."""
+    """Resident memory of process `pid` and of the processes it started, summed, in MiB."""
     kib = sum(
         next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS")), 0)
         for status in _each_proc_file(pid, "status")
@@ -166,8 +165,8 @@ def _ticks(stat: str) -> float:
 
 def thread_cpu_seconds(pid: int) -> dict[str, float]:
     """CPU time so far of process `pid`'s threads and those of the processes it started, summed by the name the
-    kernel has for each, its number cut off (ragmesh's threads and model processes name themselves:
-    embedder-runner, embedder-feeder, event-loop-pool, embedder-model, ...; see ragmesh_common.threads); `pid`'s
+    kernel has for each, its number cut off (ragmesh's threads name themselves:
+    embedder-runner, embedder-feeder, event-loop-pool, ...; see ragmesh_common.threads); `pid`'s
     main thread, which carries the event loop, as "main (event loop)"."""
     out: dict[str, float] = {}
     for process in process_tree(pid):

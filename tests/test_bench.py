@@ -210,8 +210,9 @@ def test_the_forward_rate_captures_every_cuda_graph_before_its_clock_starts(monk
     # captures stood in for by eager runs (as test_embedder_local does).
     import numpy as np
     import torch
-    from ragmesh_embedder.backends import ShapeGraphs, create_backend
+    from ragmesh_embedder.backends import create_backend
     from ragmesh_embedder.config import EmbedderSettings
+    from ragmesh_embedder.cuda import ShapeGraphs
 
     import bench.bench_embedder as bench_embedder
 
@@ -713,8 +714,8 @@ def test_every_recorded_report_is_still_judged_by_todays_targets():
 
 
 def test_the_mesh_is_measured_with_the_processes_it_started():
-    """With RAGMESH_EMBEDDER_MODEL_PROCESSES=on the model runs in child processes: a report's CPU and resident
-    memory must count them, or the mesh would look cheaper than it is."""
+    """A mesh that starts child processes: a report's CPU and resident memory must count them, or the mesh would
+    look cheaper than it is."""
     from bench.report import cpu_seconds, rss_mb
 
     child = (

@@ -1,49 +1,18 @@
-"""Dynamic batching: concurrent requests share one queue and a two-stage pipeline that keeps the model fed.
+"""Dynamic batching: concurrent requests share one queue per model, cut into micro-batches that keep the model fed.
 
-- The *feeder* thread takes whatever is queued the moment it is free (it never waits for more to arrive: an
-  idle embedder runs a lone query at once), up to a window of a few micro-batches, sorts the window's texts by
-  length and cuts them into micro-batches that fit the backend's token budget (padded tokens = longest text x
-  texts, as TEI counts them) and text limit. It pads each micro-batch with numpy (one gather, no per-text
-  Python work) and hands it over through a one-slot queue, so the next micro-batch is ready while the model
-  runs the current one.
-- The *runner* threads (`backend.runners` of them: ONNX Runtime on the CPU runs one single-threaded call per
-  core) call the model, scatter the rows back to their requests and resolve each request as soon as its last
-  text is embedded. A request's micro-batches may run on different runners at once. A window too small to give
-  every runner a micro-batch (a request of a few queries) is spread over them all the same, in micro-batches of
-  at least SPREAD_MIN_TEXTS texts, rather than run by one runner while the others idle.
-
-Requests are numpy arrays end to end (`Prepared`); a request whose caller gave up (cancelled, deadline
-passed) is skipped wherever it is, and a full queue is refused with QUEUE_FULL.
-
-How well the model is fed is counted: the seconds the runners spent in model calls (`model_seconds`: over
-runners x elapsed time, how busy the model, a GPU's included, was kept), and the seconds a runner waited for its
-next micro-batch after that micro-batch's oldest request had been accepted (`starved_seconds`: the feeder, on
-the CPU, was behind the model). A runner waiting with nothing accepted is idle, not starved.
-
-Queries (`urgent`) have a lane of their own that every window takes from first. The feeder looks at it again
-before each micro-batch of a window it is cutting, and the runner before each micro-batch it takes (the feeder
-may be waiting for the slot with a padded micro-batch of bulk in hand): a query waits for the micro-batch the
-model is running, never for the bulk ingestion queued before it, however large the window. A runner takes its
-share of the queued queries and leaves the rest to the other runners. When nothing else is
-queued or running, or a runner waits for the slot and no query is queued, a query that fits one micro-batch skips
-the feeder: it is padded on the caller's thread and put in the slot for a runner (one thread hand-off instead of two:
-~0.14 ms less for a lone query on 2 cores).
-
-`processes` (RAGMESH_EMBEDDER_MODEL_PROCESSES): each runner's model runs in a process of its own (model_process.py),
-which has a GIL of its own; the runner thread then only relays, keeping the process's next micro-batch sent while it
-runs the current one, and runs nothing itself. A process that dies is started again and the micro-batches it held
-are sent to the new one (once: a micro-batch that a second process dies on fails with UNAVAILABLE); when no new one
-starts, that runner runs the model itself from then on.
-
-`nice`: how far the runners lower their own scheduling priority, SCHED_BATCH included (`lower_thread_priority`; a
-model on the CPU, whose runners are as many as the cores and share them with the process's event loop: the loop,
-which every request passes through, then runs first when both want a core; see EmbedderSettings.model_thread_nice).
+A *feeder* thread takes whatever is queued (never waiting for more), up to a window of a few micro-batches, sorts
+its texts by length and cuts micro-batches within the backend's text limit and padded-token budget (longest text x
+texts, as TEI counts), padded with numpy and handed over through a queue of one slot per runner. `backend.runners`
+*runner* threads call the model, scatter the rows back and answer each request once its last text is embedded.
+Queries (`urgent`) have a lane of their own, taken between micro-batches before any bulk; a lone query on an idle
+embedder skips the feeder (`_hand_over`). Requests whose callers gave up are skipped; a full queue is refused with
+QUEUE_FULL. The counters (`model_seconds`, `starved_seconds`, ...) feed the metrics. Why the constants are what
+they are: docs/decisions/embedder-batching.md.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import queue
 import threading
 import time
@@ -58,16 +27,10 @@ from ragmesh_common.errors import RagmeshError, unavailable
 from ragmesh_common.threads import lower_thread_priority, name_os_thread
 
 from .backends import DenseBackend, MicroBatch, Prepared
-from .model_process import PIPELINE, ModelCallFailed, ModelProcess, ModelProcessExited
-
-log = logging.getLogger(__name__)
 
 # The feeder sorts up to this many micro-batches' worth of queued texts at a time, and at least WINDOW_TOKENS,
-# so that texts of neighbouring lengths share micro-batches: msmarco passages queued 128 at a time (4 clients x
-# 32) pad 14 % in windows of 4 micro-batches of 1,024 tokens and 6 % in windows of 16 (the model tokenizer's
-# lengths); the floor keeps windows that large when the micro-batches are small (256 tokens for int8 on the CPU).
-# Queries do not wait for a window: the feeder and the model threads take them between micro-batches (see the
-# module docstring).
+# so that texts of neighbouring lengths share micro-batches (less padding). Queries do not wait for a window: the
+# feeder and the model threads take them between micro-batches.
 WINDOW_BATCHES = 16
 WINDOW_TOKENS = 16_384
 # What a caller refused with QUEUE_FULL is told to wait (google.rpc.RetryInfo; the gateway's Retry-After).
@@ -75,11 +38,8 @@ QUEUE_FULL_RETRY_SECONDS = 1.0
 # Micro-batches padded and waiting for the model, per runner: one is enough to hide the feeder's work behind
 # the model's.
 PIPELINE_DEPTH = 1
-# Texts that would not fill a micro-batch per runner (a request of a few queries, the queries many search clients
-# queue while the model runs) are spread over the runners, in micro-batches of at least this many: on 2 cores
-# ONNX Runtime int8 embeds msmarco queries at 1.54 ms a query alone, 1.17 in twos, 1.11 in fours and 1.23 in
-# sixteens, so a share of 4 or more costs no more CPU a text than one large micro-batch, and finishes sooner
-# (a lone request of 16 queries: 16-18 ms against 27-31 with one runner).
+# Texts that would not fill a micro-batch per runner (a request of a few queries) are spread over the runners, in
+# micro-batches of at least this many: no more CPU a text than one large micro-batch, and done sooner.
 SPREAD_MIN_TEXTS = 4
 
 
@@ -128,7 +88,7 @@ class _Window:
     lengths: np.ndarray
     ids: np.ndarray | None  # token backends: the window's ids, concatenated
     starts: np.ndarray | None
-    texts: list[str] | None  # text backends
+    texts: list[str]  # text backends (empty for token backends)
     accepted: float  # when its oldest request was accepted (perf_counter)
 
 
@@ -142,15 +102,12 @@ class _Ready:
     batch: MicroBatch
     tokens: int
     padded_tokens: int
-    sends: int = 0  # times sent to a model process
-    # Handed over by an idle embedder (nothing else accepted and not embedded): a runner whose model runs in a
-    # process runs it itself, with the backend it keeps (see `_relay`).
-    alone: bool = False
 
 
 class Batcher:
     """One queue, a feeder thread and `backend.runners` runner threads (per model: `name` names the threads).
-    The counters are for metrics and tests (read without locking)."""
+    `nice`: how far the runners lower their scheduling priority (EmbedderSettings.model_thread_nice). The
+    counters are for metrics and tests (read without locking)."""
 
     def __init__(
         self,
@@ -159,7 +116,6 @@ class Batcher:
         max_queue_texts: int,
         name: str = "default",
         nice: int = 0,
-        processes: Callable[[int], ModelProcess] | None = None,
     ) -> None:
         self._backend = backend
         self.name = name
@@ -189,36 +145,17 @@ class Batcher:
         # Sizes (texts) and padded tokens of the most recent micro-batches, newest last.
         self.last_batch_sizes: deque[int] = deque(maxlen=64)
         self.last_batch_padded_tokens: deque[int] = deque(maxlen=64)
-        # Seconds the runners spent in model calls, and waiting for micro-batches already accepted (see the module
-        # docstring).
+        # Seconds the runners spent in model calls (over runners x elapsed time: how busy the model was kept), and
+        # waiting for a micro-batch whose oldest request was already accepted (starved: the feeder was behind the
+        # model; waiting with nothing accepted is idle, not starved).
         self.model_seconds = 0.0
         self.starved_seconds = 0.0
         # Called from the runner after each micro-batch with (texts, tokens, padded tokens, seconds in the model,
         # seconds starved before it) (metrics).
         self.on_batch: Callable[[int, int, int, float, float], None] | None = None
-        # Model processes started again after one died, and what is called at each (metrics).
-        self.process_restarts = 0
-        self.on_restart: Callable[[], None] | None = None
-        # One model process per runner (None: the runner runs the model itself), all loading at once.
-        self._spawn = processes
-        self._processes: list[ModelProcess | None] = [None] * self.runners
-        if processes is not None:
-            started: list[ModelProcess] = []
-            try:
-                for index in range(self.runners):
-                    started.append(processes(index).start())
-                for process in started:
-                    process.wait_ready()
-            except BaseException:
-                for process in started:
-                    process.close()
-                raise
-            self._processes = list(started)
         self._feeder = threading.Thread(target=self._feed, name=f"embedder-feeder-{name}", daemon=True)
         self._threads = [
-            threading.Thread(
-                target=self._run, args=(i,), name=f"embedder-runner-{name}" + (f"-{i}" if i else ""), daemon=True
-            )
+            threading.Thread(target=self._run, name=f"embedder-runner-{name}" + (f"-{i}" if i else ""), daemon=True)
             for i in range(self.runners)
         ]
         self._feeder.start()
@@ -274,7 +211,6 @@ class Batcher:
         if not self._one_batch(job.prepared):
             return False
         ready = self._pad(self._window([(job, 0, count)]), np.arange(count), count)
-        ready.alone = self.queue_depth == count
         try:
             self._ready.put_nowait(ready)
         except queue.Full:
@@ -293,11 +229,6 @@ class Batcher:
             and self._share(count) == count
             and (self.max_batch_tokens is None or count * max(int(prepared.lengths.max()), 1) <= self.max_batch_tokens)
         )
-
-    @property
-    def process_ids(self) -> list[int]:
-        """The model processes' pids (one per runner whose model runs in a process of its own)."""
-        return [process.pid for process in self._processes if process is not None and process.pid is not None]
 
     def close(self, timeout: float = 30.0) -> None:
         """Stop after the window being fed; requests still queued fail with UNAVAILABLE."""
@@ -385,15 +316,16 @@ class Batcher:
         firsts = np.fromiter((first for _, first, _ in parts), dtype=np.int64, count=len(parts))
         row_of = np.arange(int(counts.sum())) - offsets[job_of] + firsts[job_of]
         lengths = np.concatenate([job.prepared.lengths[first : first + count] for job, first, count in parts])
-        ids = starts = texts = None
+        ids = starts = None
+        texts: list[str] = []
         if self._backend.tokenized:
             slices, bases, base = [], [], 0
             for job, first, count in parts:
-                p = job.prepared
-                begin = int(p.starts[first])
-                end = int(p.starts[first + count - 1] + p.lengths[first + count - 1])
-                slices.append(p.ids[begin:end])
-                bases.append(p.starts[first : first + count] - begin + base)
+                job_ids, job_starts = job.prepared.token_arrays()
+                begin = int(job_starts[first])
+                end = int(job_starts[first + count - 1] + job.prepared.lengths[first + count - 1])
+                slices.append(job_ids[begin:end])
+                bases.append(job_starts[first : first + count] - begin + base)
                 base += end - begin
             ids, starts = np.concatenate(slices), np.concatenate(bases)
         else:
@@ -443,15 +375,16 @@ class Batcher:
     def _pad(self, window: _Window, rows: np.ndarray, accounted: int) -> _Ready:
         lengths = window.lengths[rows]
         tokens = int(lengths.sum()) if self.max_batch_tokens else 0  # budgeted lengths are tokens (or words)
-        if window.ids is None:
+        ids, starts = window.ids, window.starts
+        if ids is None or starts is None:
             batch = MicroBatch(len(rows), texts=[window.texts[i] for i in rows])
             return _Ready(window, rows, accounted, batch, tokens, int(lengths.max()) * len(rows))
         width = int(lengths.max())
         columns = np.arange(width)
         mask = columns < lengths[:, None]
-        index = window.starts[rows][:, None] + columns
-        np.minimum(index, len(window.ids) - 1, out=index)
-        input_ids = np.where(mask, window.ids[index], self._backend.pad_id)
+        index = starts[rows][:, None] + columns
+        np.minimum(index, len(ids) - 1, out=index)
+        input_ids = np.where(mask, ids[index], self._backend.pad_id)
         batch = MicroBatch(len(rows), input_ids=input_ids, attention_mask=mask.astype(np.int64))
         return _Ready(window, rows, accounted, batch, tokens, width * len(rows))
 
@@ -464,13 +397,9 @@ class Batcher:
             job.settle(error=unavailable("EMBEDDER_STOPPING", "the embedder is shutting down"))
 
     # --- the runner thread -------------------------------------------------------------------------
-    def _run(self, index: int) -> None:
+    def _run(self) -> None:
         name_os_thread()
-        if self._processes[index] is not None:
-            if not self._relay(index):
-                return
-            log.warning("model %r: runner %d runs the model itself from now on", self.name, index)
-        lower_thread_priority(self.nice)  # a relay keeps the process's: the model process has given way instead
+        lower_thread_priority(self.nice)
         queries_turn = True
         while True:
             batches, starved, queries_turn = self._work(queries_turn)
@@ -479,21 +408,15 @@ class Batcher:
             for ready in batches:
                 self._run_batch(ready, starved)
 
-    def _work(self, queries_turn: bool, wait: bool = True) -> tuple[list[_Ready] | None, float, bool]:
+    def _work(self, queries_turn: bool) -> tuple[list[_Ready] | None, float, bool]:
         """A runner's next micro-batches, in turns. On the queries' turn, queries the feeder has not taken (it waits
         for the slot with a padded micro-batch in hand) come first: cut and padded here, they wait only for the
         micro-batch that was running. Then the slot's turn, so that a steady stream of queries never starves the
-        bulk queued before it. Returns the micro-batches (None once the batcher is closed; none when `wait` is
-        False and the slot is empty), how long this runner was starved for them, and whose turn is next."""
+        bulk queued before it. Returns the micro-batches (None once the batcher is closed), how long this runner
+        was starved for them, and whose turn is next."""
         if queries_turn and self._urgent and (queries := self._take(urgent_only=True, share=True)) is not None:
             return list(self._batches(queries, preemptible=False, spread=False)), 0.0, False
-        if wait:
-            ready, starved = self._next_ready()
-        else:
-            try:
-                ready, starved = self._ready.get_nowait(), 0.0
-            except queue.Empty:
-                return [], 0.0, True
+        ready, starved = self._next_ready()
         return (None if ready is None else [ready]), starved, True
 
     def _next_ready(self) -> tuple[_Ready | None, float]:
@@ -571,96 +494,3 @@ class Batcher:
                     done.append(job)
         for job in done:
             job.settle(job.out)
-
-    # --- a runner whose model runs in a process of its own ------------------------------------------
-    def _relay(self, index: int) -> bool:
-        """Feed runner `index`'s model process: the same micro-batches, in the same turns, as `_run` takes, but up to
-        PIPELINE of them sent ahead, so that the process never waits for this thread (which needs the GIL) between
-        two. Returns False once the batcher is closed and everything sent is answered, True when the process died
-        and no new one could start (the runner then runs the model itself)."""
-        process = self._processes[index]
-        sent: deque[tuple[_Ready, float]] = deque()  # in the process, oldest first, with their starved seconds
-        cut: deque[tuple[_Ready, float]] = deque()  # taken by this runner, not sent yet
-        queries_turn, closing = True, False
-        try:
-            while True:
-                if len(sent) < PIPELINE and not cut and not closing:
-                    # Waits for work only when the process holds none; else it collects what the process finished.
-                    batches, starved, queries_turn = self._work(queries_turn, wait=not sent)
-                    closing = batches is None
-                    cut.extend((ready, starved) for ready in batches or ())
-                if len(sent) < PIPELINE and cut:
-                    ready, starved = cut.popleft()
-                    if ready.alone and not sent:
-                        # A lone request on an idle embedder: no event loop is busy holding the GIL, and the trip to
-                        # the process and back (two more threads woken) would cost it more than it saves.
-                        self._run_batch(ready, starved)
-                        continue
-                    if self._abandoned(ready):
-                        continue
-                    sent.append((ready, starved))
-                    try:
-                        ready.sends += 1
-                        process.submit(ready.batch)
-                    except ModelProcessExited as exc:
-                        if (process := self._restart(index, process, exc, sent)) is None:
-                            return True
-                    continue
-                if not sent:
-                    return False  # closed, and nothing is left in the process
-                ready, starved = sent[0]
-                try:
-                    vectors, seconds = process.collect(ready.batch.size)
-                except ModelCallFailed as exc:
-                    sent.popleft()
-                    self._fail(ready, exc)
-                    continue
-                except ModelProcessExited as exc:
-                    if (process := self._restart(index, process, exc, sent)) is None:
-                        return True
-                    continue
-                sent.popleft()
-                self._deliver(ready, vectors, seconds, starved)
-        finally:
-            if process is not None:
-                process.close()
-            self._processes[index] = None
-
-    def _restart(
-        self, index: int, dead: ModelProcess, exc: ModelProcessExited, sent: deque[tuple[_Ready, float]]
-    ) -> ModelProcess | None:
-        """A new model process for runner `index` after `dead` died (`exc`), with the micro-batches the dead one
-        held sent to it (those sent twice already fail with UNAVAILABLE instead). None when none could start: what
-        it held fails with UNAVAILABLE."""
-        dead.close()
-        self._processes[index] = None
-        self.process_restarts += 1
-        if self.on_restart is not None:
-            self.on_restart()
-        log.error(
-            "model %r: %s; starting another (%d micro-batch(es) it held go to the new one)", self.name, exc, len(sent)
-        )
-        try:
-            process = self._spawn(index).start()
-            process.wait_ready()
-        except Exception:
-            log.exception("model %r: could not start another model process", self.name)
-            process = None
-        again: deque[tuple[_Ready, float]] = deque()
-        for ready, starved in sent:
-            if process is None or ready.sends >= 2:
-                self._fail(ready, unavailable("MODEL_PROCESS_EXITED", f"the embedder's {exc}; retry"))
-            else:
-                again.append((ready, starved))
-        sent.clear()
-        if process is None:
-            return None
-        self._processes[index] = process
-        for ready, starved in again:
-            sent.append((ready, starved))
-            ready.sends += 1
-            try:
-                process.submit(ready.batch)
-            except ModelProcessExited as died:
-                return self._restart(index, process, died, sent)
-        return process

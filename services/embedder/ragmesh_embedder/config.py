@@ -27,7 +27,6 @@ Backend = Literal["local", "openai", "hash"]
 Runtime = Literal["onnx", "torch"]
 Precision = Literal["auto", "fp32", "fp16", "int8"]
 Device = Literal["auto", "cpu", "cuda"]
-ModelProcesses = Literal["off", "on"]
 Threads = Annotated[int, Field(ge=1, le=1024)]
 NonEmpty = Annotated[str, Field(min_length=1)]
 Positive = Annotated[int, Field(ge=1)]
@@ -141,17 +140,6 @@ class EmbedderSettings(ServiceSettings):
         "core 18-21 % of the time with nice 0, and 11-14 % with 5. The model threads lose nothing when nothing "
         "else wants the cores. Not applied on CUDA, where the model thread is what keeps the GPU fed.",
     )
-    model_processes: ModelProcesses = Field(
-        "off",
-        description='Where the model runs: "off" (the default), in the embedder\'s own threads; "on", in a process '
-        "of its own per runner (ONNX Runtime on the CPU; elsewhere ignored, with a warning). In one process a model "
-        "thread needs Python's GIL between two model calls, and under load the event loop holds it: the model "
-        "thread waits with its core idle. A model process has a GIL of its own and is sent its next micro-batch "
-        "while it runs the current one. Measured on 2 cores it kept them busier (85 against 81 % at 32 concurrent "
-        "dense searches) but cost as much more CPU a query (the relaying, smaller micro-batches), so it is off "
-        "until it measures ahead. Costs a process per runner (~100 MB of memory each with the default int8 model) "
-        "and ~0.6 s of start-up. A process that dies is started again, and what it held goes to the new one.",
-    )
     cudnn_attention: bool = Field(
         False,
         description="On CUDA with torch, let attention run on cuDNN's kernels, which torch >= 2.9 prefers on "
@@ -172,9 +160,8 @@ class EmbedderSettings(ServiceSettings):
         "buckets, which this implies; with unpadded, per token count bucket), every shape a micro-batch within the "
         "limits can take captured at start: a "
         "replay launches the whole forward pass at once, where eager torch launches its kernels one by one from "
-        "Python. Off by default until measured on a GPU (docs/decisions/gpu-micro-batches.md). Costs start-up time "
-        "and GPU memory "
-        "for each shape's inputs and output (~280 MiB at the default budget, ~40 at 16384).",
+        "Python. Off by default until measured on a GPU (docs/decisions/embedder-gpu-paths.md). Costs start-up "
+        "time and GPU memory for each shape's inputs and output (~280 MiB at the default budget, ~40 at 16384).",
     )
     unpadded: bool = Field(
         False,
@@ -183,7 +170,7 @@ class EmbedderSettings(ServiceSettings):
         "padded micro-batch runs every text to its longest one's length (~146 % more tokens for the service's "
         "micro-batches on msmarco). Mean-pooled models only. With cuda_graphs: one graph per token count bucket "
         "(64 to 2048 by doubling, then every 2048), each micro-batch's row padded to its bucket. Off by default "
-        "until measured on a GPU (docs/decisions/gpu-micro-batches.md).",
+        "until measured on a GPU (docs/decisions/embedder-gpu-paths.md).",
     )
     data_dir: Path = Field(
         Path(".ragmesh"),

@@ -2,20 +2,12 @@
 
     python -m ragmesh_embedder.export [--cache-dir DIR] [--precision fp32 --precision int8 ...]
 
-`ensure_export` is what the embedder calls at start-up; the command does the same ahead of time (at image
-build, so that pods with a read-only root filesystem start without exporting).
-
-The cache is a folder per (model id, ONNX opset, recipe version, hash of the weights and configs):
-`<cache>/<model>-opset17-v1-<hash>/model.onnx` (fp32), `model.int8.onnx` (ONNX Runtime dynamic
-quantization), `model.fp16.onnx` (for CUDA). Changed weights give a new folder. Each file is written under a
-temporary name and renamed into place, then a manifest `<file>.json` with its size and SHA-256 is written the
-same way; a file whose manifest is missing or does not match (a crash mid-export, a truncated copy) is made
-again, so a broken cache never reaches ONNX Runtime.
-
-The graph is the transformer plus mean pooling over the attention mask (output `sentence_embedding`, not yet
-normalised): the device returns one 384-float row per text instead of every token's hidden state. The
-embedder L2-normalises the rows in numpy. The fp32 export needs torch and the `onnx` package and runs in a
-subprocess, so the serving process never loads torch for it.
+`ensure_export` is what the embedder calls at start-up; the command does the same ahead of time (at image build,
+for pods with a read-only root filesystem). The cache is a folder per (model id, opset, recipe version, hash of the
+weights and configs) holding `model.onnx` (fp32), `model.int8.onnx` and `model.fp16.onnx`, each written under a
+temporary name, renamed into place and checked against a manifest (`<file>.json`: size, SHA-256), so a broken
+cache is made again. The graph is the transformer plus mean pooling (`sentence_embedding`, not normalised); the fp32
+export needs torch and runs in a subprocess, so the serving process never loads torch for it.
 """
 
 from __future__ import annotations
@@ -170,7 +162,8 @@ def export_fp32(model_path: Path, target: Path) -> None:
 
     _check_supported(model_path)
     model = SentenceTransformer(str(model_path), device="cpu", local_files_only=True)
-    transformer = model[0].auto_model.eval()
+    # torch types nn.Sequential's items as "Tensor | Module"; a SentenceTransformer's first is its Transformer module.
+    transformer = model[0].auto_model.eval()  # type: ignore[union-attr]
 
     class MeanPooled(torch.nn.Module):
         def __init__(self) -> None:

@@ -1,21 +1,16 @@
 """The embedder's Prometheus metrics (served on RAGMESH_EMBEDDER_METRICS_PORT): what an autoscaler scales on.
 
-`ragmesh_embedder_queue_depth` (no labels: every model's queue together, the pod's backlog) is the name
-deploy/k8s/components/embedder-queue-autoscaling scales on; `ragmesh_embedder_model_queue_depth{model}` splits
-it by model. The batch and throughput metrics carry a `model` label (the name requests use; "default" for the
-default model unless RAGMESH_EMBEDDER_MODEL_NAME renames it), so sums over them read as before:
-rate(ragmesh_embedder_tokens_total[1m]) is every model's tokens/s.
-
-Whether the model is kept fed: rate(ragmesh_embedder_model_busy_seconds_total[5m]) / ragmesh_embedder_runners is
-the share of the time the model (a GPU's included) was running, and the same over
-ragmesh_embedder_model_starved_seconds_total the share it waited for the CPU side (tokenising, cutting and
-padding micro-batches) while texts were queued. Low busy with low starved is a pod with too little work; starved
-well above 0 is a pod whose CPUs cannot feed its model.
+`ragmesh_embedder_queue_depth` (every model's queue together) is what deploy/k8s/components/embedder-queue-autoscaling
+scales on; `ragmesh_embedder_model_queue_depth{model}` splits it. The batch and throughput metrics carry a `model`
+label, so sums over them read every model: rate(ragmesh_embedder_tokens_total[1m]) is all models' tokens/s.
+rate(ragmesh_embedder_model_busy_seconds_total[5m]) / ragmesh_embedder_runners is the share of the time the model
+(a GPU's included) ran, and the same over ..._model_starved_seconds_total the share it waited for the CPU side while
+texts were queued: low busy and low starved is too little work; starved well above 0, CPUs that cannot feed the model.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -82,20 +77,6 @@ class EmbedderMetrics:
             ["model"],
             registry=registry,
         )
-        self.model_processes = Gauge(
-            "ragmesh_embedder_model_processes",
-            "Model processes of the model running now (RAGMESH_EMBEDDER_MODEL_"
-            "PROCESSES; 0 where the model runs in the embedder's threads).",
-            ["model"],
-            registry=registry,
-        )
-        self.process_restarts = Counter(
-            "ragmesh_embedder_model_process_restarts",
-            "Model processes started again after one died (killed, out of "
-            "memory, crashed); what a dead one held went to the new one.",
-            ["model"],
-            registry=registry,
-        )
         self.starved_seconds = Counter(
             "ragmesh_embedder_model_starved_seconds",
             "Seconds model threads waited for their next micro-batch while "
@@ -112,12 +93,9 @@ class EmbedderMetrics:
         self.queue_depth.set_function(lambda: sum(batcher.queue_depth for batcher in batchers.values()))
         self.model_queue_depth.clear()
         self.runners.clear()
-        self.model_processes.clear()
         for name, batcher in batchers.items():
-            self.model_queue_depth.labels(model=name).set_function(lambda batcher=batcher: batcher.queue_depth)
+            self.model_queue_depth.labels(model=name).set_function(_queue_depth(batcher))
             self.runners.labels(model=name).set(batcher.runners)
-            self.model_processes.labels(model=name).set_function(lambda batcher=batcher: len(batcher.process_ids))
-            batcher.on_restart = self.process_restarts.labels(model=name).inc
             self.pretokenized.labels(model=name)  # exported (at 0) before the model's first batch, as these:
             children = tuple(
                 metric.labels(model=name)
@@ -145,3 +123,8 @@ class EmbedderMetrics:
         busy.inc(seconds)
         if starved:
             starved_total.inc(starved)
+
+
+def _queue_depth(batcher: Batcher) -> Callable[[], float]:
+    """What reads one batcher's queue depth (a gauge's function)."""
+    return lambda: batcher.queue_depth

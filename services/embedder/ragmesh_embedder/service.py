@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Callable, Mapping, Sequence
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,11 +25,16 @@ from .backends import DenseBackend, Prepared, create_backend, warm_up
 from .batcher import Batcher
 from .config import EmbedderSettings
 from .metrics import EmbedderMetrics
-from .model_process import ModelProcess
 
 log = logging.getLogger(__name__)
 
 SPARSE_MODEL_ID = "qdrant/bm25"
+# Settings taken out, which a deployment may still set: the settings class ignores unknown RAGMESH_EMBEDDER_*
+# variables (extra="ignore"), so the embedder starts as without them, and says so once at start-up.
+REMOVED_SETTINGS = {
+    "RAGMESH_EMBEDDER_MODEL_PROCESSES": "the model runs in the embedder's own threads "
+    "(docs/decisions/embedder-model-processes.md)",
+}
 # Requests of one text up to this many characters are tokenised on the event loop (see Embedder.embed).
 INLINE_CHARS = 512
 
@@ -112,10 +118,6 @@ class Embedder:
         if settings.model_name in extra:
             raise ValueError(f"an extra model is named {settings.model_name!r}, like the default model")
         self.models: dict[str, Model] = {}
-        model_settings = {
-            settings.model_name: settings,
-            **{spec.name: settings.for_model(spec) for spec in settings.extra_models},
-        }
         try:
             for name, model_backend in {settings.model_name: backend, **extra}.items():
                 nice = settings.model_thread_nice if model_backend.device == "cpu" else 0
@@ -124,7 +126,6 @@ class Embedder:
                     max_queue_texts=queue_limits.get(name, settings.max_queue_texts),
                     name=name,
                     nice=nice,
-                    processes=_processes(settings, model_settings[name], model_backend, name, nice),
                 )
                 self.models[name] = Model(name, model_backend, batcher)
         except BaseException:
@@ -324,26 +325,6 @@ def _sorted_sparse(vector) -> SparseVector:
     return SparseVector([index for index, _ in pairs], [value for _, value in pairs])
 
 
-def _processes(
-    settings: EmbedderSettings, model_settings: EmbedderSettings, backend: DenseBackend, name: str, nice: int
-) -> Callable[[int], ModelProcess] | None:
-    """What starts runner i's model process (RAGMESH_EMBEDDER_MODEL_PROCESSES=on), or None where the model runs in
-    the embedder's own threads: "off", or not ONNX Runtime on the CPU (a GPU's model thread is not held up by the
-    GIL the same way, and each process would hold a CUDA context of its own)."""
-    if settings.model_processes == "off":
-        return None
-    if getattr(backend, "runtime", None) != "onnx" or backend.device != "cpu":
-        log.warning(
-            "model %r: RAGMESH_EMBEDDER_MODEL_PROCESSES applies to ONNX Runtime on the CPU; this model (%s on "
-            "%s) runs in the embedder's threads",
-            name,
-            getattr(backend, "runtime", "-"),
-            backend.device,
-        )
-        return None
-    return lambda index: ModelProcess(model_settings, f"embedder-model-{name}-{index}", nice)
-
-
 def _load(settings: EmbedderSettings) -> DenseBackend:
     backend = create_backend(settings)
     try:
@@ -357,6 +338,8 @@ def _load(settings: EmbedderSettings) -> DenseBackend:
 def build_embedder(settings: EmbedderSettings) -> Embedder:
     """Create every model's backend (loading local models), warm each up and start their batchers. A model
     that cannot load or answer its warm-up call stops the start-up with a message that names it."""
+    for name in REMOVED_SETTINGS.keys() & os.environ.keys():
+        log.warning("%s is set but no longer read: %s", name, REMOVED_SETTINGS[name])
     backend = _load(settings)
     extra: dict[str, DenseBackend] = {}
     try:

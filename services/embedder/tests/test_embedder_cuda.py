@@ -15,8 +15,9 @@ from ragmesh.embedder.v1 import embedder_service_pb2 as pb2
 from ragmesh.embedder.v1 import embedder_service_pb2_grpc as pb2_grpc
 from ragmesh_common.tokens import packed_ids, tokenizer_fingerprint
 from ragmesh_common.vectors import dense_rows
-from ragmesh_embedder.backends import _torch_has_cuda, graph_shapes, token_buckets
+from ragmesh_embedder.backends import _torch_has_cuda
 from ragmesh_embedder.config import EmbedderSettings
+from ragmesh_embedder.cuda import graph_shapes, token_buckets
 from ragmesh_embedder.server import create_server
 from ragmesh_embedder.service import build_embedder
 

@@ -11,7 +11,7 @@ from ragmesh.embedder.v1 import embedder_service_pb2 as pb2
 from ragmesh_common.config import ConfigError, load
 from ragmesh_common.tokens import packed_ids
 from ragmesh_embedder.config import EmbedderSettings
-from ragmesh_embedder.service import Embedder
+from ragmesh_embedder.service import Embedder, build_embedder
 
 DOMAIN = "embedder.ragmesh"
 
@@ -147,3 +147,16 @@ async def test_a_model_without_a_tokenizer_takes_no_token_ids(hashed, rpc_error)
     error = await rpc_error(hashed.stub.Embed(pb2.EmbedRequest(texts=["one"], token_ids=_tokens([[1, 2, 3]]))))
     assert (error.code, error.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "TOKENIZER_MISMATCH")
     assert "takes texts only" in error.message
+
+
+@pytest.mark.parametrize("value", ["on", "off"])
+def test_a_removed_setting_still_set_starts_the_embedder_and_says_it_is_not_read(monkeypatch, caplog, value):
+    """RAGMESH_EMBEDDER_MODEL_PROCESSES is gone (docs/decisions/embedder-model-processes.md): a deployment that still
+    sets it starts as before, the model in the embedder's threads, with a warning that names the variable."""
+    monkeypatch.setenv("RAGMESH_EMBEDDER_MODEL_PROCESSES", value)
+    embedder = build_embedder(load(EmbedderSettings, port=0, backend="hash"))
+    try:
+        assert embedder.batcher.runners == 1
+    finally:
+        embedder.close()
+    assert "RAGMESH_EMBEDDER_MODEL_PROCESSES is set but no longer read" in caplog.text

@@ -208,7 +208,8 @@ def test_unpadded_micro_batches_give_the_padded_models_vectors():
     # back to back in one row, the attention bounded per text (CUDA's kernel stood in for by SDPA text by text).
     # Had a text's tokens attended to its neighbours', or been placed at the wrong positions, its vector would move.
     import torch
-    from ragmesh_embedder.backends import Unpadded, create_backend
+    from ragmesh_embedder.backends import create_backend
+    from ragmesh_embedder.cuda import Unpadded
 
     settings = EmbedderSettings(port=0, runtime="torch", device="cpu", precision="fp32")
     backend = create_backend(settings)
@@ -241,7 +242,7 @@ async def test_the_service_unpadded_serves_the_padded_services_vectors(graphs):
     # backend on the CPU with the CUDA kernel and capture stood in for): the batcher's micro-batches of many texts,
     # each run unpadded, the vectors returned in the texts' order.
     import torch
-    from ragmesh_embedder.backends import Unpadded
+    from ragmesh_embedder.cuda import Unpadded
     from ragmesh_embedder.service import InputType, build_embedder
 
     settings = EmbedderSettings(port=0, runtime="torch", device="cpu", precision="fp32")
@@ -273,7 +274,8 @@ def test_unpadded_cuda_graphs_give_each_micro_batch_its_own_vectors_in_a_row_pad
     # must each get their own vectors, whatever the padding holds (NaN here), and one too large for the graphs
     # runs as it would without them.
     import torch
-    from ragmesh_embedder.backends import Unpadded, create_backend, token_buckets
+    from ragmesh_embedder.backends import create_backend
+    from ragmesh_embedder.cuda import Unpadded, token_buckets
 
     settings = EmbedderSettings(port=0, runtime="torch", device="cpu", precision="fp32")
     backend = create_backend(settings)
@@ -317,7 +319,7 @@ def test_unpadded_refuses_a_model_that_does_not_pool_by_mean(tmp_path):
 
     import torch
     from ragmesh_common.config import ConfigError
-    from ragmesh_embedder.backends import Unpadded
+    from ragmesh_embedder.cuda import Unpadded
 
     (tmp_path / "1_Pooling").mkdir()
     (tmp_path / "1_Pooling" / "config.json").write_text(
@@ -346,7 +348,7 @@ def test_unpadded_without_torchs_variable_length_attention_names_the_setting(mon
 
     import torch
     from ragmesh_common.config import ConfigError
-    from ragmesh_embedder.backends import flash_varlen
+    from ragmesh_embedder.cuda import flash_varlen
 
     monkeypatch.setitem(sys.modules, "torch.nn.attention.varlen", None)  # as on torch < 2.10
     with pytest.raises(ConfigError, match=r"torch >= 2\.10.*RAGMESH_EMBEDDER_UNPADDED=false"):
@@ -356,7 +358,8 @@ def test_unpadded_without_torchs_variable_length_attention_names_the_setting(mon
 def test_padding_a_micro_batch_to_its_gpu_shape_leaves_every_vector_as_it_was():
     # What the torch backend does on CUDA (gpu_shape), checked here on the CPU with the real model: extra rows and
     # columns change nothing in the texts' own vectors.
-    from ragmesh_embedder.backends import MicroBatch, _padded, create_backend, gpu_shape
+    from ragmesh_embedder.backends import MicroBatch, create_backend
+    from ragmesh_embedder.cuda import gpu_shape, pad_to_gpu_shape
 
     assert [gpu_shape(rows, 7, 256) for rows in (1, 3, 64, 65, 400, 1024)] == [
         (1, 16),
@@ -370,11 +373,15 @@ def test_padding_a_micro_batch_to_its_gpu_shape_leaves_every_vector_as_it_was():
     backend = create_backend(EmbedderSettings(port=0, runtime="torch", device="cpu", precision="fp32"))
     micro = _micro_batch(backend, ["short", "a somewhat longer sentence about the mercury thermometer", "x y z"])
     ids, mask, width = micro.input_ids, micro.attention_mask, micro.input_ids.shape[1]
-    padded_ids, padded_mask = _padded(ids, mask, backend.pad_id, backend.max_sequence_length)
+    padded_ids, padded_mask = pad_to_gpu_shape(ids, mask, backend.pad_id, backend.max_sequence_length)
     assert padded_ids.shape == gpu_shape(3, width, 256) == (4, 16)
     plain = backend.embed(MicroBatch(3, input_ids=ids, attention_mask=mask))
     padded = backend.embed(MicroBatch(4, input_ids=padded_ids, attention_mask=padded_mask))
     np.testing.assert_allclose(padded[:3], plain, atol=1e-5)
+    # The backend's hand-off to cuda.embed (RAGMESH_EMBEDDER_GPU_SHAPES on CUDA) pads to that shape and keeps the
+    # micro-batch's own rows only.
+    backend.bucketed = True
+    np.testing.assert_allclose(backend.embed(micro), plain, atol=1e-5)
 
 
 def test_shape_graphs_give_each_micro_batch_its_own_vectors_however_shapes_recur():
@@ -382,7 +389,8 @@ def test_shape_graphs_give_each_micro_batch_its_own_vectors_however_shapes_recur
     # for by running the model eagerly on each shape's own input and output tensors, which is what a replay reads
     # and writes. Micro-batches of one bucket share those tensors; every call must still get its own vectors.
     import torch
-    from ragmesh_embedder.backends import MicroBatch, ShapeGraphs, _padded, create_backend, gpu_shape
+    from ragmesh_embedder.backends import MicroBatch, create_backend
+    from ragmesh_embedder.cuda import ShapeGraphs, gpu_shape, pad_to_gpu_shape
 
     def eager(run):
         output = run()
@@ -395,7 +403,7 @@ def test_shape_graphs_give_each_micro_batch_its_own_vectors_however_shapes_recur
         return _micro_batch(backend, texts)
 
     def through_graphs(micro: MicroBatch) -> np.ndarray:
-        ids, mask = _padded(micro.input_ids, micro.attention_mask, backend.pad_id, backend.max_sequence_length)
+        ids, mask = pad_to_gpu_shape(micro.input_ids, micro.attention_mask, backend.pad_id, backend.max_sequence_length)
         return graphs(ids, mask)[: micro.size]
 
     four = batch(
@@ -438,7 +446,7 @@ def test_shape_graphs_give_each_micro_batch_its_own_vectors_however_shapes_recur
 def test_graph_shapes_are_every_shape_a_micro_batch_within_the_budget_pads_to():
     # The shapes CUDA graphs are captured for at start: all the batcher can cut (at most batch_size texts, texts x
     # longest text within the budget, or one text alone), and no other.
-    from ragmesh_embedder.backends import gpu_shape, graph_shapes
+    from ragmesh_embedder.cuda import gpu_shape, graph_shapes
 
     for batch_size, budget, limit in ((1024, 131072, 256), (300, 4096, 128)):
         shapes = graph_shapes(batch_size, budget, limit)
@@ -457,7 +465,8 @@ def test_a_model_that_cannot_be_captured_as_a_cuda_graph_stops_the_start_with_th
     # code reads a tensor's value on the host) must stop the start-up with what to do, not fail requests later.
     import torch
     from ragmesh_common.config import ConfigError
-    from ragmesh_embedder.backends import ShapeGraphs, create_backend
+    from ragmesh_embedder.backends import create_backend
+    from ragmesh_embedder.cuda import ShapeGraphs
 
     def refused(run):
         raise RuntimeError("operation not permitted when stream is capturing")

@@ -229,9 +229,7 @@ async def test_two_runners_give_the_vectors_one_runner_gives(passages, local, ru
 async def test_model_threads_on_the_cpu_give_way_to_the_rest_of_the_process(until, settings, lowered):
     """What an operator sees in `top -H` (NI) and `chrt -p`: the model threads of a model on the CPU run at the
     process's nice value plus model_thread_nice, as SCHED_BATCH, so that the event loop, which every request passes
-    through, gets a core first when both want one; the feeder and the caller's thread keep the process's. (With the
-    model in processes of its own, RAGMESH_EMBEDDER_MODEL_PROCESSES=on, the processes give way instead:
-    test_embedder_model_process.py.)"""
+    through, gets a core first when both want one; the feeder and the caller's thread keep the process's."""
     name = f"nice-{settings['backend']}-{lowered}"
     own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())  # before the embedder exists
     embedder = await asyncio.to_thread(
