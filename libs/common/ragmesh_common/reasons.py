@@ -240,11 +240,6 @@ class Reason(StrEnum):
         "The REST route exists but not with this HTTP method.",
     )
     MODEL_NOT_FOUND = "MODEL_NOT_FOUND", _C.NOT_FOUND, "The embedder serves no model of this name."
-    MODEL_PROCESS_EXITED = (
-        "MODEL_PROCESS_EXITED",
-        _C.UNAVAILABLE,
-        "An embedder model process exited while it held the texts and no other could take them; retry.",
-    )
     MODE_INVALID = "MODE_INVALID", _C.INVALID_ARGUMENT, "A search mode is not a known SearchMode."
     NO_PREVIOUS_VERSION = (
         "NO_PREVIOUS_VERSION",

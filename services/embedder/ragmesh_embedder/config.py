@@ -160,7 +160,7 @@ class EmbedderSettings(ServiceSettings):
         "buckets, which this implies; with unpadded, per token count bucket), every shape a micro-batch within the "
         "limits can take captured at start: a "
         "replay launches the whole forward pass at once, where eager torch launches its kernels one by one from "
-        "Python. Off by default until measured on a GPU (docs/decisions/embedder-gpu-paths.md). Costs start-up "
+        "Python. Off by default until measured on a GPU (docs/decisions/gpu-micro-batches.md). Costs start-up "
         "time and GPU memory for each shape's inputs and output (~280 MiB at the default budget, ~40 at 16384).",
     )
     unpadded: bool = Field(
@@ -170,7 +170,7 @@ class EmbedderSettings(ServiceSettings):
         "padded micro-batch runs every text to its longest one's length (~146 % more tokens for the service's "
         "micro-batches on msmarco). Mean-pooled models only. With cuda_graphs: one graph per token count bucket "
         "(64 to 2048 by doubling, then every 2048), each micro-batch's row padded to its bucket. Off by default "
-        "until measured on a GPU (docs/decisions/embedder-gpu-paths.md).",
+        "until measured on a GPU (docs/decisions/gpu-micro-batches.md).",
     )
     data_dir: Path = Field(
         Path(".ragmesh"),

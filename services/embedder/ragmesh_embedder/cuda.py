@@ -102,7 +102,7 @@ def gpu_shape(rows: int, width: int, limit: int) -> tuple[int, int]:
     """The shape a micro-batch is padded to on a GPU (torch): rows up to a power of two below 64 and to a multiple
     of 64 above, width up to a multiple of 16 (at most `limit`, the model's window). The batcher cuts micro-batches
     of every size, and a shape the GPU has not run before can cost far more than a known one: the buckets keep the
-    shapes few (docs/decisions/embedder-gpu-paths.md)."""
+    shapes few (docs/decisions/gpu-micro-batches.md)."""
     rows = 1 << max(0, rows - 1).bit_length() if rows <= 64 else -(-rows // 64) * 64
     return rows, min(-(-width // 16) * 16, max(limit, width))
 
@@ -143,7 +143,7 @@ def pad_to_gpu_shape(
 class ShapeGraphs:
     """The model's forward pass as one CUDA graph per input shape (RAGMESH_EMBEDDER_CUDA_GRAPHS; the shapes are
     the gpu_shape buckets). Eager torch launches the forward pass's kernels one by one from Python, which costs a
-    fixed few ms a call on top of the GPU's work (embedder-gpu-paths); a graph replays the whole pass in one launch.
+    fixed few ms a call on top of the GPU's work (gpu-micro-batches); a graph replays the whole pass in one launch.
 
     The backend captures every shape its micro-batches can take at start (`graph_shapes`); a shape missed there is
     captured by its first micro-batch. A capture is two eager runs on a side stream (what torch's CUDA graph notes
@@ -286,7 +286,7 @@ class Unpadded:
     texts' tokens back to back in one row, each token at its position in its own text, attention bounded per text
     by a variable-length kernel (`attend`: flash attention's on CUDA), mean pooling per text. A padded micro-batch
     makes the GPU run every text to the longest one's length (~146 % padding for the service's micro-batches on
-    msmarco: embedder-gpu-paths).
+    msmarco: gpu-micro-batches).
 
     The transformer is a copy of the sentence-transformers model's, with its attention switched to
     `_unpadded_attention` (the padded path keeps the original); the model must pool by mean, as the ONNX export
