@@ -167,7 +167,10 @@ class ServiceClient:
 
         stub = health_pb2_grpc.HealthStub(self.channel)
         try:
-            reply = await stub.Check(health_pb2.HealthCheckRequest(service=self.full_name), timeout=timeout)
+            # types-grpcio-health-checking declares HealthStub without its methods (set in __init__ at run time)
+            reply = await stub.Check(  # type: ignore[attr-defined]
+                health_pb2.HealthCheckRequest(service=self.full_name), timeout=timeout
+            )
         except grpc.RpcError:
             return False
         return reply.status == health_pb2.HealthCheckResponse.SERVING

@@ -32,7 +32,7 @@ import contextvars
 import functools
 import random
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -138,7 +138,7 @@ async def unary(local: LocalService, client: ServiceClient, method: str, request
 
 async def stream(
     local: LocalService, client: ServiceClient, method: str, request, timeout: float | None
-) -> AsyncIterator:
+) -> AsyncGenerator:
     """`client.stream(method, request)` served by `local`: each response as the callee yields it (none read
     ahead); closing early cancels the callee, as a cancelled gRPC call does."""
     path = f"/{client.full_name}/{method}"

@@ -123,12 +123,12 @@ class Telemetry:
         )
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)
-        self._metric_sets: dict[type, object] = {}
+        self._metric_sets: dict[Callable[[CollectorRegistry], object], object] = {}
 
     def tracer(self, name: str = "ragmesh") -> Tracer:
         return self.tracer_provider.get_tracer(name)
 
-    def metrics(self, metric_set: type[M]) -> M:
+    def metrics(self, metric_set: Callable[[CollectorRegistry], M]) -> M:
         """This service's instance of a set of metrics (a class taking the registry), created once, so a
         server built again in the same process (tests) shares them instead of registering them twice."""
         with _lock:

@@ -500,9 +500,10 @@ def _client_filter(conds: list[Condition]) -> models.Filter | None:
 
 def _client_condition(cond: Condition) -> Any:
     options: list[Any] = []
-    for values in (cond.strings, cond.integers):
-        if values:
-            options.append(models.FieldCondition(key=cond.path, match=models.MatchAny(any=list(values))))
+    if cond.strings:
+        options.append(models.FieldCondition(key=cond.path, match=models.MatchAny(any=list(cond.strings))))
+    if cond.integers:
+        options.append(models.FieldCondition(key=cond.path, match=models.MatchAny(any=list(cond.integers))))
     for value in cond.floats:
         options.append(models.FieldCondition(key=cond.path, range=models.Range(gte=value, lte=value)))
     for flag in cond.bools:

@@ -71,7 +71,6 @@ _TRASH_PREFIX = ".deleting-"
 _DEFAULTS_FILE = "ragmesh-search-defaults.json"  # inside the shard's directory, so it goes with the collection
 _RECORD_FILE = "ragmesh-record-{key}.json"  # a collection record (Store.set_collection_record), beside it
 _SCROLL_PAGE = 1024
-_UNREAD = object()  # a collection record not read yet (None: read, and there is none)
 # The on-disk format of a data directory. Bump it when a release writes something older releases cannot read,
 # and teach `_check_format` to upgrade from the versions before it.
 FORMAT_VERSION = 1
@@ -613,7 +612,9 @@ class EdgeStore:
         collection = self._get(name)
         with collection.record_lock:
             # A cached key was checked when it was read (the indexer asks twice per document: no path to build).
-            if (text := collection.records.get(key, _UNREAD)) is _UNREAD:
+            if key in collection.records:
+                text = collection.records[key]
+            else:
                 path = self._record_path(collection, key)
                 try:
                     text = path.read_text(encoding="utf-8")
@@ -710,6 +711,6 @@ def _edge_condition(cond: Condition) -> Any:
         options.append(qe.FieldCondition(cond.path, range=qe.RangeFloat(gte=value, lte=value)))
     for flag in cond.bools:
         # The binding reads a Python bool as the integer 0/1 (bool subclasses int), which never equals a
-        # stored boolean; numpy's bool is converted as a real boolean.
-        options.append(qe.FieldCondition(cond.path, match=qe.MatchValue(np.bool_(flag))))
+        # stored boolean; numpy's bool is converted as a real boolean (the binding's stub admits only bool).
+        options.append(qe.FieldCondition(cond.path, match=qe.MatchValue(np.bool_(flag))))  # type: ignore[arg-type]
     return options[0] if len(options) == 1 else qe.Filter(should=options)
