@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast
 
 import typer
 from ragmesh_common.config import ConfigError, default_addr
@@ -229,7 +229,7 @@ async def _ingest(files: list[Path], collection: str, target: str, rels: dict[Pa
     return failed
 
 
-def _retry_after(value: object) -> float:
+def _retry_after(value: str | float | None) -> float:
     """Seconds to wait before sending again: what the mesh asked for (Retry-After), else 1 s; at most 30 s."""
     try:
         seconds = float(value) if value not in (None, "") else 1.0
@@ -475,7 +475,11 @@ async def _search(query: str, collections: list[str], mode: str, top_k: int, tar
     client = ServiceClient("search", target, pb_grpc.SearchServiceStub, timeout=30, idempotent=("Search",))
     try:
         reply = await client.call(
-            "Search", pb.SearchRequest(query=query, collections=collections, top_k=top_k, mode=modes[mode])
+            # protoc's .pyi types an enum field as its enum class; EnumTypeWrapper.items() (types-protobuf) gives ints.
+            "Search",
+            pb.SearchRequest(
+                query=query, collections=collections, top_k=top_k, mode=cast("pb.SearchMode", modes[mode])
+            ),
         )
     except RagmeshError as exc:
         console.print(f"ragmesh: {exc.code.name} {exc.reason}: {exc.message}", style="red")

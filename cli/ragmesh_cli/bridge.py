@@ -152,7 +152,7 @@ class Bridge(MCPServer):
         self.session: Client | None = None
         self._register()
 
-    async def list_tools(self):  # type: ignore[override]
+    async def list_tools(self):
         local = await super().list_tools()
         remote = (
             [t for t in (await self.session.list_tools()).tools if t.name not in LOCAL_TOOLS] if self.session else []

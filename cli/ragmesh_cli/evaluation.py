@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import cast
 
 from ragmesh_common.clients import ServiceClient
 from ragmesh_common.relevance import mrr_at_k, ndcg_at_k, ndcg_retrieved_at_k, recall_at_k
@@ -286,8 +287,9 @@ async def run_queries(
             query=dataset.queries[qid],
             collections=[collection],
             top_k=MAX_DEPTH,
-            mode=spec.mode,
-            fusion=spec.fusion,
+            # protoc's .pyi types an enum field as its enum class; EnumTypeWrapper.items() (types-protobuf) gives ints.
+            mode=cast("pb.SearchMode", spec.mode),
+            fusion=cast("pb.Fusion", spec.fusion),
             group_by_document=True,
         )
         started = time.perf_counter()

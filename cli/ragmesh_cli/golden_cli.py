@@ -8,6 +8,7 @@ import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import cast
 
 from ragmesh.search.v1 import search_service_pb2 as pb
 from ragmesh.search.v1 import search_service_pb2_grpc as pb_grpc
@@ -163,7 +164,9 @@ async def evaluate(collection: str, modes: Sequence[str], json_path: Path | None
     client = search_client(search_addr, timeout=3600)
     try:
         reply = await client.call(
-            "EvaluateCollection", pb.EvaluateCollectionRequest(collection=collection, modes=values)
+            # protoc's .pyi types an enum field as its enum class; EnumTypeWrapper.items() (types-protobuf) gives ints.
+            "EvaluateCollection",
+            pb.EvaluateCollectionRequest(collection=collection, modes=cast("list[pb.SearchMode]", values)),
         )
         previous: dict[int, pb.Evaluation | None] = {}
         for e in reply.evaluations:
