@@ -24,6 +24,7 @@ from opentelemetry import trace
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 from opentelemetry.semconv.attributes import error_attributes, server_attributes
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
+from opentelemetry.util.types import AttributeValue
 from ragmesh_common.errors import RagmeshError
 
 from .errors import DOMAIN
@@ -98,7 +99,7 @@ class ChatModel:
         )
         self._tracer = tracer or trace.NoOpTracer()
         url = urlsplit(self.base_url)
-        self._server = {
+        self._server: dict[str, AttributeValue] = {
             server_attributes.SERVER_ADDRESS: url.hostname or "",
             server_attributes.SERVER_PORT: url.port or (443 if url.scheme == "https" else 80),
         }
@@ -119,7 +120,7 @@ class ChatModel:
         return request
 
     def _span(self, request: Mapping[str, Any]):
-        attributes = {
+        attributes: dict[str, AttributeValue] = {
             gen_ai.GEN_AI_OPERATION_NAME: "chat",
             gen_ai.GEN_AI_PROVIDER_NAME: "openai",
             gen_ai.GEN_AI_REQUEST_MODEL: self.model,

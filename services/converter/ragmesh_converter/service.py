@@ -146,7 +146,7 @@ def first_heading(markdown: str) -> str:
 
 def _classify_failure(exc: FileConversionException, mime_type: str) -> RagmeshError:
     """DOCUMENT_ENCRYPTED when a converter failed on a password, else DOCUMENT_CONVERSION_FAILED."""
-    causes = [attempt.exc_info[1] for attempt in exc.attempts if attempt.exc_info and attempt.exc_info[1]]
+    causes = [attempt.exc_info[1] for attempt in exc.attempts or () if attempt.exc_info and attempt.exc_info[1]]
     for cause in causes:
         if any(hint in str(cause).lower() for hint in _ENCRYPTED_HINTS):
             return errors.encrypted(mime_type)

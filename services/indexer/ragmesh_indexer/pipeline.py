@@ -63,6 +63,12 @@ class _Doc:
     prepared: Prepared | None = None
     target: Target | None = None  # the version it is written to (the collection's active one when it started)
 
+    @property
+    def ready(self) -> Prepared:
+        """What `prepare` made of it: set before the document joins the ready queue."""
+        assert self.prepared is not None
+        return self.prepared
+
 
 class BatchPipeline:
     """One batch ingest (`Indexer.ingest_stream`): iterate `run()` for (index, outcome or error) events."""
@@ -124,7 +130,6 @@ class BatchPipeline:
                 result = await self.indexer.prepare(doc.document, doc.locks, doc.target)
         except Exception as exc:  # noqa: BLE001 - the document fails alone
             await self._finish(doc, exc)
-            result = None
         else:
             from .service import Prepared
 
@@ -160,7 +165,7 @@ class BatchPipeline:
                         return None
                     await self._changed.wait()
                     continue
-                texts = sum(len(d.prepared.texts) for d in self._ready)
+                texts = sum(len(d.ready.texts) for d in self._ready)
                 quiet = time.monotonic() - self._ready_at
                 if (
                     texts >= self.limits.batch_texts
@@ -172,11 +177,12 @@ class BatchPipeline:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(timeout):
                         await self._changed.wait()
-            batch, count = [], 0
-            while self._ready and (not batch or count + len(self._ready[0].prepared.texts) <= self.limits.batch_texts):
+            batch: list[_Doc] = []
+            count = 0
+            while self._ready and (not batch or count + len(self._ready[0].ready.texts) <= self.limits.batch_texts):
                 doc = self._ready.pop(0)
                 batch.append(doc)
-                count += len(doc.prepared.texts)
+                count += len(doc.ready.texts)
             self._in_flight += 1
             return batch
 
@@ -186,20 +192,20 @@ class BatchPipeline:
         finally:
             async with self._changed:
                 self._in_flight -= 1
-                self._pending_texts -= sum(len(d.prepared.texts) for d in batch)
+                self._pending_texts -= sum(len(d.ready.texts) for d in batch)
                 self._changed.notify_all()
             self._slots.release()
 
     async def _process(self, batch: list[_Doc], *, split_on_refusal: bool) -> None:
         by_model: dict[str, list[_Doc]] = {}
         for doc in batch:  # collections whose versions use other models are embedded apart
-            by_model.setdefault(doc.prepared.target.model, []).append(doc)
+            by_model.setdefault(doc.ready.target.model, []).append(doc)
         for model_name, docs in by_model.items():
             await self._process_model(model_name, docs, split_on_refusal=split_on_refusal and len(docs) > 1)
 
     async def _process_model(self, model_name: str, batch: list[_Doc], *, split_on_refusal: bool) -> None:
-        texts = [t for d in batch for t in d.prepared.texts]
-        token_ids = [ids for d in batch for ids in d.prepared.token_ids]
+        texts = [t for d in batch for t in d.ready.texts]
+        token_ids = [ids for d in batch for ids in d.ready.token_ids]
         try:
             model = await self.indexer.model_info(model_name)
             embeddings = await self.indexer.embed(texts, model, token_ids)
@@ -218,20 +224,20 @@ class BatchPipeline:
         by_target: dict[str, list[tuple[_Doc, list]]] = {}
         start = 0
         for doc in batch:
-            prepared = doc.prepared
+            prepared = doc.ready
             points = self.indexer.points(prepared, embeddings[start : start + len(prepared.texts)])
             start += len(prepared.texts)
             by_target.setdefault(prepared.target.physical, []).append((doc, points))
         for documents in by_target.values():
             try:
-                target = documents[0][0].prepared.target
-                await self.indexer.write(target, [(d.prepared, points) for d, points in documents])
+                target = documents[0][0].ready.target
+                await self.indexer.write(target, [(d.ready, points) for d, points in documents])
             except Exception as exc:  # noqa: BLE001 - this collection's documents fail, the others go on
                 for doc, _ in documents:
                     await self._finish(doc, exc)
                 continue
             for doc, _ in documents:
-                await self._finish(doc, doc.prepared.outcome)
+                await self._finish(doc, doc.ready.outcome)
 
     # --- results -------------------------------------------------------------------------------------------
     async def _finish(self, doc: _Doc, result: IngestOutcome | BaseException) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 from ragmesh.converter.v1 import converter_service_pb2_grpc as converter_grpc
@@ -48,7 +49,7 @@ async def create_server(settings: IndexerSettings, store: Store | None = None) -
         max_message_bytes=settings.max_message_bytes,
         caller="indexer",
     )
-    closers = [converter.close, embedder.close]
+    closers: list[Callable[[], object]] = [converter.close, embedder.close]
     if store is None:
         try:
             store = await open_store_for("indexer", embedder, settings.embedder_wait_seconds)

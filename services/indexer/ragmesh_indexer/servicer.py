@@ -37,7 +37,7 @@ def job_message(job: dict, *, details: bool = True) -> pb.Job:
     message = pb.Job(
         job_id=job["job_id"],
         collection=job["collection"],
-        state=_JOB_STATES.get(job["state"], 0),
+        state=_JOB_STATES.get(job["state"], pb.JOB_STATE_UNSPECIFIED),
         kind=job.get("kind", ""),
         source=job.get("source", ""),
         total=job.get("total", 0),
@@ -160,9 +160,9 @@ class IndexerServicer(pb_grpc.IndexerServiceServicer):
                 )
             return pb.IngestDocumentsResponse(index=index, result=_result(outcome), completed=completed, total=total)
 
-        for index, exc in refused:
-            yield event(index, exc)
-        async for position, outcome in self.indexer.ingest_stream([documents[i] for i in accepted]):
+        for index, error in refused:
+            yield event(index, error)
+        async for position, outcome in self.indexer.ingest_stream([d for d in documents if d is not None]):
             yield event(accepted[position], outcome)
 
     async def DeleteDocument(self, request: pb.DeleteDocumentRequest, context) -> pb.DeleteDocumentResponse:
@@ -180,7 +180,7 @@ class IndexerServicer(pb_grpc.IndexerServiceServicer):
         return pb.CreateCollectionResponse(
             name=name,
             created=created,
-            default_fusion=search_pb.Fusion.Value(f"FUSION_{current.fusion.upper()}") if current.fusion else 0,
+            default_fusion=f"FUSION_{current.fusion.upper()}" if current.fusion else search_pb.FUSION_UNSPECIFIED,
             default_rrf_k=current.rrf_k or 0,
         )
 

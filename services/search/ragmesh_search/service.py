@@ -57,7 +57,7 @@ _PRF_VECTORS = 10
 # Adaptive fusion ranks this many chunks past the limit, so that chunks tied with the last one kept can be ordered
 # by doc_id once their payloads are read.
 _TIE_ROOM = 10
-_KINDS: dict[Mode, list[int]] = {
+_KINDS: dict[Mode, list[embedder_pb.VectorKind]] = {
     "dense": [embedder_pb.VECTOR_KIND_DENSE],
     "sparse": [embedder_pb.VECTOR_KIND_SPARSE],
     "hybrid": [embedder_pb.VECTOR_KIND_DENSE, embedder_pb.VECTOR_KIND_SPARSE],

@@ -19,21 +19,21 @@ from .golden import Evaluation, GoldenQuery, GoldenSets
 from .service import Searcher, SearchIn, VersionOut
 
 DOMAIN = "search.ragmesh"
-_MODES: dict[int, SearchMode] = {
+_MODES: dict[pb.SearchMode, SearchMode] = {
     pb.SEARCH_MODE_HYBRID: "hybrid",
     pb.SEARCH_MODE_DENSE: "dense",
     pb.SEARCH_MODE_SPARSE: "sparse",
     pb.SEARCH_MODE_SEMANTIC: "semantic",
     pb.SEARCH_MODE_KEYWORD: "keyword",
 }
-_MODE_ENUMS = {name: value for value, name in _MODES.items()}
-_FUSIONS: dict[int, Fusion] = {
+_MODE_ENUMS: dict[str, pb.SearchMode] = {name: value for value, name in _MODES.items()}
+_FUSIONS: dict[pb.Fusion, Fusion] = {
     pb.FUSION_RRF: "rrf",
     pb.FUSION_DBSF: "dbsf",
     pb.FUSION_RELATIVE_SCORE: "relative_score",
     pb.FUSION_ADAPTIVE: "adaptive",
 }
-_FUSION_ENUMS = {name: value for value, name in _FUSIONS.items()}
+_FUSION_ENUMS: dict[str, pb.Fusion] = {name: value for value, name in _FUSIONS.items()}
 
 
 def _struct(data: Mapping[str, Any] | None) -> struct_pb2.Struct:
@@ -182,7 +182,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
         return pb.ListEvaluationsResponse(evaluations=[_evaluation(e) for e in found])
 
 
-def _mode(value: int, field: str) -> SearchMode:
+def _mode(value: pb.SearchMode, field: str) -> SearchMode:
     if value not in _MODES:
         raise invalid_argument("MODE_INVALID", f"{field} is not a search mode ({value})", field=field, mode=value)
     return _MODES[value]
