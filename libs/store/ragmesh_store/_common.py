@@ -182,12 +182,12 @@ def document_row(payload: Mapping[str, Any] | None, fields: Sequence[str]) -> di
     return {key: payload.get(key) for key in ("doc_id", *fields)}
 
 
-def tie_key(hit: Hit) -> tuple:
+def tie_key(hit: Hit) -> tuple[float, str, int, str]:
     """Best first; equal scores by (doc_id, chunk_index, id) so results are the same on every call."""
     return (-hit.score, str(hit.payload.get("doc_id", "")), _int(hit.payload.get("chunk_index")), hit.id)
 
 
-def chunk_order_key(hit: Hit) -> tuple:
+def chunk_order_key(hit: Hit) -> tuple[int, str]:
     return (_int(hit.payload.get("chunk_index")), hit.id)
 
 

@@ -151,7 +151,8 @@ def read_manifest(archive: str | os.PathLike[str]) -> dict[str, Any]:
         file = tar.extractfile(member)
         if file is None:  # a member that is not a regular file
             raise SnapshotError(f"{archive} is not a ragmesh snapshot ({MANIFEST} is not a file)")
-        return json.loads(file.read())
+        manifest: dict[str, Any] = json.loads(file.read())
+        return manifest
 
 
 def restore(

@@ -286,9 +286,11 @@ class QdrantClientStore:
         records = self._scroll(name, doc_id, ["content_hash"], limit=1)
         return records[0].payload.get("content_hash") if records and records[0].payload else None
 
-    def list_documents(self, name: str, filters: Mapping[str, FilterValue], fields: Sequence[str]) -> list[dict]:
+    def list_documents(
+        self, name: str, filters: Mapping[str, FilterValue], fields: Sequence[str]
+    ) -> list[dict[str, Any]]:
         query_filter = _client_filter(first_chunk_conditions(filters))
-        rows: list[dict] = []
+        rows: list[dict[str, Any]] = []
         offset = None
         while True:
             with self._call(name):

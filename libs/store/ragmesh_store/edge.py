@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 import qdrant_edge as qe
 from ragmesh_common.threads import name_os_thread
+from ragmesh_common.validation import COLLECTION_NAME_RE
 
 from ._common import (
-    COLLECTION_NAME_RE,
     FIXED_INDEXES,
     Condition,
     EvidenceReads,
@@ -450,10 +450,12 @@ class EdgeStore:
         records = self._scroll(name, doc_id, ["content_hash"], limit=1)
         return records[0].payload.get("content_hash") if records and records[0].payload else None
 
-    def list_documents(self, name: str, filters: Mapping[str, FilterValue], fields: Sequence[str]) -> list[dict]:
+    def list_documents(
+        self, name: str, filters: Mapping[str, FilterValue], fields: Sequence[str]
+    ) -> list[dict[str, Any]]:
         collection = self._get(name)
         edge_filter = _edge_filter(first_chunk_conditions(filters))
-        rows: list[dict] = []
+        rows: list[dict[str, Any]] = []
         offset = None
         with collection.use() as shard, self._edge_errors():
             while True:
