@@ -6,9 +6,9 @@ import asyncio
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Annotated, cast
+from typing import Annotated, Any, cast
 
 import typer
 from ragmesh_common.config import ConfigError, default_addr
@@ -37,7 +37,7 @@ def _setup_logging(service: str, *, stderr: bool = False) -> None:
     setup_logging(service, os.environ.get("RAGMESH_LOG_LEVEL", "INFO").upper(), sys.stderr if stderr else None)
 
 
-def _run(coro, *, serving: bool = False) -> None:
+def _run(coro: Coroutine[Any, Any, object], *, serving: bool = False) -> None:
     """Run a command's coroutine; `serving` (up, serve): on the event loop RAGMESH_EVENT_LOOP names."""
     try:
         if serving:
@@ -55,7 +55,7 @@ def _run(coro, *, serving: bool = False) -> None:
         raise typer.Exit(1) from None
 
 
-def _run_code(coro) -> int:
+def _run_code(coro: Coroutine[Any, Any, int]) -> int:
     """Run a command's coroutine; its int is the exit code (errors print and exit as in `_run`)."""
     code = 0
 
@@ -507,7 +507,7 @@ def _store_dir(data_dir: Path | None) -> Path:
     return data_dir or settings.data_dir
 
 
-def _backup(action) -> None:
+def _backup(action: Callable[[], object]) -> None:
     from ragmesh_store import StoreError
 
     try:

@@ -8,8 +8,9 @@ import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
+from google.protobuf.message import Message
 from ragmesh.search.v1 import search_service_pb2 as pb
 from ragmesh.search.v1 import search_service_pb2_grpc as pb_grpc
 from ragmesh_common import validation
@@ -68,7 +69,7 @@ def stored(reply: pb.SetGoldenSetResponse) -> str:
     )
 
 
-async def call(search_addr: str, method: str, request, *, timeout: float = 60):
+async def call(search_addr: str, method: str, request: Message, *, timeout: float = 60) -> Any:
     """One call to the search service on a client of its own."""
     client = search_client(search_addr, timeout)
     try:

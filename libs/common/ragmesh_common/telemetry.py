@@ -92,13 +92,15 @@ def _span_exporter():
     ).strip()
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-    elif protocol == "http/protobuf":
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    else:
-        from .config import ConfigError
 
-        raise ConfigError(f"OTEL_EXPORTER_OTLP_PROTOCOL: {protocol!r} is not supported; use grpc or http/protobuf")
-    return OTLPSpanExporter()
+        return OTLPSpanExporter()
+    if protocol == "http/protobuf":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+
+        return HttpSpanExporter()
+    from .config import ConfigError
+
+    raise ConfigError(f"OTEL_EXPORTER_OTLP_PROTOCOL: {protocol!r} is not supported; use grpc or http/protobuf")
 
 
 def _untraced(method: str) -> bool:
