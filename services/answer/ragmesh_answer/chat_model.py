@@ -108,7 +108,13 @@ class ChatModel:
         await self._client.close()
 
     # --- calls ----------------------------------------------------------------------------------------------
-    def _request(self, messages: Sequence[Mapping[str, Any]], tools, max_tokens: int | None, temperature) -> dict:
+    def _request(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]],
+        max_tokens: int | None,
+        temperature: float | None,
+    ) -> dict[str, Any]:
         request: dict[str, Any] = {"model": self.model, "messages": list(messages)}
         temperature = self.temperature if temperature is None else temperature
         if temperature is not None:
@@ -119,7 +125,7 @@ class ChatModel:
             request["tools"] = list(tools)
         return request
 
-    def _span(self, request: Mapping[str, Any]):
+    def _span(self, request: Mapping[str, Any]) -> trace.Span:
         attributes: dict[str, AttributeValue] = {
             gen_ai.GEN_AI_OPERATION_NAME: "chat",
             gen_ai.GEN_AI_PROVIDER_NAME: "openai",
@@ -229,7 +235,7 @@ class ChatModel:
         yield completion
 
     # --- failures ---------------------------------------------------------------------------------------------
-    def _failed(self, span, exc: Exception) -> RagmeshError:
+    def _failed(self, span: trace.Span, exc: Exception) -> RagmeshError:
         error = self.error(exc)
         span.set_attribute(error_attributes.ERROR_TYPE, type(exc).__name__)
         span.set_status(Status(StatusCode.ERROR, error.message))
@@ -302,7 +308,7 @@ def _api_message(exc: Any) -> str:
     return str(getattr(exc, "message", exc))[:300]
 
 
-def _end(span, completion: Completion) -> None:
+def _end(span: trace.Span, completion: Completion) -> None:
     span.set_attributes(
         {
             gen_ai.GEN_AI_RESPONSE_MODEL: completion.model,
@@ -314,7 +320,7 @@ def _end(span, completion: Completion) -> None:
     span.end()
 
 
-def _end_with_error(span, exc: BaseException) -> None:
+def _end_with_error(span: trace.Span, exc: BaseException) -> None:
     span.set_attribute(error_attributes.ERROR_TYPE, type(exc).__name__)
     span.set_status(Status(StatusCode.ERROR, str(exc)[:200]))
     span.end()

@@ -12,6 +12,7 @@ import io
 import re
 from collections.abc import AsyncIterable
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import magika
@@ -98,7 +99,7 @@ class Converter:
         if size > self.settings.max_bytes:
             raise errors.payload_too_large(size, self.settings.max_bytes)
 
-    async def _run(self, data: bytes, **kwargs) -> ConvertedDoc:
+    async def _run(self, data: bytes, **kwargs: Any) -> ConvertedDoc:
         call = functools.partial(self._convert, data, **kwargs)
         return await asyncio.get_running_loop().run_in_executor(self._pool, call)
 

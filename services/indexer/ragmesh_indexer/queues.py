@@ -27,10 +27,10 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 COUNTERS = ("indexed", "unchanged", "failed")
 # Mutable job fields, stored beside the immutable record.
@@ -38,6 +38,7 @@ COUNTERS = ("indexed", "unchanged", "failed")
 # end, such as a re-index gate's decision and scores).
 FIELDS = ("state", "started_at", "finished_at", "deleted", "error", "outcome")
 MAX_ERRORS_KEPT = 1000
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,7 @@ class SqliteJobStore:
         # The previous owner is gone: what it had taken and not acknowledged goes back on the queue.
         self._db.execute("UPDATE queue SET claimed_by = NULL WHERE claimed_by IS NOT NULL")
 
-    def _tx(self, fn):
+    def _tx(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         with self._mutex:
             self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -153,7 +154,7 @@ class SqliteJobStore:
             self._db.execute("COMMIT")
             return result
 
-    async def _run(self, fn):
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await asyncio.to_thread(self._tx, fn)
 
     async def create(self, job: dict[str, Any], batches: Sequence[bytes]) -> None:

@@ -131,6 +131,6 @@ async def open_job_store(settings: IndexerSettings, data_dir: Path | None = None
         raise ConfigError(f"indexer: {exc}") from None
 
 
-async def _maybe_await(value):
+async def _maybe_await(value: object) -> None:
     if asyncio.iscoroutine(value):
         await value

@@ -18,7 +18,7 @@ from typing import Any
 from ragmesh.embedder.v1 import embedder_service_pb2 as embedder_pb
 from ragmesh_common import validation
 from ragmesh_common.clients import ServiceClient
-from ragmesh_common.errors import invalid_argument, not_found
+from ragmesh_common.errors import RagmeshError, invalid_argument, not_found
 from ragmesh_common.vectors import dense_rows
 from ragmesh_store import (
     METADATA_PREFIX,
@@ -174,7 +174,7 @@ def _scalar(key: str, value: Any, path: str) -> str | int | float | bool:
     return value
 
 
-def _bad_filter(key: str, message: str):
+def _bad_filter(key: str, message: str) -> RagmeshError:
     return invalid_argument("FILTER_INVALID", message, field=f"filters.{key[:70]}", key=key[:70])
 
 
@@ -483,7 +483,7 @@ class Searcher:
         return CollectionOut(name, active.documents, active.chunks, versions.active, out)
 
 
-def version_not_found(versions: Versions, version: int):
+def version_not_found(versions: Versions, version: int) -> RagmeshError:
     """NOT_FOUND VERSION_NOT_FOUND: the collection has no such version."""
     kept = ", ".join(str(v.version) for v in versions.versions)
     return not_found(
