@@ -143,7 +143,7 @@ def parse_modes(names: Sequence[str]) -> list[int]:
     return [MODES[n] for n in dict.fromkeys(names)]
 
 
-def evaluation_json(e: pb.Evaluation) -> dict:
+def evaluation_json(e: pb.Evaluation) -> dict[str, Any]:
     return {
         "mode": MODE_NAMES.get(e.mode, "?"),
         "evaluated_at": e.evaluated_at,

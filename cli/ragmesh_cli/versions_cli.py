@@ -6,6 +6,7 @@ scripts. Everything is printed without console markup (see console.py)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ragmesh.indexer.v1 import indexer_service_pb2 as pb
 from ragmesh.search.v1 import search_service_pb2 as search_pb
@@ -23,7 +24,7 @@ DECISIONS = {
 }
 
 
-def settings_json(s: search_pb.IndexSettings) -> dict:
+def settings_json(s: search_pb.IndexSettings) -> dict[str, Any]:
     return {
         "model": s.model,
         "model_id": s.model_id,
@@ -35,7 +36,7 @@ def settings_json(s: search_pb.IndexSettings) -> dict:
     }
 
 
-def reindex_json(job: pb.Job) -> dict:
+def reindex_json(job: pb.Job) -> dict[str, Any]:
     """The job's state and its re-index fields, as the REST API writes them."""
     r = job.reindex
     return {

@@ -494,7 +494,7 @@ def version_not_found(versions: Versions, version: int) -> RagmeshError:
     )
 
 
-def _discard(task: asyncio.Future) -> None:
+def _discard(task: asyncio.Future[Any]) -> None:
     """Cancel a task whose result is not wanted, and retrieve its outcome so a failure is not reported."""
     task.cancel()
     task.add_done_callback(lambda t: t.cancelled() or t.exception())
