@@ -6,9 +6,9 @@ import asyncio
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, cast
 
 import typer
 from ragmesh_common.config import ConfigError, default_addr
@@ -37,7 +37,7 @@ def _setup_logging(service: str, *, stderr: bool = False) -> None:
     setup_logging(service, os.environ.get("RAGMESH_LOG_LEVEL", "INFO").upper(), sys.stderr if stderr else None)
 
 
-def _run(coro, *, serving: bool = False) -> None:
+def _run(coro: Coroutine[Any, Any, object], *, serving: bool = False) -> None:
     """Run a command's coroutine; `serving` (up, serve): on the event loop RAGMESH_EVENT_LOOP names."""
     try:
         if serving:
@@ -55,7 +55,7 @@ def _run(coro, *, serving: bool = False) -> None:
         raise typer.Exit(1) from None
 
 
-def _run_code(coro) -> int:
+def _run_code(coro: Coroutine[Any, Any, int]) -> int:
     """Run a command's coroutine; its int is the exit code (errors print and exit as in `_run`)."""
     code = 0
 
@@ -229,7 +229,7 @@ async def _ingest(files: list[Path], collection: str, target: str, rels: dict[Pa
     return failed
 
 
-def _retry_after(value: object) -> float:
+def _retry_after(value: str | float | None) -> float:
     """Seconds to wait before sending again: what the mesh asked for (Retry-After), else 1 s; at most 30 s."""
     try:
         seconds = float(value) if value not in (None, "") else 1.0
@@ -475,7 +475,11 @@ async def _search(query: str, collections: list[str], mode: str, top_k: int, tar
     client = ServiceClient("search", target, pb_grpc.SearchServiceStub, timeout=30)
     try:
         reply = await client.call(
-            "Search", pb.SearchRequest(query=query, collections=collections, top_k=top_k, mode=modes[mode])
+            # protoc's .pyi types an enum field as its enum class; EnumTypeWrapper.items() (types-protobuf) gives ints.
+            "Search",
+            pb.SearchRequest(
+                query=query, collections=collections, top_k=top_k, mode=cast("pb.SearchMode", modes[mode])
+            ),
         )
     except RagmeshError as exc:
         console.print(f"ragmesh: {exc.code.name} {exc.reason}: {exc.message}", style="red")
@@ -503,7 +507,7 @@ def _store_dir(data_dir: Path | None) -> Path:
     return data_dir or settings.data_dir
 
 
-def _backup(action) -> None:
+def _backup(action: Callable[[], object]) -> None:
     from ragmesh_store import StoreError
 
     try:

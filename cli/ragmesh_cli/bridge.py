@@ -28,7 +28,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import Field
 from ragmesh_common.errors import RagmeshError, not_found
 from ragmesh_common.logs import log_to_stderr
@@ -152,7 +152,7 @@ class Bridge(MCPServer):
         self.session: Client | None = None
         self._register()
 
-    async def list_tools(self):  # type: ignore[override]
+    async def list_tools(self) -> list[Tool]:
         local = await super().list_tools()
         remote = (
             [t for t in (await self.session.list_tools()).tools if t.name not in LOCAL_TOOLS] if self.session else []

@@ -17,9 +17,13 @@ import json
 import re
 import sys
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ragmesh_common.errors import RagmeshError
+
+if TYPE_CHECKING:
+    from ragmesh_answer.chat_model import ChatModel
+    from ragmesh_common.clients import ServiceClient
 
 SNIPPET_CHARS = 400
 # A fetched document is cut to this many characters before it goes to the model.
@@ -83,8 +87,8 @@ class Chat:
 
     def __init__(
         self,
-        model,
-        search,
+        model: ChatModel,
+        search: ServiceClient,
         *,
         collection: str,
         top_k: int = 5,

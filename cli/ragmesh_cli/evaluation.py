@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 from ragmesh_common.clients import ServiceClient
 from ragmesh_common.relevance import mrr_at_k, ndcg_at_k, ndcg_retrieved_at_k, recall_at_k
@@ -104,7 +105,7 @@ def load_judgments(path: Path, split: str = "test") -> tuple[dict[str, str], dic
     return queries, qrels
 
 
-def _jsonl(path: Path) -> Iterator[dict]:
+def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
     with path.open(encoding="utf-8") as f:
         for n, line in enumerate(f, start=1):
             if line.strip():
@@ -286,8 +287,9 @@ async def run_queries(
             query=dataset.queries[qid],
             collections=[collection],
             top_k=MAX_DEPTH,
-            mode=spec.mode,
-            fusion=spec.fusion,
+            # protoc's .pyi types an enum field as its enum class; EnumTypeWrapper.items() (types-protobuf) gives ints.
+            mode=cast("pb.SearchMode", spec.mode),
+            fusion=cast("pb.Fusion", spec.fusion),
             group_by_document=True,
         )
         started = time.perf_counter()
@@ -305,7 +307,7 @@ async def collection_documents(search: ServiceClient, collection: str) -> int | 
     return next((c.documents for c in reply.collections if c.name == collection), None)
 
 
-def results_json(dataset_dir: Path, collection: str, scores: Sequence[ModeScores]) -> dict:
+def results_json(dataset_dir: Path, collection: str, scores: Sequence[ModeScores]) -> dict[str, Any]:
     """One dataset's results: every mode's metrics (with per-query nDCG@10) and the default against the better
     single mode."""
     comparison = compare(scores)
@@ -317,7 +319,7 @@ def results_json(dataset_dir: Path, collection: str, scores: Sequence[ModeScores
     }
 
 
-def summary_json(results: Sequence[dict]) -> dict:
+def summary_json(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Several datasets' results and the count of those where the default held."""
     held = [r["default_vs_best_single"] for r in results if r["default_vs_best_single"] is not None]
     return {

@@ -8,7 +8,9 @@ import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any, cast
 
+from google.protobuf.message import Message
 from ragmesh.search.v1 import search_service_pb2 as pb
 from ragmesh.search.v1 import search_service_pb2_grpc as pb_grpc
 from ragmesh_common import validation
@@ -66,7 +68,7 @@ def stored(reply: pb.SetGoldenSetResponse) -> str:
     )
 
 
-async def call(search_addr: str, method: str, request, *, timeout: float = 60):
+async def call(search_addr: str, method: str, request: Message, *, timeout: float = 60) -> Any:
     """One call to the search service on a client of its own."""
     client = search_client(search_addr, timeout)
     try:
@@ -140,7 +142,7 @@ def parse_modes(names: Sequence[str]) -> list[int]:
     return [MODES[n] for n in dict.fromkeys(names)]
 
 
-def evaluation_json(e: pb.Evaluation) -> dict:
+def evaluation_json(e: pb.Evaluation) -> dict[str, Any]:
     return {
         "mode": MODE_NAMES.get(e.mode, "?"),
         "evaluated_at": e.evaluated_at,
@@ -162,7 +164,9 @@ async def evaluate(collection: str, modes: Sequence[str], json_path: Path | None
     client = search_client(search_addr, timeout=3600)
     try:
         reply = await client.call(
-            "EvaluateCollection", pb.EvaluateCollectionRequest(collection=collection, modes=values)
+            # protoc's .pyi types an enum field as its enum class; EnumTypeWrapper.items() (types-protobuf) gives ints.
+            "EvaluateCollection",
+            pb.EvaluateCollectionRequest(collection=collection, modes=cast("list[pb.SearchMode]", values)),
         )
         previous: dict[int, pb.Evaluation | None] = {}
         for e in reply.evaluations:

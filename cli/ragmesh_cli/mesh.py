@@ -16,12 +16,16 @@ import logging
 import os
 import signal
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from ragmesh_common.config import SERVICES, ConfigError, load
 from ragmesh_common.inprocess import InProcessSettings
 from ragmesh_common.loop import loop_name
 from ragmesh_common.server import Service, freeze_startup_heap
 from ragmesh_common.telemetry import serve_metrics, setup_telemetry
+
+if TYPE_CHECKING:
+    from ragmesh_store import Store
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +123,7 @@ async def run(names: Sequence[str], *, local: bool) -> None:
             close()
 
 
-async def _open_shared_store(settings):
+async def _open_shared_store(settings: Any) -> Store:  # the indexer's or the search service's settings
     """One embedded (or server) store for the indexer and search of this process."""
     from ragmesh.embedder.v1 import embedder_service_pb2_grpc as embedder_grpc
     from ragmesh_common.clients import ServiceClient
@@ -132,7 +136,7 @@ async def _open_shared_store(settings):
         await embedder.close()
 
 
-async def _maybe_await(value):
+async def _maybe_await(value: Any) -> Any:
     if asyncio.iscoroutine(value):
         return await value
     return value

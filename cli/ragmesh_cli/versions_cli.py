@@ -6,6 +6,7 @@ scripts. Everything is printed without console markup (see console.py)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ragmesh.indexer.v1 import indexer_service_pb2 as pb
 from ragmesh.search.v1 import search_service_pb2 as search_pb
@@ -15,7 +16,7 @@ from .golden_cli import evaluation_json
 from .indexer_jobs import STATE_NAMES, describe, follow, indexer_client
 
 
-def settings_json(s: search_pb.IndexSettings) -> dict:
+def settings_json(s: search_pb.IndexSettings) -> dict[str, Any]:
     return {
         "model": s.model,
         "model_id": s.model_id,
@@ -27,7 +28,7 @@ def settings_json(s: search_pb.IndexSettings) -> dict:
     }
 
 
-def reindex_json(job: pb.Job) -> dict:
+def reindex_json(job: pb.Job) -> dict[str, Any]:
     """The job's state and its re-index fields, as the REST API writes them."""
     r = job.reindex
     return {

@@ -9,6 +9,7 @@ import errno
 import socket
 from collections.abc import AsyncIterator, Iterable, Iterator
 from http import HTTPStatus
+from typing import Any
 
 import uvicorn
 from fastapi import APIRouter, FastAPI
@@ -69,7 +70,8 @@ def create_app(settings: GatewaySettings, clients: MeshClients | None = None) ->
         app.include_router(router)
     app.include_router(health.router)
     app.include_router(metrics.router)
-    app.add_route("/mcp", mcp_endpoint, include_in_schema=False)
+    # An ASGI app as the endpoint (Starlette serves a non-function endpoint as one; its types name only handlers).
+    app.add_route("/mcp", mcp_endpoint, include_in_schema=False)  # type: ignore[arg-type]
     web.mount(app)
     # Added innermost first: CORS wraps the request context, which wraps the body cap.
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_upload_bytes)
@@ -88,7 +90,7 @@ def create_app(settings: GatewaySettings, clients: MeshClients | None = None) ->
     return app
 
 
-def _openapi(app: FastAPI, settings: GatewaySettings) -> dict:
+def _openapi(app: FastAPI, settings: GatewaySettings) -> dict[str, Any]:
     """The OpenAPI document, stating exactly what this gateway accepts: bearer auth only when keys are set."""
     if app.openapi_schema is None:
         schema = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
@@ -122,7 +124,7 @@ def require_declared_scopes(routers: Iterable[APIRouter]) -> None:
         for route in router.routes:
             if isinstance(route, APIRoute) and route_scope(route.dependant) is None:
                 raise RuntimeError(
-                    f"{sorted(route.methods)} {route.path} declares no scope: add "
+                    f"{sorted(route.methods or ())} {route.path} declares no scope: add "
                     "dependencies=[require_scope('read'|'write'|'admin')]"
                 )
 
@@ -161,7 +163,8 @@ async def run_gateway(settings: GatewaySettings, clients: MeshClients | None = N
         log_config=None,
         lifespan="on",
         access_log=False,
-        timeout_graceful_shutdown=settings.shutdown_grace_seconds,
+        # uvicorn passes it to asyncio.wait_for, which takes seconds as a float; its annotation says int.
+        timeout_graceful_shutdown=settings.shutdown_grace_seconds,  # type: ignore[arg-type]
     )
     server = _EmbeddedServer(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))

@@ -285,7 +285,7 @@ def require_scope(scope: Scope, *, collections: bool = True) -> Any:
     return Depends(scoped)
 
 
-def document_bearer_auth(schema: dict, routers: Iterable[APIRouter]) -> None:
+def document_bearer_auth(schema: dict[str, Any], routers: Iterable[APIRouter]) -> None:
     """Declare bearer auth in an OpenAPI document: the scheme, and on each operation of a route that declares a
     scope (on the route or its router) its requirement. What FastAPI writes for a security dependency, without a
     dependency that FastAPI would solve on every request only for the document."""
@@ -295,7 +295,7 @@ def document_bearer_auth(schema: dict, routers: Iterable[APIRouter]) -> None:
         scoped = any(getattr(d.dependency, "ragmesh_scope", None) for d in router.dependencies)
         for route in router.routes:
             if isinstance(route, APIRoute) and route.include_in_schema and (scoped or route_scope(route.dependant)):
-                for method in route.methods:
+                for method in route.methods or ():
                     if (operation := paths.get(route.path_format, {}).get(method.lower())) is not None:
                         operation["security"] = [{name: [] for name in BEARER_SCHEME}]
 

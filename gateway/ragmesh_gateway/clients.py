@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any, ParamSpec, Protocol, TypeVar
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any, Literal, ParamSpec, Protocol, TypeVar, get_args
 
 import grpc
 from google.protobuf import struct_pb2
@@ -31,7 +31,7 @@ from ragmesh_common.clients import ServiceClient
 from ragmesh_common.errors import RagmeshError, failed_precondition, invalid_argument
 
 from .config import GatewaySettings
-from .errors import error_object
+from .errors import ErrorObject, error_object
 from .models import (
     AnswerUsage,
     AskResponse,
@@ -53,7 +53,9 @@ from .models import (
     IngestResult,
     Job,
     JobDocumentError,
+    JobStateName,
     MatchedChunk,
+    ReindexDecision,
     ReindexInfo,
     RollbackResponse,
     SearchHit,
@@ -63,12 +65,13 @@ from .models import (
     SessionTurn,
     SkippedFile,
     SourceLocation,
+    VersionStateName,
 )
 
 # Pieces of an upload streamed to the converter.
 STREAM_PIECE_BYTES = 256 * 1024
 
-_MODES: dict[str, int] = {
+_MODES: dict[SearchModeName, search_pb.SearchMode] = {
     "hybrid": search_pb.SEARCH_MODE_HYBRID,
     "dense": search_pb.SEARCH_MODE_DENSE,
     "sparse": search_pb.SEARCH_MODE_SPARSE,
@@ -76,7 +79,7 @@ _MODES: dict[str, int] = {
     "keyword": search_pb.SEARCH_MODE_KEYWORD,
 }
 _MODE_NAMES = {value: name for name, value in _MODES.items()}
-_FUSIONS: dict[str, int] = {
+_FUSIONS: dict[FusionName, search_pb.Fusion] = {
     "rrf": search_pb.FUSION_RRF,
     "dbsf": search_pb.FUSION_DBSF,
     "relative_score": search_pb.FUSION_RELATIVE_SCORE,
@@ -86,8 +89,14 @@ _FUSION_NAMES = {value: name for name, value in _FUSIONS.items()}
 P = ParamSpec("P")
 T = TypeVar("T")
 
-_INGEST_STATUS = {idx_pb.INGEST_STATUS_INDEXED: "indexed", idx_pb.INGEST_STATUS_UNCHANGED: "unchanged"}
-_GENERATORS = {answer_pb.GENERATOR_MODEL: "model", answer_pb.GENERATOR_EXTRACTIVE: "extractive"}
+_INGEST_STATUS: dict[int, Literal["indexed", "unchanged"]] = {
+    idx_pb.INGEST_STATUS_INDEXED: "indexed",
+    idx_pb.INGEST_STATUS_UNCHANGED: "unchanged",
+}
+_GENERATORS: dict[int, Literal["model", "extractive"]] = {
+    answer_pb.GENERATOR_MODEL: "model",
+    answer_pb.GENERATOR_EXTRACTIVE: "extractive",
+}
 
 
 def _unicode_checked(method: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
@@ -470,7 +479,9 @@ class MeshClients:
     ) -> list[Evaluation]:
         """A collection's evaluation history, oldest first (one mode's when given; the newest `limit`)."""
         request = search_pb.ListEvaluationsRequest(
-            collection=_collection(collection, field="name"), mode=_MODES[mode] if mode else 0, limit=limit
+            collection=_collection(collection, field="name"),
+            mode=_MODES[mode] if mode else search_pb.SEARCH_MODE_UNSPECIFIED,
+            limit=limit,
         )
         return [_evaluation(e) for e in (await self.search_client.call("ListEvaluations", request)).evaluations]
 
@@ -654,7 +665,7 @@ class MeshClients:
         top_k: int = 5,
         filters: Mapping[str, Any] | None = None,
         session_id: str | None = None,
-    ) -> AsyncIterator[str | AskResponse]:
+    ) -> AsyncGenerator[str | AskResponse, None]:
         """Answer a question, yielding the text as it is written, then the whole AskResponse."""
         started = time.perf_counter()
         try:
@@ -771,7 +782,7 @@ def _ingest_error(error: idx_pb.IngestError) -> RagmeshError:
     return RagmeshError(code, error.reason or code.name, error.message, error.domain, dict(error.metadata))
 
 
-_JOB_STATES = {
+_JOB_STATES: dict[int, JobStateName] = {
     idx_pb.JOB_STATE_QUEUED: "queued",
     idx_pb.JOB_STATE_RUNNING: "running",
     idx_pb.JOB_STATE_DONE: "done",
@@ -779,7 +790,7 @@ _JOB_STATES = {
     idx_pb.JOB_STATE_CANCELLED: "cancelled",
     idx_pb.JOB_STATE_REJECTED: "rejected",
 }
-_DECISIONS = ("switched", "rejected", "forced", "no_golden_set")
+_DECISIONS: dict[str, ReindexDecision] = {d: d for d in get_args(ReindexDecision)}
 
 
 def job_model(job: idx_pb.Job) -> Job:
@@ -796,7 +807,12 @@ def job_model(job: idx_pb.Job) -> Job:
         skipped=job.skipped,
         deleted=job.deleted,
         bytes=job.bytes,
-        errors=[JobDocumentError(document=e.document, error=error_object(_ingest_error(e.error))) for e in job.errors],
+        errors=[
+            JobDocumentError(
+                document=e.document, error=ErrorObject.model_validate(error_object(_ingest_error(e.error)))
+            )
+            for e in job.errors
+        ],
         skipped_files=[SkippedFile(path=s.path, reason=s.reason) for s in job.skipped_files],
         created_at=job.created_at,
         started_at=job.started_at,
@@ -822,13 +838,13 @@ def _index_settings(s: search_pb.IndexSettings) -> IndexSettings:
     )
 
 
-_VERSION_STATES = ("active", "building", "previous")
+_VERSION_STATES: dict[str, VersionStateName] = {s: s for s in get_args(VersionStateName)}
 
 
 def _collection_version(v: search_pb.CollectionVersion) -> CollectionVersion:
     return CollectionVersion(
         version=v.version,
-        state=v.state if v.state in _VERSION_STATES else "previous",
+        state=_VERSION_STATES.get(v.state, "previous"),
         settings=_index_settings(v.settings) if v.HasField("settings") else None,
         created_at=v.created_at,
         retained_until=v.retained_until,
@@ -846,7 +862,7 @@ def _reindex_info(info: idx_pb.ReindexInfo) -> ReindexInfo:
         tolerance=info.tolerance,
         force=info.force,
         retention_seconds=info.retention_seconds,
-        decision=info.decision if info.decision in _DECISIONS else None,
+        decision=_DECISIONS.get(info.decision),
         current=_evaluation(info.current) if info.HasField("current") else None,
         candidate=_evaluation(info.candidate) if info.HasField("candidate") else None,
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+from collections.abc import Sequence
 from http import HTTPStatus
 from typing import Any
 
@@ -197,7 +198,7 @@ def payload_too_large(limit: int) -> RagmeshError:
     )
 
 
-def validation_error(errors: list[Any] | tuple[Any, ...]) -> RagmeshError:
+def validation_error(errors: Sequence[Any]) -> RagmeshError:
     """A request that does not match its schema -> INVALID_ARGUMENT REQUEST_INVALID with field violations."""
     violations = tuple(FieldViolation(_field_path(e.get("loc", ())), str(e.get("msg", ""))) for e in errors)
     summary = "; ".join(f"{v.field}: {v.description}" for v in violations[:5])
@@ -244,17 +245,14 @@ def _template_regex(template: str, operation: dict[str, Any]) -> re.Pattern[str]
         p["name"]: p.get("schema", {}).get("pattern") for p in operation.get("parameters", []) if p.get("in") == "path"
     }
 
-    def parameter(match: re.Match[str]) -> str:
-        pattern = params.get(match.group(1))
+    def parameter(part: str) -> str:
+        match = re.match(r"\{([^}:]+)", part)
+        pattern = params.get(match.group(1)) if match else None
         return f"(?:{pattern.removeprefix('^').removesuffix('$')})" if pattern else ".+"
 
     parts = re.split(r"(\{[^}]+\})", template)
     return re.compile(
-        "^"
-        + "".join(
-            parameter(re.match(r"\{([^}:]+)", part)) if part.startswith("{") else re.escape(part) for part in parts
-        )
-        + "$"
+        "^" + "".join(parameter(part) if part.startswith("{") else re.escape(part) for part in parts) + "$"
     )
 
 

@@ -47,7 +47,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Scope as ASGIScope
 
-from .auth import SCOPES, Principal, RateLimiter, Scope, authenticate
+from .auth import SCOPES, ApiKey, Principal, RateLimiter, Scope, authenticate
 from .clients import MeshClients
 from .config import GatewaySettings
 from .errors import (
@@ -250,7 +250,7 @@ class RagmeshMCP(MCPServer):
     """MCPServer whose failed calls become tool errors in the ragmesh error shape, and whose calls are
     checked against the caller's key (its collections) when keys are configured."""
 
-    api_keys: tuple = ()
+    api_keys: tuple[ApiKey, ...] = ()
 
     def _principal(self, context: Any) -> Principal | None:
         request = _http_request(context)
@@ -341,10 +341,10 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
     server.api_keys = settings.api_keys
     read = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 
-    def tool(needs: Scope, annotations: ToolAnnotations) -> Callable[[Callable], Callable]:
+    def tool(needs: Scope, annotations: ToolAnnotations) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register the tool when this server's scope covers `needs`."""
 
-        def register(fn: Callable) -> Callable:
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             return server.tool(annotations=annotations)(fn) if needs in allowed else fn
 
         return register

@@ -7,6 +7,7 @@ import math
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic.config import JsonDict
 from ragmesh_common import validation
 
 from .errors import ErrorObject
@@ -167,10 +168,10 @@ class ConvertUrlRequest(BaseModel):
     url: HttpUrl
 
 
-def blank_is_omitted(schema: dict, description: str | None = None) -> dict:
+def blank_is_omitted(schema: dict[str, Any], description: str | None = None) -> dict[str, Any]:
     """The schema of a multipart form field as it is read: an empty value is the same as leaving the field out
     (a browser sends a blank input so, and FastAPI reads form fields so)."""
-    outer = {key: schema[key] for key in ("title", "default") if key in schema}
+    outer: dict[str, Any] = {key: schema[key] for key in ("title", "default") if key in schema}
     inner = {key: value for key, value in schema.items() if key not in ("title", "default", "description")}
     text = description or schema.get("description", "")
     return {
@@ -440,7 +441,7 @@ JobStateName = Literal["queued", "running", "done", "failed", "cancelled", "reje
 
 # A job's source: exactly one of these, stated in the schema (each alternative requires its own field as a
 # non-null value, so a body naming two of them, or none, matches no alternative or two).
-_ONE_SOURCE = {
+_ONE_SOURCE: JsonDict = {
     "oneOf": [
         {"required": [name], "properties": {name: {"type": kind}}}
         for name, kind in (("urls", "array"), ("documents", "array"), ("folder", "string"))

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
 
 from fastapi import APIRouter, Request
 from ragmesh_common.errors import RagmeshError
@@ -32,7 +33,7 @@ def _event(event: str, data: object) -> ServerSentEvent:
 
 
 @router.post("/ask", response_model=AskResponse, responses={200: _STREAM_DOC}, dependencies=[require_scope("read")])
-async def ask(body: AskRequest, request: Request, clients: Clients):
+async def ask(body: AskRequest, request: Request, clients: Clients) -> AskResponse | EventSourceResponse:
     """Answer a question from the documents of one or more collections, citing them by number ([1]).
 
     The question is searched (a follow-up in a `session_id` is first rewritten into a standalone question with
@@ -40,7 +41,7 @@ async def ask(body: AskRequest, request: Request, clients: Clients):
     chat model answers from them; with no model configured the answer is extractive: the retrieved sentences
     closest to the question, each cited (`"generator": "extractive"`). Nothing relevant is 404 `NO_RESULTS`
     (the model is not called); a chat model that is down is 503 naming it, while search keeps working."""
-    question = {
+    question: dict[str, Any] = {
         "collections": body.collection_names(),
         "top_k": body.top_k,
         "filters": body.filters,
@@ -57,7 +58,9 @@ async def ask(body: AskRequest, request: Request, clients: Clients):
     )
 
 
-async def _sse(first: str | AskResponse, events: AsyncIterator[str | AskResponse]) -> AsyncIterator[ServerSentEvent]:
+async def _sse(
+    first: str | AskResponse, events: AsyncGenerator[str | AskResponse, None]
+) -> AsyncIterator[ServerSentEvent]:
     async def all_events() -> AsyncIterator[str | AskResponse]:
         yield first
         async for event in events:

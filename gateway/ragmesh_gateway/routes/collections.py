@@ -5,7 +5,7 @@ collections may manage only those)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request, status
 
@@ -60,7 +60,7 @@ async def delete_collection(name: CollectionName, request: Request, clients: Cli
 
 
 # A re-index or rollback that conflicts with the collection's versions as they are.
-_CONFLICT = {
+_CONFLICT: dict[int | str, dict[str, Any]] = {
     409: {
         "model": ErrorResponse,
         "description": (

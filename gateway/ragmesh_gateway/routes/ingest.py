@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Form, UploadFile
 from ragmesh_common.errors import RagmeshError, invalid_argument
 
 from ..auth import require_scope
 from ..deps import Clients
-from ..errors import NOT_ALLOWED_RESPONSES, UPLOAD_ERROR_RESPONSES, error_object
+from ..errors import NOT_ALLOWED_RESPONSES, UPLOAD_ERROR_RESPONSES, ErrorObject, error_object
 from ..models import (
     CollectionName,
     DocId,
@@ -51,13 +51,15 @@ async def ingest_batch(body: IngestBatchRequest, clients: Clients) -> IngestBatc
     results: list[IngestResponse | FailedIngest] = []
     for doc, outcome in zip(body.documents, outcomes, strict=True):
         if isinstance(outcome, RagmeshError):
-            results.append(FailedIngest(doc_id=doc.doc_id or "", error=error_object(outcome)))
+            results.append(
+                FailedIngest(doc_id=doc.doc_id or "", error=ErrorObject.model_validate(error_object(outcome)))
+            )
         else:
             results.append(IngestResponse.model_validate(outcome.model_dump()))
     return IngestBatchResponse(results=results)
 
 
-def _file_form() -> dict:
+def _file_form() -> dict[str, Any]:
     """The multipart body as it is read: `metadata` is a JSON object sent as one part (application/json)."""
     text = IngestTextRequest.model_json_schema()["properties"]
     return {
@@ -132,7 +134,7 @@ async def ingest_url(body: IngestUrlRequest, clients: Clients) -> IngestResult:
     )
 
 
-def _metadata_form(raw: str | None) -> dict:
+def _metadata_form(raw: str | None) -> dict[str, Any]:
     """The `metadata` form field: a JSON object, else 400 METADATA_INVALID."""
     if not raw:
         return {}

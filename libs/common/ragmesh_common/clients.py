@@ -74,8 +74,7 @@ def idempotent_methods(service: ServiceDescriptor) -> frozenset[str]:
     return frozenset(
         method.name
         for method in service.methods
-        if not method.client_streaming
-        and method.GetOptions().idempotency_level != MethodOptions.IDEMPOTENCY_UNKNOWN
+        if not method.client_streaming and method.GetOptions().idempotency_level != MethodOptions.IDEMPOTENCY_UNKNOWN
     )
 
 
@@ -183,7 +182,10 @@ class ServiceClient:
 
         stub = health_pb2_grpc.HealthStub(self.channel)
         try:
-            reply = await stub.Check(health_pb2.HealthCheckRequest(service=self.full_name), timeout=timeout)
+            # types-grpcio-health-checking declares HealthStub without its methods (set in __init__ at run time)
+            reply = await stub.Check(  # type: ignore[attr-defined]
+                health_pb2.HealthCheckRequest(service=self.full_name), timeout=timeout
+            )
         except grpc.RpcError:
             return False
         return reply.status == health_pb2.HealthCheckResponse.SERVING

@@ -8,8 +8,9 @@ downstream service (say the converter's UNSUPPORTED_MEDIA_TYPE) reaches the gate
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import grpc
 from google.protobuf import any_pb2
@@ -131,14 +132,17 @@ def from_rpc_error(error: grpc.RpcError, *, service: str = "", target: str = "")
     code = error.code() if callable(getattr(error, "code", None)) else grpc.StatusCode.UNKNOWN
     details = error.details() if callable(getattr(error, "details", None)) else str(error)
     trailing = error.trailing_metadata() if callable(getattr(error, "trailing_metadata", None)) else None
-    for key, value in trailing or ():
+    # grpc's stubs type trailing metadata as objects with .key/.value; at run time (sync and aio alike) each item
+    # is a (key, value) pair.
+    pairs = cast("Iterable[tuple[str, str | bytes]]", trailing or ())
+    for key, value in pairs:
         if key == STATUS_DETAILS_KEY:
             status = status_pb2.Status.FromString(value)
             return _from_status(status)
     return transport_error(code, details, service=service, target=target)
 
 
-def transport_error(code: grpc.StatusCode, details: str, *, service: str = "", target: str = "") -> RagmeshError:
+def transport_error(code: grpc.StatusCode, details: str | None, *, service: str = "", target: str = "") -> RagmeshError:
     """A failure that the callee's code did not describe (the peer is down, a deadline passed, a message too
     large), with a reason that names the service, so the caller's user learns *which* hop failed."""
     meta = {"service": service} if service else {}

@@ -32,7 +32,7 @@ import contextvars
 import functools
 import random
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -149,7 +149,7 @@ async def unary(local: LocalService, client: Caller, method: str, request, timeo
     raise AssertionError("unreachable")
 
 
-async def stream(local: LocalService, client: Caller, method: str, request, timeout: float | None) -> AsyncIterator:
+async def stream(local: LocalService, client: Caller, method: str, request, timeout: float | None) -> AsyncGenerator:
     """`client.stream(method, request)` served by `local`: each response as the callee yields it (none read
     ahead); closing early cancels the callee, as a cancelled gRPC call does."""
     path = f"/{client.full_name}/{method}"

@@ -94,13 +94,15 @@ def _span_exporter():
     ).strip()
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-    elif protocol == "http/protobuf":
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    else:
-        from .config import ConfigError
 
-        raise ConfigError(f"OTEL_EXPORTER_OTLP_PROTOCOL: {protocol!r} is not supported; use grpc or http/protobuf")
-    return OTLPSpanExporter()
+        return OTLPSpanExporter()
+    if protocol == "http/protobuf":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+
+        return HttpSpanExporter()
+    from .config import ConfigError
+
+    raise ConfigError(f"OTEL_EXPORTER_OTLP_PROTOCOL: {protocol!r} is not supported; use grpc or http/protobuf")
 
 
 def _untraced(method: str) -> bool:
@@ -125,12 +127,12 @@ class Telemetry:
         )
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)
-        self._metric_sets: dict[type, object] = {}
+        self._metric_sets: dict[Callable[[CollectorRegistry], object], object] = {}
 
     def tracer(self, name: str = "ragmesh") -> Tracer:
         return self.tracer_provider.get_tracer(name)
 
-    def metrics(self, metric_set: type[M]) -> M:
+    def metrics(self, metric_set: Callable[[CollectorRegistry], M]) -> M:
         """This service's instance of a set of metrics (a class taking the registry), created once, so a
         server built again in the same process (tests) shares them instead of registering them twice."""
         with _lock:

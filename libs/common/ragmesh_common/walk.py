@@ -265,7 +265,10 @@ def walk(root: Path, *, max_bytes: int) -> Walk:
             result.files.append(WalkedFile(root, root.name, root.stat().st_size))
         return result
     for item in _entries(root, root, [], max_bytes):
-        (result.skipped if isinstance(item, SkippedFile) else result.files).append(item)
+        if isinstance(item, SkippedFile):
+            result.skipped.append(item)
+        else:
+            result.files.append(item)
     result.files.sort(key=lambda f: f.rel)
     result.skipped.sort(key=lambda s: s.rel)
     return result

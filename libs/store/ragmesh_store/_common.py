@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+from uuid import UUID
 
 from ragmesh_common.validation import COLLECTION_NAME_RE
 
@@ -25,6 +26,7 @@ from .base import (
     FilterValue,
     Hit,
     HybridEvidence,
+    Mode,
     Query,
     SearchDefaults,
 )
@@ -58,7 +60,7 @@ def engine_id(point_id: str) -> int | str:
     return int(point_id) if point_id.isascii() and point_id.isdigit() else point_id
 
 
-def engine_ids(point_ids: Iterable[str]) -> list[int | str]:
+def engine_ids(point_ids: Iterable[str]) -> list[int | str | UUID]:  # the list type the engines' APIs take
     return [engine_id(i) for i in point_ids]
 
 
@@ -180,12 +182,12 @@ def document_row(payload: Mapping[str, Any] | None, fields: Sequence[str]) -> di
     return {key: payload.get(key) for key in ("doc_id", *fields)}
 
 
-def tie_key(hit: Hit) -> tuple:
+def tie_key(hit: Hit) -> tuple[float, str, int, str]:
     """Best first; equal scores by (doc_id, chunk_index, id) so results are the same on every call."""
     return (-hit.score, str(hit.payload.get("doc_id", "")), _int(hit.payload.get("chunk_index")), hit.id)
 
 
-def chunk_order_key(hit: Hit) -> tuple:
+def chunk_order_key(hit: Hit) -> tuple[int, str]:
     return (_int(hit.payload.get("chunk_index")), hit.id)
 
 
@@ -212,7 +214,8 @@ def relative_score_query(query_fn: Callable[[Query], list[Hit]], query: Query) -
     depth = max(query.prefetch_limit, query.limit)
     fused: dict[str, float] = {}
     payloads: dict[str, Hit] = {}
-    for mode, weight in (("dense", query.dense_weight), ("sparse", 1.0 - query.dense_weight)):
+    sides: tuple[tuple[Mode, float], ...] = (("dense", query.dense_weight), ("sparse", 1.0 - query.dense_weight))
+    for mode, weight in sides:
         hits = query_fn(dataclasses.replace(query, mode=mode, limit=depth, score_threshold=None))
         if not hits:
             continue

@@ -92,6 +92,8 @@ def snapshot(data_dir: str | os.PathLike[str], output: str | os.PathLike[str]) -
         raise SnapshotError(f"RAGMESH_DATA_DIR={data_dir} holds no ragmesh store")
     with _owned(data_dir):
         check_format(data_dir)
+        record = read_format(data_dir)
+        assert record is not None  # check_format wrote one when there was none
         collections = {p.name: _counts(p) for p in _collections(data_dir)}
         members = [data_dir / FORMAT_FILE] + [
             f for p in _collections(data_dir) for f in sorted(p.rglob("*")) if f.is_file()
@@ -99,7 +101,7 @@ def snapshot(data_dir: str | os.PathLike[str], output: str | os.PathLike[str]) -
         files = {f.relative_to(data_dir).as_posix(): _sha256(f) for f in members}
         manifest = {
             "snapshot_version": SNAPSHOT_VERSION,
-            "format_version": read_format(data_dir)["format_version"],
+            "format_version": record["format_version"],
             "created_by": f"ragmesh-store {version('ragmesh-store')}",
             "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "collections": collections,
@@ -146,7 +148,11 @@ def read_manifest(archive: str | os.PathLike[str]) -> dict[str, Any]:
             member = tar.getmember(MANIFEST)
         except KeyError:
             raise SnapshotError(f"{archive} is not a ragmesh snapshot (no {MANIFEST})") from None
-        return json.loads(tar.extractfile(member).read())
+        file = tar.extractfile(member)
+        if file is None:  # a member that is not a regular file
+            raise SnapshotError(f"{archive} is not a ragmesh snapshot ({MANIFEST} is not a file)")
+        manifest: dict[str, Any] = json.loads(file.read())
+        return manifest
 
 
 def restore(

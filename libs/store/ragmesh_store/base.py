@@ -186,7 +186,9 @@ class Store(Protocol):
     def document_hash(self, name: str, doc_id: str) -> str | None:
         """The stored content_hash of the document, or None if it is not stored."""
 
-    def list_documents(self, name: str, filters: Mapping[str, FilterValue], fields: Sequence[str]) -> list[dict]:
+    def list_documents(
+        self, name: str, filters: Mapping[str, FilterValue], fields: Sequence[str]
+    ) -> list[dict[str, Any]]:
         """One payload per document whose chunks match `filters` (as in `Query.filters`): the `fields` (and
         `doc_id`) of its first chunk, ordered by doc_id. CollectionNotFound if missing."""
 

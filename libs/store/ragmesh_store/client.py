@@ -286,9 +286,11 @@ class QdrantClientStore:
         records = self._scroll(name, doc_id, ["content_hash"], limit=1)
         return records[0].payload.get("content_hash") if records and records[0].payload else None
 
-    def list_documents(self, name: str, filters: Mapping[str, FilterValue], fields: Sequence[str]) -> list[dict]:
+    def list_documents(
+        self, name: str, filters: Mapping[str, FilterValue], fields: Sequence[str]
+    ) -> list[dict[str, Any]]:
         query_filter = _client_filter(first_chunk_conditions(filters))
-        rows: list[dict] = []
+        rows: list[dict[str, Any]] = []
         offset = None
         while True:
             with self._call(name):
@@ -500,9 +502,10 @@ def _client_filter(conds: list[Condition]) -> models.Filter | None:
 
 def _client_condition(cond: Condition) -> Any:
     options: list[Any] = []
-    for values in (cond.strings, cond.integers):
-        if values:
-            options.append(models.FieldCondition(key=cond.path, match=models.MatchAny(any=list(values))))
+    if cond.strings:
+        options.append(models.FieldCondition(key=cond.path, match=models.MatchAny(any=list(cond.strings))))
+    if cond.integers:
+        options.append(models.FieldCondition(key=cond.path, match=models.MatchAny(any=list(cond.integers))))
     for value in cond.floats:
         options.append(models.FieldCondition(key=cond.path, range=models.Range(gte=value, lte=value)))
     for flag in cond.bools:

@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 import qdrant_edge as qe
 from ragmesh_common.threads import name_os_thread
+from ragmesh_common.validation import COLLECTION_NAME_RE
 
 from ._common import (
-    COLLECTION_NAME_RE,
     FIXED_INDEXES,
     Condition,
     EvidenceReads,
@@ -71,7 +71,6 @@ _TRASH_PREFIX = ".deleting-"
 _DEFAULTS_FILE = "ragmesh-search-defaults.json"  # inside the shard's directory, so it goes with the collection
 _RECORD_FILE = "ragmesh-record-{key}.json"  # a collection record (Store.set_collection_record), beside it
 _SCROLL_PAGE = 1024
-_UNREAD = object()  # a collection record not read yet (None: read, and there is none)
 # The on-disk format of a data directory. Bump it when a release writes something older releases cannot read,
 # and teach `_check_format` to upgrade from the versions before it.
 FORMAT_VERSION = 1
@@ -451,10 +450,12 @@ class EdgeStore:
         records = self._scroll(name, doc_id, ["content_hash"], limit=1)
         return records[0].payload.get("content_hash") if records and records[0].payload else None
 
-    def list_documents(self, name: str, filters: Mapping[str, FilterValue], fields: Sequence[str]) -> list[dict]:
+    def list_documents(
+        self, name: str, filters: Mapping[str, FilterValue], fields: Sequence[str]
+    ) -> list[dict[str, Any]]:
         collection = self._get(name)
         edge_filter = _edge_filter(first_chunk_conditions(filters))
-        rows: list[dict] = []
+        rows: list[dict[str, Any]] = []
         offset = None
         with collection.use() as shard, self._edge_errors():
             while True:
@@ -613,7 +614,9 @@ class EdgeStore:
         collection = self._get(name)
         with collection.record_lock:
             # A cached key was checked when it was read (the indexer asks twice per document: no path to build).
-            if (text := collection.records.get(key, _UNREAD)) is _UNREAD:
+            if key in collection.records:
+                text = collection.records[key]
+            else:
                 path = self._record_path(collection, key)
                 try:
                     text = path.read_text(encoding="utf-8")
@@ -710,6 +713,6 @@ def _edge_condition(cond: Condition) -> Any:
         options.append(qe.FieldCondition(cond.path, range=qe.RangeFloat(gte=value, lte=value)))
     for flag in cond.bools:
         # The binding reads a Python bool as the integer 0/1 (bool subclasses int), which never equals a
-        # stored boolean; numpy's bool is converted as a real boolean.
-        options.append(qe.FieldCondition(cond.path, match=qe.MatchValue(np.bool_(flag))))
+        # stored boolean; numpy's bool is converted as a real boolean (the binding's stub admits only bool).
+        options.append(qe.FieldCondition(cond.path, match=qe.MatchValue(np.bool_(flag))))  # type: ignore[arg-type]
     return options[0] if len(options) == 1 else qe.Filter(should=options)

@@ -24,6 +24,7 @@ from opentelemetry import trace
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 from opentelemetry.semconv.attributes import error_attributes, server_attributes
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
+from opentelemetry.util.types import AttributeValue
 from ragmesh_common.errors import RagmeshError
 
 from .errors import DOMAIN
@@ -98,7 +99,7 @@ class ChatModel:
         )
         self._tracer = tracer or trace.NoOpTracer()
         url = urlsplit(self.base_url)
-        self._server = {
+        self._server: dict[str, AttributeValue] = {
             server_attributes.SERVER_ADDRESS: url.hostname or "",
             server_attributes.SERVER_PORT: url.port or (443 if url.scheme == "https" else 80),
         }
@@ -107,7 +108,13 @@ class ChatModel:
         await self._client.close()
 
     # --- calls ----------------------------------------------------------------------------------------------
-    def _request(self, messages: Sequence[Mapping[str, Any]], tools, max_tokens: int | None, temperature) -> dict:
+    def _request(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]],
+        max_tokens: int | None,
+        temperature: float | None,
+    ) -> dict[str, Any]:
         request: dict[str, Any] = {"model": self.model, "messages": list(messages)}
         temperature = self.temperature if temperature is None else temperature
         if temperature is not None:
@@ -118,8 +125,8 @@ class ChatModel:
             request["tools"] = list(tools)
         return request
 
-    def _span(self, request: Mapping[str, Any]):
-        attributes = {
+    def _span(self, request: Mapping[str, Any]) -> trace.Span:
+        attributes: dict[str, AttributeValue] = {
             gen_ai.GEN_AI_OPERATION_NAME: "chat",
             gen_ai.GEN_AI_PROVIDER_NAME: "openai",
             gen_ai.GEN_AI_REQUEST_MODEL: self.model,
@@ -228,7 +235,7 @@ class ChatModel:
         yield completion
 
     # --- failures ---------------------------------------------------------------------------------------------
-    def _failed(self, span, exc: Exception) -> RagmeshError:
+    def _failed(self, span: trace.Span, exc: Exception) -> RagmeshError:
         error = self.error(exc)
         span.set_attribute(error_attributes.ERROR_TYPE, type(exc).__name__)
         span.set_status(Status(StatusCode.ERROR, error.message))
@@ -301,7 +308,7 @@ def _api_message(exc: Any) -> str:
     return str(getattr(exc, "message", exc))[:300]
 
 
-def _end(span, completion: Completion) -> None:
+def _end(span: trace.Span, completion: Completion) -> None:
     span.set_attributes(
         {
             gen_ai.GEN_AI_RESPONSE_MODEL: completion.model,
@@ -313,7 +320,7 @@ def _end(span, completion: Completion) -> None:
     span.end()
 
 
-def _end_with_error(span, exc: BaseException) -> None:
+def _end_with_error(span: trace.Span, exc: BaseException) -> None:
     span.set_attribute(error_attributes.ERROR_TYPE, type(exc).__name__)
     span.set_status(Status(StatusCode.ERROR, str(exc)[:200]))
     span.end()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from opentelemetry.trace import Tracer
 from ragmesh.answer.v1 import answer_service_pb2 as pb
 from ragmesh.answer.v1 import answer_service_pb2_grpc as pb_grpc
 from ragmesh.embedder.v1 import embedder_service_pb2_grpc as embedder_grpc
@@ -19,7 +20,7 @@ from .servicer import AnswerServicer
 from .sessions import open_sessions
 
 
-def chat_model(settings: AnswerSettings, tracer=None) -> ChatModel | None:
+def chat_model(settings: AnswerSettings, tracer: Tracer | None = None) -> ChatModel | None:
     """The configured chat model, or None (extractive answers)."""
     if not settings.model_configured:
         return None

@@ -340,9 +340,9 @@ class Answerer:
         vectors = [list(e.dense) for e in reply.embeddings]
         question, rows = vectors[0], vectors[1:]
         scores = [sum(a * b for a, b in zip(question, row, strict=True)) for row in rows]
-        order = sorted(range(len(texts)), key=lambda i: (-scores[i], i))
-        floor = scores[order[0]] * EXTRACTIVE_RELATIVE_FLOOR if scores[order[0]] > 0 else float("-inf")
-        picked = [i for i in order[: self.extractive_sentences] if scores[i] >= floor] or order[:1]
+        ranked = sorted(range(len(texts)), key=lambda i: (-scores[i], i))
+        floor = scores[ranked[0]] * EXTRACTIVE_RELATIVE_FLOOR if scores[ranked[0]] > 0 else float("-inf")
+        picked = [i for i in ranked[: self.extractive_sentences] if scores[i] >= floor] or ranked[:1]
         for n, i in enumerate(picked):
             yield ("" if n == 0 else " ") + ctx.with_citation(texts[i], candidates[texts[i]])
 

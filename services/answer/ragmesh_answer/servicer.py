@@ -101,22 +101,22 @@ class AnswerServicer(pb_grpc.AnswerServiceServicer):
     def __init__(self, answerer: Answerer) -> None:
         self.answerer = answerer
 
-    async def Ask(self, request: pb.AskRequest, context) -> pb.AskResponse:
+    async def Ask(self, request: pb.AskRequest, context: object) -> pb.AskResponse:
         async for item in self.answerer.ask(_question(request)):
             if isinstance(item, Answer):
                 return pb.AskResponse(answer=_answer(item))
         raise AssertionError("the answer stream ended without an answer")
 
-    async def AskStream(self, request: pb.AskStreamRequest, context) -> AsyncIterator[pb.AskStreamResponse]:
+    async def AskStream(self, request: pb.AskStreamRequest, context: object) -> AsyncIterator[pb.AskStreamResponse]:
         async for item in self.answerer.ask(_question(request)):
             if isinstance(item, Answer):
                 yield pb.AskStreamResponse(answer=_answer(item))
             else:
                 yield pb.AskStreamResponse(delta=item)
 
-    async def GetSession(self, request: pb.GetSessionRequest, context) -> pb.GetSessionResponse:
+    async def GetSession(self, request: pb.GetSessionRequest, context: object) -> pb.GetSessionResponse:
         turns = await self.answerer.get_session(request.session_id)
         return pb.GetSessionResponse(session_id=request.session_id, turns=[_turn(t) for t in turns])
 
-    async def DeleteSession(self, request: pb.DeleteSessionRequest, context) -> pb.DeleteSessionResponse:
+    async def DeleteSession(self, request: pb.DeleteSessionRequest, context: object) -> pb.DeleteSessionResponse:
         return pb.DeleteSessionResponse(deleted_turns=await self.answerer.delete_session(request.session_id))

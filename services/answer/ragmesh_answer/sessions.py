@@ -22,14 +22,16 @@ import re
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import grpc
 from ragmesh_common.errors import RagmeshError, invalid_argument
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 
@@ -230,7 +232,7 @@ class SqliteSessions:
         with self._lock:
             return self._db.execute("DELETE FROM turns WHERE session_id = ?", (session_id,)).rowcount
 
-    async def _run(self, fn, *args):
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         try:
             return await asyncio.to_thread(fn, *args)
         except sqlite3.Error as exc:

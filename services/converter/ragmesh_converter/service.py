@@ -12,6 +12,7 @@ import io
 import re
 from collections.abc import AsyncIterable
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import magika
@@ -98,7 +99,7 @@ class Converter:
         if size > self.settings.max_bytes:
             raise errors.payload_too_large(size, self.settings.max_bytes)
 
-    async def _run(self, data: bytes, **kwargs) -> ConvertedDoc:
+    async def _run(self, data: bytes, **kwargs: Any) -> ConvertedDoc:
         call = functools.partial(self._convert, data, **kwargs)
         return await asyncio.get_running_loop().run_in_executor(self._pool, call)
 
@@ -146,7 +147,7 @@ def first_heading(markdown: str) -> str:
 
 def _classify_failure(exc: FileConversionException, mime_type: str) -> RagmeshError:
     """DOCUMENT_ENCRYPTED when a converter failed on a password, else DOCUMENT_CONVERSION_FAILED."""
-    causes = [attempt.exc_info[1] for attempt in exc.attempts if attempt.exc_info and attempt.exc_info[1]]
+    causes = [attempt.exc_info[1] for attempt in exc.attempts or () if attempt.exc_info and attempt.exc_info[1]]
     for cause in causes:
         if any(hint in str(cause).lower() for hint in _ENCRYPTED_HINTS):
             return errors.encrypted(mime_type)

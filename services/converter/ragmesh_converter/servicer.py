@@ -28,7 +28,7 @@ class ConverterServicer(pb_grpc.ConverterServiceServicer):
     def __init__(self, converter: Converter) -> None:
         self.converter = converter
 
-    async def Convert(self, request: pb.ConvertRequest, context) -> pb.ConvertResponse:
+    async def Convert(self, request: pb.ConvertRequest, context: object) -> pb.ConvertResponse:
         source = request.WhichOneof("source")
         if source == "url":
             doc = await self.converter.convert_url(request.url)
@@ -38,7 +38,9 @@ class ConverterServicer(pb_grpc.ConverterServiceServicer):
             raise invalid_argument("SOURCE_MISSING", "set either content or url", field="source")
         return pb.ConvertResponse(document=_document(doc))
 
-    async def ConvertStream(self, request_iterator: AsyncIterator[pb.ConvertStreamRequest], context):
+    async def ConvertStream(
+        self, request_iterator: AsyncIterator[pb.ConvertStreamRequest], context: object
+    ) -> pb.ConvertStreamResponse:
         first = await anext(aiter(request_iterator), None)
         if first is None or first.WhichOneof("part") != "header":
             raise invalid_argument(

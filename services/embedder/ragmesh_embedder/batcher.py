@@ -178,9 +178,9 @@ class Batcher:
                     f"the embedder is busy: {self.queue_depth} texts are queued for model {self.name!r} and the "
                     f"limit is {self.max_queue_texts}; retry after {QUEUE_FULL_RETRY_SECONDS:g} s",
                     metadata={
-                        "queue_depth": self.queue_depth,
-                        "max_queue_texts": self.max_queue_texts,
-                        "retry_after_seconds": QUEUE_FULL_RETRY_SECONDS,
+                        "queue_depth": str(self.queue_depth),
+                        "max_queue_texts": str(self.max_queue_texts),
+                        "retry_after_seconds": str(QUEUE_FULL_RETRY_SECONDS),
                         "model": self.name,
                     },
                     retry_after=QUEUE_FULL_RETRY_SECONDS,

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from opentelemetry.util.types import AttributeValue
 from qdrant_edge import Bm25
 from ragmesh_common.config import ConfigError
 from ragmesh_common.errors import invalid_argument, not_found
@@ -237,7 +238,11 @@ class Embedder:
             )
         if token_ids is not None:
             self._metrics.pretokenized.labels(model=served.name).inc(len(texts))
-        attributes = {Attr.BATCH_SIZE: len(texts), Attr.MODEL: served.backend.model_id, Attr.MODEL_NAME: served.name}
+        attributes: dict[str, AttributeValue] = {
+            Attr.BATCH_SIZE: len(texts),
+            Attr.MODEL: served.backend.model_id,
+            Attr.MODEL_NAME: served.name,
+        }
         annotate(attributes)
         vectors = None
         if dense:

@@ -22,7 +22,7 @@ _INPUT_TYPES = {
 }
 
 
-def _input_type(value: int) -> InputType:
+def _input_type(value: pb2.InputType) -> InputType:
     if value not in _INPUT_TYPES:
         raise invalid_argument(
             "INPUT_TYPE_INVALID", f"input_type {value} is not a known InputType", field="input_type", value=value

@@ -75,6 +75,8 @@ _CODE_LANGUAGES = {
 }
 # How a language is named in chunk payloads and filters ("language": "python"); others use the enum value.
 _LANGUAGE_NAMES = {Language.JS: "javascript", Language.TS: "typescript", Language.VISUALBASIC6: "visualbasic"}
+# A text's model tokens: the tokenizer's int32 array, or a sequence (() when there are none).
+TokenIds = Sequence[int] | np.ndarray
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ class Chunk:
     tokens: int
     # The chunk's model tokens (int32), special tokens included (`tokens` of them), from the tokenizer whose
     # fingerprint is `Chunker.tokenizer`: what the embedder embeds when the chunk has no title or heading context.
-    token_ids: Sequence[int] = field(default=(), compare=False, repr=False)
+    token_ids: TokenIds = field(default=(), compare=False, repr=False)
 
 
 def code_language(filename: str) -> Language | None:

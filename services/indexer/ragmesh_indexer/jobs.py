@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import builtins
 import contextlib
 import dataclasses
 import hashlib
@@ -429,7 +430,7 @@ class Jobs:
         return await self.get(job_id)
 
     # --- datasources ----------------------------------------------------------------------------------------
-    async def datasources(self, collection: str = "") -> list[dict[str, Any]]:
+    async def datasources(self, collection: str = "") -> builtins.list[dict[str, Any]]:
         out = []
         for ds in await self.store.list_datasources():
             if collection and ds["collection"] != collection:
@@ -439,7 +440,7 @@ class Jobs:
             out.append(ds)
         return out
 
-    async def sync(self, collection: str = "", *, everything: bool = False) -> list[dict[str, Any]]:
+    async def sync(self, collection: str = "", *, everything: bool = False) -> builtins.list[dict[str, Any]]:
         """Queue a job for each datasource that is due (all of them with `everything`)."""
         jobs = []
         for ds in await self.datasources(collection):
@@ -459,13 +460,13 @@ class Jobs:
                 log.warning("datasource %s not synced: %s %s", ds["datasource_id"], exc.reason, exc.message)
         return jobs
 
-    async def expired(self, collection: str) -> list[dict[str, Any]]:
+    async def expired(self, collection: str) -> builtins.list[dict[str, Any]]:
         collection = validation.collection_name(collection)
         rows = await store_call(self.indexer.store.list_documents, collection, {}, ["fresh_until", "datasource"])
         current = datetime.now(UTC)
         return [r for r in rows if (until := _parse_time(str(r.get("fresh_until") or ""))) and until <= current]
 
-    async def prune_expired(self, collection: str) -> list[str]:
+    async def prune_expired(self, collection: str) -> builtins.list[str]:
         deleted = []
         for row in await self.expired(collection):
             with contextlib.suppress(RagmeshError):
@@ -529,7 +530,7 @@ class Jobs:
             await self._finish(message.job_id)
         await self.store.ack(message)
 
-    async def _ingest(self, job: dict[str, Any], batch: dict[str, Any]) -> list[ItemResult]:
+    async def _ingest(self, job: dict[str, Any], batch: dict[str, Any]) -> builtins.list[ItemResult]:
         if job.get("kind") == "reindex":
             return await self._copy(job, batch)
         root = Path(job["folder"]) if job.get("folder") else None
@@ -563,7 +564,7 @@ class Jobs:
                 )
         return results
 
-    async def _copy(self, job: dict[str, Any], batch: dict[str, Any]) -> list[ItemResult]:
+    async def _copy(self, job: dict[str, Any], batch: dict[str, Any]) -> builtins.list[ItemResult]:
         items = batch["items"]
         with self.indexer.tracer.start_as_current_span(
             "indexer.reindex.copy",
@@ -629,9 +630,9 @@ class Jobs:
                     self.indexer.store.list_documents, job["collection"], {"datasource": job["datasource_id"]}, []
                 )
             except RagmeshError as exc:
-                rows = [] if exc.reason == "COLLECTION_NOT_FOUND" else None
-                if rows is None:
+                if exc.reason != "COLLECTION_NOT_FOUND":
                     raise
+                rows = []
             for row in rows:
                 if row["doc_id"] not in seen:
                     with contextlib.suppress(RagmeshError):  # deleted meanwhile

@@ -4,13 +4,13 @@ ingest (service.py), its batch pipeline (pipeline.py), jobs and re-indexes all p
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 from ragmesh_common import validation
 
-from .chunking import Chunk, Chunker
+from .chunking import Chunk, Chunker, TokenIds
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class Prepared:
     outcome: IngestOutcome  # what the caller gets once the chunks are stored
     chunks: list[Chunk]
     texts: list[str]  # what each chunk is embedded as
-    token_ids: list[Sequence[int]]  # and its model tokens, when the model takes the chunker's (else each empty)
+    token_ids: list[TokenIds]  # and its model tokens, when the model takes the chunker's (else each empty)
     payload: dict[str, object]  # the fields every chunk point carries
     replaces: bool  # an older version is stored: its leftover chunks are deleted after the upsert
     target: Target  # where it is written

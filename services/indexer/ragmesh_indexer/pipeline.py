@@ -22,10 +22,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import grpc
 from opentelemetry import trace
@@ -35,6 +35,7 @@ from ragmesh_common.errors import RagmeshError
 from ragmesh_common.telemetry import Attr
 from ragmesh_store import ChunkPoint
 
+from .chunking import TokenIds
 from .metrics import IngestMetrics
 from .model import DocumentIn, IngestOutcome, Prepared, Target
 
@@ -71,7 +72,7 @@ class Stages(Protocol):
     async def model_info(self, model: str = "") -> embedder_pb.GetModelInfoResponse: ...
 
     async def embed(
-        self, texts: list[str], model: embedder_pb.GetModelInfoResponse, token_ids: Sequence[Sequence[int]] = ()
+        self, texts: list[str], model: embedder_pb.GetModelInfoResponse, token_ids: Sequence[TokenIds] = ()
     ) -> list[tuple[list[float], embedder_pb.Embedding]]: ...
 
     def points(
@@ -93,6 +94,12 @@ class _Doc:
     locks: AsyncExitStack = field(default_factory=AsyncExitStack)
     prepared: Prepared | None = None
     target: Target | None = None  # the version it is written to (the collection's active one when it started)
+
+    @property
+    def ready(self) -> Prepared:
+        """What `prepare` made of it: set before the document joins the ready queue."""
+        assert self.prepared is not None
+        return self.prepared
 
 
 class BatchPipeline:
@@ -155,7 +162,6 @@ class BatchPipeline:
                 result = await self.indexer.prepare(doc.document, doc.locks, doc.target)
         except Exception as exc:  # noqa: BLE001 - the document fails alone
             await self._finish(doc, exc)
-            result = None
         else:
             if isinstance(result, Prepared):
                 doc.prepared = result
@@ -189,7 +195,7 @@ class BatchPipeline:
                         return None
                     await self._changed.wait()
                     continue
-                texts = sum(len(d.prepared.texts) for d in self._ready)
+                texts = sum(len(d.ready.texts) for d in self._ready)
                 quiet = time.monotonic() - self._ready_at
                 if (
                     texts >= self.limits.batch_texts
@@ -201,11 +207,12 @@ class BatchPipeline:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(timeout):
                         await self._changed.wait()
-            batch, count = [], 0
-            while self._ready and (not batch or count + len(self._ready[0].prepared.texts) <= self.limits.batch_texts):
+            batch: list[_Doc] = []
+            count = 0
+            while self._ready and (not batch or count + len(self._ready[0].ready.texts) <= self.limits.batch_texts):
                 doc = self._ready.pop(0)
                 batch.append(doc)
-                count += len(doc.prepared.texts)
+                count += len(doc.ready.texts)
             self._in_flight += 1
             return batch
 
@@ -215,20 +222,20 @@ class BatchPipeline:
         finally:
             async with self._changed:
                 self._in_flight -= 1
-                self._pending_texts -= sum(len(d.prepared.texts) for d in batch)
+                self._pending_texts -= sum(len(d.ready.texts) for d in batch)
                 self._changed.notify_all()
             self._slots.release()
 
     async def _process(self, batch: list[_Doc], *, split_on_refusal: bool) -> None:
         by_model: dict[str, list[_Doc]] = {}
         for doc in batch:  # collections whose versions use other models are embedded apart
-            by_model.setdefault(doc.prepared.target.model, []).append(doc)
+            by_model.setdefault(doc.ready.target.model, []).append(doc)
         for model_name, docs in by_model.items():
             await self._process_model(model_name, docs, split_on_refusal=split_on_refusal and len(docs) > 1)
 
     async def _process_model(self, model_name: str, batch: list[_Doc], *, split_on_refusal: bool) -> None:
-        texts = [t for d in batch for t in d.prepared.texts]
-        token_ids = [ids for d in batch for ids in d.prepared.token_ids]
+        texts = [t for d in batch for t in d.ready.texts]
+        token_ids = [ids for d in batch for ids in d.ready.token_ids]
         try:
             model = await self.indexer.model_info(model_name)
             embeddings = await self.indexer.embed(texts, model, token_ids)
@@ -247,20 +254,20 @@ class BatchPipeline:
         by_target: dict[str, list[tuple[_Doc, list]]] = {}
         start = 0
         for doc in batch:
-            prepared = doc.prepared
+            prepared = doc.ready
             points = self.indexer.points(prepared, embeddings[start : start + len(prepared.texts)])
             start += len(prepared.texts)
             by_target.setdefault(prepared.target.physical, []).append((doc, points))
         for documents in by_target.values():
             try:
-                target = documents[0][0].prepared.target
-                await self.indexer.write(target, [(d.prepared, points) for d, points in documents])
+                target = documents[0][0].ready.target
+                await self.indexer.write(target, [(d.ready, points) for d, points in documents])
             except Exception as exc:  # noqa: BLE001 - this collection's documents fail, the others go on
                 for doc, _ in documents:
                     await self._finish(doc, exc)
                 continue
             for doc, _ in documents:
-                await self._finish(doc, doc.prepared.outcome)
+                await self._finish(doc, doc.ready.outcome)
 
     # --- results -------------------------------------------------------------------------------------------
     async def _finish(self, doc: _Doc, result: IngestOutcome | BaseException) -> None:
@@ -307,7 +314,7 @@ class BatchPipeline:
         doc.span.end()
         self._events.put_nowait((doc.index, outcome))
 
-    def _spawn(self, work) -> None:
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -18,6 +18,7 @@ Two implementations of one interface (`JobStore`):
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import fcntl
 import json
@@ -26,10 +27,10 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, cast
 
 COUNTERS = ("indexed", "unchanged", "failed")
 # Mutable job fields, stored beside the immutable record.
@@ -37,6 +38,7 @@ COUNTERS = ("indexed", "unchanged", "failed")
 # end, such as a re-index gate's decision and scores).
 FIELDS = ("state", "started_at", "finished_at", "deleted", "error", "outcome")
 MAX_ERRORS_KEPT = 1000
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ class JobStore(Protocol):
 
     async def save_datasource(self, datasource: dict[str, Any]) -> None: ...
 
-    async def list_datasources(self) -> list[dict[str, Any]]: ...
+    async def list_datasources(self) -> builtins.list[dict[str, Any]]: ...
 
     async def close(self) -> None: ...
 
@@ -141,7 +143,7 @@ class SqliteJobStore:
         # The previous owner is gone: what it had taken and not acknowledged goes back on the queue.
         self._db.execute("UPDATE queue SET claimed_by = NULL WHERE claimed_by IS NOT NULL")
 
-    def _tx(self, fn):
+    def _tx(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         with self._mutex:
             self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -152,7 +154,7 @@ class SqliteJobStore:
             self._db.execute("COMMIT")
             return result
 
-    async def _run(self, fn):
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await asyncio.to_thread(self._tx, fn)
 
     async def create(self, job: dict[str, Any], batches: Sequence[bytes]) -> None:
@@ -275,7 +277,7 @@ class SqliteJobStore:
             )
         )
 
-    async def list_datasources(self) -> list[dict[str, Any]]:
+    async def list_datasources(self) -> builtins.list[dict[str, Any]]:
         rows = await self._run(lambda db: db.execute("SELECT data FROM datasources ORDER BY datasource_id").fetchall())
         return [json.loads(data) for (data,) in rows]
 
@@ -378,7 +380,8 @@ class RedisJobStore:
         return job
 
     async def get(self, job_id: str, *, details: bool = True) -> dict[str, Any] | None:
-        raw = await self._redis.hgetall(self._key(job_id))
+        # The client is in bytes mode (decode_responses=False); redis-py types its replies for both modes.
+        raw = cast("dict[bytes, bytes]", await self._redis.hgetall(self._key(job_id)))
         if not raw:
             return None
         job = self._decode(raw)
@@ -388,7 +391,7 @@ class RedisJobStore:
         return job
 
     async def list(self, limit: int) -> list[dict[str, Any]]:
-        ids = await self._redis.zrevrange(f"{self._prefix}jobs", 0, limit - 1)
+        ids = cast("list[bytes]", await self._redis.zrevrange(f"{self._prefix}jobs", 0, limit - 1))  # bytes mode
         async with self._redis.pipeline(transaction=False) as pipe:
             for job_id in ids:
                 pipe.hgetall(self._key(job_id.decode()))
@@ -420,9 +423,11 @@ class RedisJobStore:
         )
         entries = [e for e in claimed if e and e[1]]
         if not entries:
-            response = await self._redis.xreadgroup(
+            reply = await self._redis.xreadgroup(
                 _GROUP, consumer, {self._stream: ">"}, count=1, block=max(1, int(block_seconds * 1000))
             )
+            # RESP2's [[stream, entries]] or None (redis-py's type also admits RESP3's dict, which this client is not)
+            response = cast("list[Any] | None", reply)
             entries = [e for _, stream_entries in response or [] for e in stream_entries]
         if not entries:
             return None
@@ -441,7 +446,7 @@ class RedisJobStore:
     async def save_datasource(self, datasource: dict[str, Any]) -> None:
         await self._redis.hset(f"{self._prefix}datasources", datasource["datasource_id"], json.dumps(datasource))
 
-    async def list_datasources(self) -> list[dict[str, Any]]:
+    async def list_datasources(self) -> builtins.list[dict[str, Any]]:
         raw = await self._redis.hgetall(f"{self._prefix}datasources")
         return sorted((json.loads(v) for v in raw.values()), key=lambda d: d["datasource_id"])
 

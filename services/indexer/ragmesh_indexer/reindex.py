@@ -239,6 +239,7 @@ class Reindexer:
             decision = "forced" if info["force"] else "rejected"
         info["decision"] = decision
         if decision == "rejected":
+            assert current is not None and candidate is not None  # both scored: else "no_golden_set"
             await self._drop(collection, new.version)
             log.warning(
                 "re-index of %s rejected: nDCG@10 %.4f (version %d) vs %.4f (version %d), tolerance %.4f",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 from ragmesh.converter.v1 import converter_service_pb2_grpc as converter_grpc
@@ -46,7 +47,7 @@ async def create_server(settings: IndexerSettings, store: Store | None = None) -
         max_message_bytes=settings.max_message_bytes,
         caller="indexer",
     )
-    closers = [converter.close, embedder.close]
+    closers: list[Callable[[], object]] = [converter.close, embedder.close]
     if store is None:
         try:
             store = await open_store_for("indexer", embedder, settings.embedder_wait_seconds)
@@ -128,6 +129,6 @@ async def open_job_store(settings: IndexerSettings, data_dir: Path | None = None
         raise ConfigError(f"indexer: {exc}") from None
 
 
-async def _maybe_await(value):
+async def _maybe_await(value: object) -> None:
     if asyncio.iscoroutine(value):
         await value

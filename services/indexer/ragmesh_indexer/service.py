@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequenc
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, get_args
 
 import grpc
 from ragmesh.converter.v1 import converter_service_pb2 as converter_pb
@@ -32,7 +32,7 @@ from ragmesh_store import ChunkPoint, CollectionNotFound, SearchDefaults, Sparse
 from ragmesh_store.aio import store_call
 from ragmesh_store.versions import IndexSettings, Version, Versions, read_versions
 
-from .chunking import Chunk, Chunker
+from .chunking import Chunk, Chunker, TokenIds
 from .context import CONTEXT_VERSION, embedded_text, heading_paths
 from .files import decoded_verbatim, file_language, line_ranges, location_fields
 from .metrics import IngestMetrics
@@ -58,6 +58,7 @@ _LAYOUT_VERSION = 1
 MAX_RRF_K = 10_000
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 Source = Literal["text", "upload", "path", "url"]
+_SOURCES: dict[str, Source] = {s: s for s in get_args(Source)}
 
 
 def point_id(doc_id: str, chunk_index: int) -> str:
@@ -260,7 +261,7 @@ class Indexer:
         title: str,
         model: embedder_pb.GetModelInfoResponse,
         chunker: Chunker,
-    ) -> tuple[str | None, int, list[Chunk], list[str], list[Sequence[int]]]:
+    ) -> tuple[str | None, int, list[Chunk], list[str], list[TokenIds]]:
         """(the stored copy's content hash, its chunk count, the new chunks, their embedded texts, and those texts'
         model tokens (see `_split`)): the stored count only when the stored copy has `content_hash` (unchanged:
         nothing to chunk), else the chunks. One trip off the event loop for the lookup and the chunking (blocking:
@@ -279,7 +280,7 @@ class Indexer:
         title: str,
         model: embedder_pb.GetModelInfoResponse,
         chunker: Chunker,
-    ) -> tuple[list[Chunk], list[str], list[Sequence[int]]]:
+    ) -> tuple[list[Chunk], list[str], list[TokenIds]]:
         """The chunks, the texts they are embedded as, and those texts' model tokens when the model's tokenizer is
         the chunker's (the embedder then does not tokenise them again; else each is empty). Blocking: run in a
         thread."""
@@ -408,7 +409,7 @@ class Indexer:
 
     def _embedded_text(
         self, title: str, headings: list[str], chunk: Chunk, model: embedder_pb.GetModelInfoResponse, chunker: Chunker
-    ) -> tuple[str, Sequence[int]]:
+    ) -> tuple[str, TokenIds]:
         """The chunk with its title/heading context, unless the context would push it past the model's
         window (the model would then drop the chunk's end): then the chunk alone. With its model tokens when the
         model's tokenizer is the chunker's, else none."""
@@ -430,7 +431,7 @@ class Indexer:
             return _Content(
                 stored.text,
                 "",
-                stored.source if stored.source in ("text", "upload", "path", "url") else "text",
+                _SOURCES.get(stored.source, "text"),
                 filename=stored.filename,
                 url=stored.url,
                 mime_type=stored.mime_type,
@@ -530,7 +531,7 @@ class Indexer:
         return hashlib.sha256(json.dumps(basis, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
     async def embed(
-        self, texts: list[str], model: embedder_pb.GetModelInfoResponse, token_ids: Sequence[Sequence[int]] = ()
+        self, texts: list[str], model: embedder_pb.GetModelInfoResponse, token_ids: Sequence[TokenIds] = ()
     ) -> list[tuple[list[float], embedder_pb.Embedding]]:
         """Dense and sparse vectors of the texts, in Embed calls of at most the embedder's max_batch_size texts,
         sent together: each text's dense vector (sent packed) and its embedding. `token_ids` (each text's model
@@ -560,12 +561,12 @@ class Indexer:
         # Every call is awaited before one's refusal is raised: the caller's fallback (one document at a time)
         # must not find the embedder's queue still full of this batch's own texts.
         responses = await asyncio.gather(*calls, return_exceptions=True)
+        replies: list[embedder_pb.EmbedResponse] = []
         for response in responses:
             if isinstance(response, BaseException):
                 raise response
-        embeddings = [
-            pair for response in responses for pair in zip(dense_rows(response), response.embeddings, strict=True)
-        ]
+            replies.append(response)
+        embeddings = [pair for reply in replies for pair in zip(dense_rows(reply), reply.embeddings, strict=True)]
         if len(embeddings) != len(texts):
             raise RagmeshError(
                 grpc.StatusCode.INTERNAL,

@@ -38,7 +38,7 @@ def job_message(job: dict, *, details: bool = True) -> pb.Job:
     message = pb.Job(
         job_id=job["job_id"],
         collection=job["collection"],
-        state=_JOB_STATES.get(job["state"], 0),
+        state=_JOB_STATES.get(job["state"], pb.JOB_STATE_UNSPECIFIED),
         kind=job.get("kind", ""),
         source=job.get("source", ""),
         total=job.get("total", 0),
@@ -128,11 +128,11 @@ class IndexerServicer(pb_grpc.IndexerServiceServicer):
         self.indexer = indexer
         self.jobs = jobs
 
-    async def IngestDocument(self, request: pb.IngestDocumentRequest, context) -> pb.IngestDocumentResponse:
+    async def IngestDocument(self, request: pb.IngestDocumentRequest, context: object) -> pb.IngestDocumentResponse:
         return pb.IngestDocumentResponse(result=_result(await self.indexer.ingest(_document(request.document))))
 
     async def IngestDocuments(
-        self, request: pb.IngestDocumentsRequest, context
+        self, request: pb.IngestDocumentsRequest, context: object
     ) -> AsyncIterator[pb.IngestDocumentsResponse]:
         """One event per document as it is acknowledged; the documents are embedded and written in batches."""
         total = len(request.documents)
@@ -161,17 +161,19 @@ class IndexerServicer(pb_grpc.IndexerServiceServicer):
                 )
             return pb.IngestDocumentsResponse(index=index, result=_result(outcome), completed=completed, total=total)
 
-        for index, exc in refused:
-            yield event(index, exc)
-        async for position, outcome in self.indexer.ingest_stream([documents[i] for i in accepted]):
+        for index, error in refused:
+            yield event(index, error)
+        async for position, outcome in self.indexer.ingest_stream([d for d in documents if d is not None]):
             yield event(accepted[position], outcome)
 
-    async def DeleteDocument(self, request: pb.DeleteDocumentRequest, context) -> pb.DeleteDocumentResponse:
+    async def DeleteDocument(self, request: pb.DeleteDocumentRequest, context: object) -> pb.DeleteDocumentResponse:
         return pb.DeleteDocumentResponse(
             deleted_chunks=await self.indexer.delete_document(request.collection, request.doc_id)
         )
 
-    async def CreateCollection(self, request: pb.CreateCollectionRequest, context) -> pb.CreateCollectionResponse:
+    async def CreateCollection(
+        self, request: pb.CreateCollectionRequest, context: object
+    ) -> pb.CreateCollectionResponse:
         fusion = search_pb.Fusion.Name(request.default_fusion).removeprefix("FUSION_").lower()
         defaults = SearchDefaults(
             fusion=fusion if request.default_fusion else None,  # type: ignore[arg-type]
@@ -181,11 +183,13 @@ class IndexerServicer(pb_grpc.IndexerServiceServicer):
         return pb.CreateCollectionResponse(
             name=name,
             created=created,
-            default_fusion=search_pb.Fusion.Value(f"FUSION_{current.fusion.upper()}") if current.fusion else 0,
+            default_fusion=f"FUSION_{current.fusion.upper()}" if current.fusion else search_pb.FUSION_UNSPECIFIED,
             default_rrf_k=current.rrf_k or 0,
         )
 
-    async def DeleteCollection(self, request: pb.DeleteCollectionRequest, context) -> pb.DeleteCollectionResponse:
+    async def DeleteCollection(
+        self, request: pb.DeleteCollectionRequest, context: object
+    ) -> pb.DeleteCollectionResponse:
         name, deleted = await self.indexer.delete_collection(request.name)
         return pb.DeleteCollectionResponse(name=name, deleted_chunks=deleted)
 
@@ -195,7 +199,7 @@ class IndexerServicer(pb_grpc.IndexerServiceServicer):
             raise RagmeshError(grpc.StatusCode.UNIMPLEMENTED, "JOBS_DISABLED", "this indexer runs no jobs")
         return self.jobs
 
-    async def CreateJob(self, request: pb.CreateJobRequest, context) -> pb.CreateJobResponse:
+    async def CreateJob(self, request: pb.CreateJobRequest, context: object) -> pb.CreateJobResponse:
         which = request.WhichOneof("source")
         if which == "urls":
             source = JobSource(urls=list(request.urls.urls))
@@ -212,26 +216,26 @@ class IndexerServicer(pb_grpc.IndexerServiceServicer):
         )
         return pb.CreateJobResponse(job=job_message(job))
 
-    async def GetJob(self, request: pb.GetJobRequest, context) -> pb.GetJobResponse:
+    async def GetJob(self, request: pb.GetJobRequest, context: object) -> pb.GetJobResponse:
         return pb.GetJobResponse(job=job_message(await self._jobs().get(request.job_id)))
 
-    async def ListJobs(self, request: pb.ListJobsRequest, context) -> pb.ListJobsResponse:
+    async def ListJobs(self, request: pb.ListJobsRequest, context: object) -> pb.ListJobsResponse:
         jobs = await self._jobs().list(request.limit)
         return pb.ListJobsResponse(jobs=[job_message(j, details=False) for j in jobs])
 
-    async def CancelJob(self, request: pb.CancelJobRequest, context) -> pb.CancelJobResponse:
+    async def CancelJob(self, request: pb.CancelJobRequest, context: object) -> pb.CancelJobResponse:
         return pb.CancelJobResponse(job=job_message(await self._jobs().cancel(request.job_id)))
 
-    async def ListDatasources(self, request: pb.ListDatasourcesRequest, context) -> pb.ListDatasourcesResponse:
+    async def ListDatasources(self, request: pb.ListDatasourcesRequest, context: object) -> pb.ListDatasourcesResponse:
         datasources = await self._jobs().datasources(request.collection)
         return pb.ListDatasourcesResponse(datasources=[_datasource(d) for d in datasources])
 
-    async def SyncDatasources(self, request: pb.SyncDatasourcesRequest, context) -> pb.SyncDatasourcesResponse:
+    async def SyncDatasources(self, request: pb.SyncDatasourcesRequest, context: object) -> pb.SyncDatasourcesResponse:
         jobs = await self._jobs().sync(request.collection, everything=request.all)
         return pb.SyncDatasourcesResponse(jobs=[job_message(j, details=False) for j in jobs])
 
     async def ListExpiredDocuments(
-        self, request: pb.ListExpiredDocumentsRequest, context
+        self, request: pb.ListExpiredDocumentsRequest, context: object
     ) -> pb.ListExpiredDocumentsResponse:
         rows = await self._jobs().expired(request.collection)
         return pb.ListExpiredDocumentsResponse(
@@ -244,12 +248,14 @@ class IndexerServicer(pb_grpc.IndexerServiceServicer):
         )
 
     async def PruneExpiredDocuments(
-        self, request: pb.PruneExpiredDocumentsRequest, context
+        self, request: pb.PruneExpiredDocumentsRequest, context: object
     ) -> pb.PruneExpiredDocumentsResponse:
         return pb.PruneExpiredDocumentsResponse(doc_ids=await self._jobs().prune_expired(request.collection))
 
     # --- versions ------------------------------------------------------------------------------------------
-    async def ReindexCollection(self, request: pb.ReindexCollectionRequest, context) -> pb.ReindexCollectionResponse:
+    async def ReindexCollection(
+        self, request: pb.ReindexCollectionRequest, context: object
+    ) -> pb.ReindexCollectionResponse:
         options = ReindexOptions(
             chunk_tokens=request.chunk_tokens if request.HasField("chunk_tokens") else None,
             chunk_overlap_tokens=(request.chunk_overlap_tokens if request.HasField("chunk_overlap_tokens") else None),
@@ -261,7 +267,9 @@ class IndexerServicer(pb_grpc.IndexerServiceServicer):
         job = await self._jobs().reindex(request.collection, options)
         return pb.ReindexCollectionResponse(job=job_message(job))
 
-    async def RollbackCollection(self, request: pb.RollbackCollectionRequest, context) -> pb.RollbackCollectionResponse:
+    async def RollbackCollection(
+        self, request: pb.RollbackCollectionRequest, context: object
+    ) -> pb.RollbackCollectionResponse:
         collection = validation.collection_name(request.collection)
         version, replaced = await self._jobs().reindexer.rollback(collection)
         return pb.RollbackCollectionResponse(collection=collection, version=version, replaced_version=replaced)

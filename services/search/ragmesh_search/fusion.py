@@ -136,7 +136,7 @@ def adaptive_fusion(evidence: HybridEvidence, query: Sparse, limit: int) -> tupl
         return sorted((Hit(i, 0.0, h.payload) for i, h in chunks.items()), key=tie_key)[:limit], Weights(0.5, 0.5)
     weights = Weights(w_dense / total, w_sparse / total)
     fused = weights.dense * dense + weights.sparse * lexical
-    picked = range(count)
+    picked: Sequence[int] = range(count)
     if count > limit > 0:
         last = np.partition(fused, count - limit)[count - limit]  # the limit-th best score
         picked = np.flatnonzero(fused >= last).tolist()

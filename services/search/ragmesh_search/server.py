@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ragmesh.embedder.v1 import embedder_service_pb2_grpc as embedder_grpc
 from ragmesh.search.v1 import search_service_pb2 as pb
 from ragmesh.search.v1 import search_service_pb2_grpc as pb_grpc
@@ -46,7 +48,7 @@ async def create_server(settings: SearchSettings, store: Store | None = None) ->
         max_message_bytes=settings.max_message_bytes,
         caller="search",
     )
-    closers = [embedder.close]
+    closers: list[Callable[[], object]] = [embedder.close]
     if store is None:
         try:
             store = await open_store_for("search", embedder, settings.embedder_wait_seconds)

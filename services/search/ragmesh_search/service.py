@@ -18,7 +18,7 @@ from typing import Any
 from ragmesh.embedder.v1 import embedder_service_pb2 as embedder_pb
 from ragmesh_common import validation
 from ragmesh_common.clients import ServiceClient
-from ragmesh_common.errors import invalid_argument, not_found
+from ragmesh_common.errors import RagmeshError, invalid_argument, not_found
 from ragmesh_common.vectors import dense_rows
 from ragmesh_store import (
     METADATA_PREFIX,
@@ -57,7 +57,7 @@ _PRF_VECTORS = 10
 # Adaptive fusion ranks this many chunks past the limit, so that chunks tied with the last one kept can be ordered
 # by doc_id once their payloads are read.
 _TIE_ROOM = 10
-_KINDS: dict[Mode, list[int]] = {
+_KINDS: dict[Mode, list[embedder_pb.VectorKind]] = {
     "dense": [embedder_pb.VECTOR_KIND_DENSE],
     "sparse": [embedder_pb.VECTOR_KIND_SPARSE],
     "hybrid": [embedder_pb.VECTOR_KIND_DENSE, embedder_pb.VECTOR_KIND_SPARSE],
@@ -174,7 +174,7 @@ def _scalar(key: str, value: Any, path: str) -> str | int | float | bool:
     return value
 
 
-def _bad_filter(key: str, message: str):
+def _bad_filter(key: str, message: str) -> RagmeshError:
     return invalid_argument("FILTER_INVALID", message, field=f"filters.{key[:70]}", key=key[:70])
 
 
@@ -483,7 +483,7 @@ class Searcher:
         return CollectionOut(name, active.documents, active.chunks, versions.active, out)
 
 
-def version_not_found(versions: Versions, version: int):
+def version_not_found(versions: Versions, version: int) -> RagmeshError:
     """NOT_FOUND VERSION_NOT_FOUND: the collection has no such version."""
     kept = ", ".join(str(v.version) for v in versions.versions)
     return not_found(
@@ -494,7 +494,7 @@ def version_not_found(versions: Versions, version: int):
     )
 
 
-def _discard(task: asyncio.Future) -> None:
+def _discard(task: asyncio.Future[Any]) -> None:
     """Cancel a task whose result is not wanted, and retrieve its outcome so a failure is not reported."""
     task.cancel()
     task.add_done_callback(lambda t: t.cancelled() or t.exception())

@@ -20,21 +20,21 @@ from .records import Evaluation, GoldenQuery
 from .service import Searcher, SearchIn, VersionOut
 
 DOMAIN = "search.ragmesh"
-_MODES: dict[int, SearchMode] = {
+_MODES: dict[pb.SearchMode, SearchMode] = {
     pb.SEARCH_MODE_HYBRID: "hybrid",
     pb.SEARCH_MODE_DENSE: "dense",
     pb.SEARCH_MODE_SPARSE: "sparse",
     pb.SEARCH_MODE_SEMANTIC: "semantic",
     pb.SEARCH_MODE_KEYWORD: "keyword",
 }
-_MODE_ENUMS = {name: value for value, name in _MODES.items()}
-_FUSIONS: dict[int, Fusion] = {
+_MODE_ENUMS: dict[str, pb.SearchMode] = {name: value for value, name in _MODES.items()}
+_FUSIONS: dict[pb.Fusion, Fusion] = {
     pb.FUSION_RRF: "rrf",
     pb.FUSION_DBSF: "dbsf",
     pb.FUSION_RELATIVE_SCORE: "relative_score",
     pb.FUSION_ADAPTIVE: "adaptive",
 }
-_FUSION_ENUMS = {name: value for value, name in _FUSIONS.items()}
+_FUSION_ENUMS: dict[str, pb.Fusion] = {name: value for value, name in _FUSIONS.items()}
 
 
 def _struct(data: Mapping[str, Any] | None) -> struct_pb2.Struct:
@@ -49,7 +49,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
         self.searcher = searcher
         self.golden = golden
 
-    async def Search(self, request: pb.SearchRequest, context) -> pb.SearchResponse:
+    async def Search(self, request: pb.SearchRequest, context: object) -> pb.SearchResponse:
         annotate({Attr.COLLECTION: ",".join(request.collections) or None, Attr.TOP_K: request.top_k or None})
         searched = await self.searcher.search(
             SearchIn(
@@ -94,7 +94,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
             versions=searched.versions,
         )
 
-    async def GetDocument(self, request: pb.GetDocumentRequest, context) -> pb.GetDocumentResponse:
+    async def GetDocument(self, request: pb.GetDocumentRequest, context: object) -> pb.GetDocumentResponse:
         document = await self.searcher.get_document(request.collection, request.doc_id)
         p = document.payload
         return pb.GetDocumentResponse(
@@ -120,7 +120,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
             ingested_at=p.get("ingested_at", ""),
         )
 
-    async def ListCollections(self, request: pb.ListCollectionsRequest, context) -> pb.ListCollectionsResponse:
+    async def ListCollections(self, request: pb.ListCollectionsRequest, context: object) -> pb.ListCollectionsResponse:
         return pb.ListCollectionsResponse(
             collections=[
                 pb.CollectionInfo(
@@ -135,7 +135,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
         )
 
     # --- golden sets and evaluations ----------------------------------------------------------------------
-    async def SetGoldenSet(self, request: pb.SetGoldenSetRequest, context) -> pb.SetGoldenSetResponse:
+    async def SetGoldenSet(self, request: pb.SetGoldenSetRequest, context: object) -> pb.SetGoldenSetResponse:
         annotate({Attr.COLLECTION: request.collection or None, Attr.QUERY_COUNT: len(request.queries)})
         golden = await self.golden.set(
             request.collection, [GoldenQuery(q.query_id, q.text, dict(q.relevant)) for q in request.queries]
@@ -148,7 +148,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
             golden_set_id=golden.golden_set_id,
         )
 
-    async def GetGoldenSet(self, request: pb.GetGoldenSetRequest, context) -> pb.GetGoldenSetResponse:
+    async def GetGoldenSet(self, request: pb.GetGoldenSetRequest, context: object) -> pb.GetGoldenSetResponse:
         annotate({Attr.COLLECTION: request.collection or None})
         golden = await self.golden.get(request.collection)
         return pb.GetGoldenSetResponse(
@@ -158,12 +158,14 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
             queries=[pb.GoldenQuery(query_id=q.query_id, text=q.text, relevant=q.relevant) for q in golden.queries],
         )
 
-    async def DeleteGoldenSet(self, request: pb.DeleteGoldenSetRequest, context) -> pb.DeleteGoldenSetResponse:
+    async def DeleteGoldenSet(self, request: pb.DeleteGoldenSetRequest, context: object) -> pb.DeleteGoldenSetResponse:
         annotate({Attr.COLLECTION: request.collection or None})
         deleted = await self.golden.delete(request.collection)
         return pb.DeleteGoldenSetResponse(collection=deleted.collection, deleted_queries=len(deleted.queries))
 
-    async def EvaluateCollection(self, request: pb.EvaluateCollectionRequest, context) -> pb.EvaluateCollectionResponse:
+    async def EvaluateCollection(
+        self, request: pb.EvaluateCollectionRequest, context: object
+    ) -> pb.EvaluateCollectionResponse:
         modes = [_mode(value, f"modes[{i}]") for i, value in enumerate(request.modes)]
         annotate({Attr.COLLECTION: request.collection or None, Attr.MODE: ",".join(modes) or None})
         evaluations = await self.golden.evaluate(request.collection, modes, request.version)
@@ -175,7 +177,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
         )
         return pb.EvaluateCollectionResponse(evaluations=[_evaluation(e) for e in evaluations])
 
-    async def ListEvaluations(self, request: pb.ListEvaluationsRequest, context) -> pb.ListEvaluationsResponse:
+    async def ListEvaluations(self, request: pb.ListEvaluationsRequest, context: object) -> pb.ListEvaluationsResponse:
         annotate({Attr.COLLECTION: request.collection or None})
         mode = _mode(request.mode, "mode") if request.mode else None
         found = await self.golden.history(request.collection, mode, request.limit)
@@ -183,7 +185,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
         return pb.ListEvaluationsResponse(evaluations=[_evaluation(e) for e in found])
 
 
-def _mode(value: int, field: str) -> SearchMode:
+def _mode(value: pb.SearchMode, field: str) -> SearchMode:
     if value not in _MODES:
         raise invalid_argument("MODE_INVALID", f"{field} is not a search mode ({value})", field=field, mode=value)
     return _MODES[value]
@@ -222,7 +224,7 @@ def _version(v: VersionOut) -> pb.CollectionVersion:
     )
 
 
-def _location(payload) -> pb.SourceLocation | None:
+def _location(payload: Mapping[str, Any]) -> pb.SourceLocation | None:
     """Where a chunk lies in its file (documents read from files), else None."""
     if not payload.get("path") and not payload.get("language"):
         return None
