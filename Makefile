@@ -28,9 +28,18 @@ test: install
 	bash scripts/system-deps.sh
 	$(BIN)/python -m pytest
 
+# Static checks, each a step of its own: the contract (lint, and no breaking change since the latest release),
+# style, the import layers (.importlinter), the types (pyproject.toml's [tool.mypy]) and the generated reference
+# pages (scripts/gen_docs.py: settings, error reasons, OpenAPI).
+RELEASE := $(shell ls protos/releases/v*.binpb | sort -V | tail -n 1)
 lint: install
 	$(BIN)/buf lint
+	$(BIN)/buf breaking --against $(RELEASE)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/mypy
+	$(BIN)/python scripts/gen_docs.py --check
 
 # The docs site (docs/, mkdocs.yml) into build/site; --strict turns every warning into an error.
 docs: install

@@ -6,8 +6,9 @@
   gRPC code and meaning;
 - openapi.json: the gateway's OpenAPI document (as a gateway with API keys serves it).
 
-Run with `python scripts/gen_docs.py` (or into another folder: `python scripts/gen_docs.py OUT`). The pages are
-committed; tests/test_docs_reference.py fails when they drift from the code.
+Run with `python scripts/gen_docs.py` (or into another folder: `python scripts/gen_docs.py OUT`; `--check` only
+says whether the committed pages are current, as `make lint` runs it). The pages are committed;
+tests/test_docs_reference.py fails when they drift from the code.
 """
 
 from __future__ import annotations
@@ -319,5 +320,19 @@ def generate(out: Path) -> None:
         (out / name).write_text(text, encoding="utf-8")
 
 
+def stale(out: Path) -> list[str]:
+    """The pages under `out` that differ from what the code generates now."""
+    return sorted(
+        name
+        for name, text in pages().items()
+        if not (out / name).is_file() or (out / name).read_text(encoding="utf-8") != text
+    )
+
+
 if __name__ == "__main__":
-    generate(Path(sys.argv[1]) if len(sys.argv) > 1 else OUT)
+    if sys.argv[1:] == ["--check"]:
+        drifted = stale(OUT)
+        if drifted:
+            sys.exit(f"docs/reference drifted from the code (run `python scripts/gen_docs.py`): {drifted}")
+    else:
+        generate(Path(sys.argv[1]) if len(sys.argv) > 1 else OUT)
