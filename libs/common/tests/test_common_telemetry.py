@@ -29,6 +29,7 @@ def otel_env(monkeypatch):
         "OTEL_RESOURCE_ATTRIBUTES",
     ):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")  # nothing listens on the endpoints: do not wait at shutdown
     return monkeypatch
 
 
