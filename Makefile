@@ -24,9 +24,15 @@ $(STAMP): Makefile constraints.txt requirements-dev.txt libs/*/pyproject.toml se
 up: install
 	$(BIN)/ragmesh up
 
+# Every tier (unit, e2e, slow, browser, deploy: pyproject.toml and conftest.py). test-fast: the unit tier
+# alone, in one process, without a mesh, a real model or child processes (under 2 minutes on 2 cores).
 test: install
 	bash scripts/system-deps.sh
 	$(BIN)/python -m pytest
+
+.PHONY: test-fast
+test-fast: install
+	$(BIN)/python -m pytest -m unit
 
 lint: install
 	$(BIN)/buf lint

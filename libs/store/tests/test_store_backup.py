@@ -71,6 +71,7 @@ def test_a_snapshot_restores_every_chunk_into_a_fresh_directory(stocked: Path, t
     )
 
 
+@pytest.mark.e2e  # a second process owns the store
 def test_a_snapshot_is_refused_while_another_process_owns_the_store(stocked: Path, tmp_path: Path) -> None:
     holder = subprocess.Popen(
         [

@@ -26,7 +26,10 @@ from ragmesh_embedder.config import EmbedderSettings
 from ragmesh_embedder.model_process import PROCESS_NAME, ModelCallFailed, ModelProcess
 from ragmesh_embedder.service import InputType, build_embedder
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the processes from /proc")
+pytestmark = [
+    pytest.mark.e2e,  # the model in child processes
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the processes from /proc"),
+]
 
 CORPUS = Path(__file__).resolve().parents[4] / "shared" / "datasets" / "msmarco-5k" / "corpus.jsonl"
 FP32 = {"port": 0, "precision": "fp32", "runners": 2, "RAGMESH_EMBEDDER_THREADS": 1}
