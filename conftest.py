@@ -30,7 +30,8 @@ Test tiers: every test runs in exactly one tier, a marker (registered in pyproje
 `make test` runs them all. A test's tier is, first to match: a tier mark on the test, its class or its module
 (`pytestmark = pytest.mark.slow`); its folder (FOLDER_TIERS); the fixtures it uses, directly or through other
 fixtures (FIXTURE_TIERS: a test on `mesh_factory` is e2e); else unit. Two different tier marks on one test
-are an error. A unit test that takes more than UNIT_BUDGET_S is named at the end of the run.
+are an error. A unit test that takes more than UNIT_BUDGET_S is named at the end of the run; tests/test_tiers.py
+checks that no unit test uses a mesh, the real model or Chromium, whatever its marks.
 """
 
 from __future__ import annotations
