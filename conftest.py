@@ -303,7 +303,8 @@ def tier_of(item: pytest.Item) -> str:
         raise pytest.UsageError(f"{item.nodeid} has tier marks {sorted(marked)}; a test has exactly one tier")
     if marked:
         return marked.pop()
-    path = Path(str(item.path)).resolve().relative_to(_ROOT).as_posix()
+    file = Path(str(item.path)).resolve()
+    path = file.relative_to(_ROOT).as_posix() if file.is_relative_to(_ROOT) else file.as_posix()
     for folder, tier in FOLDER_TIERS:
         if path.startswith(folder):
             return tier
