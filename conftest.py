@@ -22,8 +22,8 @@ Test tiers: every test runs in exactly one tier, a marker (registered in pyproje
     unit     one process, no mesh, no real model, no child process      make test-fast (pytest -m unit)
     e2e      services talking over gRPC: `mesh_factory`'s in-process mesh, processes of `ragmesh up`/`serve`
              (tests/e2e), or a test that starts other child processes
-    slow     one process, but seconds by design: the real embedding model, tiny benchmark runs, waits for
-             backoff, schema fuzzing
+    slow     seconds or gigabytes by design: the real embedding model, tiny benchmark runs, store snapshots,
+             a backoff wait
     browser  the web page in headless Chromium
     deploy   manifests, the Dockerfile, image entrypoints (tests/deploy)
 
