@@ -9,7 +9,7 @@ PKGS   := -e libs/api -e libs/common -e libs/store -e services/converter -e serv
           -e services/indexer -e services/search -e services/answer -e gateway -e 'cli[bridge]'
 STAMP  := $(VENV)/.installed
 
-.PHONY: install up test lint docs protos bench clean
+.PHONY: install up test test-fast lint docs protos bench clean
 
 install: $(STAMP)
 
@@ -24,9 +24,14 @@ $(STAMP): Makefile constraints.txt requirements-dev.txt libs/*/pyproject.toml se
 up: install
 	$(BIN)/ragmesh up
 
+# Every tier (unit, e2e, slow, browser, deploy: pyproject.toml and conftest.py). test-fast: the unit tier
+# alone, in one process, without a mesh, a real model or child processes (under 2 minutes on 2 cores).
 test: install
 	bash scripts/system-deps.sh
 	$(BIN)/python -m pytest
+
+test-fast: install
+	$(BIN)/python -m pytest -m unit
 
 # Static checks, each a step of its own: the contract (lint, and no breaking change since the latest release),
 # style, the import layers (.importlinter), the types (pyproject.toml's [tool.mypy]) and the generated reference

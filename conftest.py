@@ -16,6 +16,22 @@ answer (no chat model unless `answer={"base_url": ..., "model": ...}`; sessions 
 
 The fixture is module-scoped so a module can share one mesh through a fixture of its own; every mesh a
 factory started is stopped when the module's tests are done (or earlier with `await mesh.stop()`).
+
+Test tiers: every test runs in exactly one tier, a marker (registered in pyproject.toml, --strict-markers):
+
+    unit     one process, no mesh, no real model, no child process      make test-fast (pytest -m unit)
+    e2e      services talking over gRPC: `mesh_factory`'s in-process mesh, processes of `ragmesh up`/`serve`
+             (tests/e2e), or a test that starts other child processes
+    slow     seconds or gigabytes by design: the real embedding model, tiny benchmark runs, store snapshots,
+             a backoff wait
+    browser  the web page in headless Chromium
+    deploy   manifests, the Dockerfile, image entrypoints (tests/deploy)
+
+`make test` runs them all. A test's tier is, first to match: a tier mark on the test, its class or its module
+(`pytestmark = pytest.mark.slow`); its folder (FOLDER_TIERS); the fixtures it uses, directly or through other
+fixtures (FIXTURE_TIERS: a test on `mesh_factory` is e2e); else unit. Two different tier marks on one test
+are an error. A unit test that takes more than UNIT_BUDGET_S is named at the end of the run; tests/test_tiers.py
+checks that no unit test uses a mesh, the real model or Chromium, whatever its marks.
 """
 
 from __future__ import annotations
@@ -267,3 +283,56 @@ def answer_service():
             await service.stop(0)
 
     return start
+
+
+# --- test tiers (see the module docstring) --------------------------------------------------------------------
+TIERS = ("unit", "e2e", "slow", "browser", "deploy")
+FOLDER_TIERS = (("tests/deploy/", "deploy"), ("tests/e2e/", "e2e"))
+FIXTURE_TIERS = (
+    ("browser", frozenset({"browser"})),  # gateway/tests/test_gateway_web.py: Chromium
+    ("slow", frozenset({"local", "reference"})),  # services/embedder/tests/conftest.py: the real model
+    ("e2e", frozenset({"mesh_factory", "answer_service"})),  # this file: a mesh of real gRPC services
+)
+UNIT_BUDGET_S = 3.0  # the slowest unit tests wait out a retry or a lease by design: ~2-2.7 s
+
+
+def tier_of(item: pytest.Item) -> str:
+    """The one tier of a collected test (see the module docstring for the rules)."""
+    marked = {mark.name for mark in item.iter_markers() if mark.name in TIERS}
+    if len(marked) > 1:
+        raise pytest.UsageError(f"{item.nodeid} has tier marks {sorted(marked)}; a test has exactly one tier")
+    if marked:
+        return marked.pop()
+    file = Path(str(item.path)).resolve()
+    path = file.relative_to(_ROOT).as_posix() if file.is_relative_to(_ROOT) else file.as_posix()
+    for folder, tier in FOLDER_TIERS:
+        if path.startswith(folder):
+            return tier
+    fixtures = set(getattr(item, "fixturenames", ()))
+    for tier, names in FIXTURE_TIERS:
+        if fixtures & names:
+            return tier
+    return "unit"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = tier_of(item)
+        item.user_properties.append(("tier", tier))
+        if item.get_closest_marker(tier) is None:
+            item.add_marker(tier)
+
+
+_slow_units: list[tuple[float, str]] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call" and ("tier", "unit") in report.user_properties and report.duration > UNIT_BUDGET_S:
+        _slow_units.append((report.duration, report.nodeid))
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if _slow_units:
+        terminalreporter.section(f"unit tests over {UNIT_BUDGET_S:g} s: make them faster or mark them slow or e2e")
+        for duration, nodeid in sorted(_slow_units, reverse=True):
+            terminalreporter.write_line(f"{duration:6.2f}s {nodeid}")

@@ -17,6 +17,8 @@ from types import SimpleNamespace
 
 import pytest
 
+pytestmark = pytest.mark.slow  # benchmarks end to end at a tiny size, in child processes
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -73,6 +73,7 @@ def test_the_checker_sees_function_level_imports(tmp_path):
     assert {"ragmesh_gateway", "ragmesh_cli"} <= _imports(module)
 
 
+@pytest.mark.e2e  # a child process
 def test_every_lib_module_imports_without_any_service_gateway_or_cli():
     modules = sorted(
         ".".join(path.relative_to(lib).with_suffix("").parts).removesuffix(".__init__")

@@ -445,6 +445,7 @@ async def test_cors_preflight_allows_configured_origins_only():
         assert "X-Request-ID" in simple.headers["access-control-expose-headers"]
 
 
+@pytest.mark.e2e  # ragmesh serve gateway in a child process
 def test_serve_gateway_runs_until_sigterm_then_exits_cleanly():
     port = int(closed_port_addr().rsplit(":", 1)[1])
     env = {**os.environ, "RAGMESH_HTTP_PORT": str(port), "RAGMESH_SHUTDOWN_GRACE_SECONDS": "1"}

@@ -329,6 +329,7 @@ async def test_a_stopping_service_is_called_over_grpc_again(mesh):
 async def test_one_trace_with_the_same_spans_in_process_as_over_grpc(monkeypatch):
     """The caller's CLIENT span and the callee's SERVER span under it, with gRPC's names and attributes."""
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")  # nothing listens there: do not wait at shutdown
     monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
     exporter = InMemorySpanExporter()
     for name in ("trace-caller", "trace-callee"):

@@ -153,6 +153,7 @@ async def test_reflection_lists_the_services(echo):
     assert {SERVICE, "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"} <= names
 
 
+@pytest.mark.slow  # ten seconds of a dead service, by design
 async def test_a_service_that_comes_back_is_found_again_within_seconds():
     """gRPC's own reconnect backoff grows towards two minutes: after ten seconds away a restarted service would be
     refused for ~6 s more, and after a minute for ~40 s. Callers cap it, so the mesh heals as soon as it is back."""
@@ -281,6 +282,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.e2e  # a child process
 def test_start_up_objects_leave_the_collectors_scans_and_later_garbage_is_still_freed():
     # In a process of its own: freezing is for the rest of a process's life.
     done = subprocess.run([sys.executable, "-c", _FREEZE_PROBE], capture_output=True, text=True, timeout=60)

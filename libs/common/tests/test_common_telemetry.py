@@ -29,6 +29,7 @@ def otel_env(monkeypatch):
         "OTEL_RESOURCE_ATTRIBUTES",
     ):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")  # nothing listens on the endpoints: do not wait at shutdown
     return monkeypatch
 
 
@@ -150,6 +151,7 @@ _BLOCKED_STDOUT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.e2e  # a child process
 def test_logging_never_waits_for_stdout_and_writes_every_line_by_exit():
     done = subprocess.run([sys.executable, "-c", _BLOCKED_STDOUT], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -161,6 +163,7 @@ def test_logging_never_waits_for_stdout_and_writes_every_line_by_exit():
     assert "ZeroDivisionError" in lines[-1]["exception"]
 
 
+@pytest.mark.e2e  # a child process
 @pytest.mark.parametrize("how", ["setup_logging('svc', stream=sys.stderr)", "setup_logging('svc'); log_to_stderr()"])
 def test_a_process_whose_stdout_carries_a_protocol_logs_to_stderr(how):
     script = (

@@ -52,6 +52,7 @@ def _texts(data: Path) -> dict[tuple[str, str], list[str]]:
         store.close()
 
 
+@pytest.mark.slow  # snapshots write and hash 0.2-0.7 GB of store files
 def test_a_snapshot_restores_every_chunk_into_a_fresh_directory(stocked: Path, tmp_path: Path) -> None:
     before = _texts(stocked)
     manifest = snapshot(stocked, tmp_path / "backup.tar.gz")
@@ -71,6 +72,7 @@ def test_a_snapshot_restores_every_chunk_into_a_fresh_directory(stocked: Path, t
     )
 
 
+@pytest.mark.e2e  # a second process owns the store
 def test_a_snapshot_is_refused_while_another_process_owns_the_store(stocked: Path, tmp_path: Path) -> None:
     holder = subprocess.Popen(
         [
@@ -92,6 +94,7 @@ def test_a_snapshot_is_refused_while_another_process_owns_the_store(stocked: Pat
     assert not (tmp_path / "backup.tar.gz").exists()
 
 
+@pytest.mark.slow  # snapshots write and hash 0.2-0.7 GB of store files
 def test_a_restore_refuses_a_non_empty_directory_unless_forced(stocked: Path, tmp_path: Path) -> None:
     snapshot(stocked, tmp_path / "backup.tar.gz")
     with pytest.raises(SnapshotError, match="is not empty"):
@@ -103,6 +106,7 @@ def test_a_restore_refuses_a_non_empty_directory_unless_forced(stocked: Path, tm
     assert sorted(p.name for p in (stocked / "collections").iterdir()) == ["docs", "notes"]
 
 
+@pytest.mark.slow  # snapshots write and hash 0.2-0.7 GB of store files
 def test_a_snapshot_keeps_every_version_of_a_versioned_collection(stocked: Path, tmp_path: Path) -> None:
     store = EdgeStore(stocked, 4, flush_interval=0)
     store.ensure_collection("docs.v2")  # version 2 of "docs", built beside it
@@ -139,6 +143,7 @@ def _repack(archive: Path, out: Path, tmp_path: Path, change) -> None:
     subprocess.run(["tar", "--sparse", "-czf", str(out), "-C", str(work), *names], check=True)
 
 
+@pytest.mark.slow  # snapshots write and hash 0.2-0.7 GB of store files
 def test_a_tampered_or_unsafe_or_newer_archive_is_refused(tmp_path: Path) -> None:
     small = EdgeStore(tmp_path / "small", 4, flush_interval=0)
     small.ensure_collection("docs")

@@ -574,6 +574,7 @@ def test_edge_flushes_written_segments(tmp_path: Path, flush_interval: float) ->
         store.close()
 
 
+@pytest.mark.e2e  # a second process
 def test_edge_acknowledged_writes_survive_a_killed_process(tmp_path: Path) -> None:
     result = _run_python(
         f"""
@@ -643,6 +644,7 @@ def _run_python(code: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.e2e  # a second process
 def test_edge_second_process_gets_store_busy_error(edge: EdgeStore) -> None:
     result = _run_python(
         f"""
@@ -663,6 +665,7 @@ def test_edge_second_process_gets_store_busy_error(edge: EdgeStore) -> None:
     assert "ragmesh serve indexer search" in message and "QDRANT_URL" in message
 
 
+@pytest.mark.e2e  # a second process
 def test_edge_lock_is_released_on_close(tmp_path: Path) -> None:
     EdgeStore(tmp_path / "data", DIM).close()
     result = _run_python(
@@ -676,6 +679,7 @@ def test_edge_lock_is_released_on_close(tmp_path: Path) -> None:
     assert result.stdout.strip() == "[]", result.stderr
 
 
+@pytest.mark.e2e  # a second process
 def test_edge_shard_held_by_a_foreign_process_is_store_busy(edge: EdgeStore) -> None:
     """Someone opened a shard without our lock file (an older version, a script): its WAL lock wins."""
     edge.ensure_collection("docs")

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # each case opens the store in a child process
+
 SCRIPT = """
 import glob
 from ragmesh_store import Query, open_store

@@ -84,6 +84,7 @@ asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "sle
 """
 
 
+@pytest.mark.e2e  # child processes
 async def test_sqlite_turns_survive_kill_9_and_concurrent_writer_processes(tmp_path):
     path = tmp_path / "sessions.sqlite3"
 

@@ -21,7 +21,10 @@ from ragmesh_embedder.cuda import graph_shapes, token_buckets
 from ragmesh_embedder.server import create_server
 from ragmesh_embedder.service import build_embedder
 
-pytestmark = pytest.mark.skipif(not _torch_has_cuda(), reason="no CUDA GPU here: torch.cuda.is_available() is False")
+pytestmark = [
+    pytest.mark.slow,  # the real model on a GPU
+    pytest.mark.skipif(not _torch_has_cuda(), reason="no CUDA GPU here: torch.cuda.is_available() is False"),
+]
 
 DOCS = Path(__file__).resolve().parents[3] / "docs"
 

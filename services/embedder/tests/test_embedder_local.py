@@ -13,6 +13,8 @@ from ragmesh_common.telemetry import setup_telemetry
 from ragmesh_common.tokens import packed_ids, tokenizer_fingerprint
 from ragmesh_embedder.config import EmbedderSettings
 
+pytestmark = pytest.mark.slow  # the real model
+
 DENSE, SPARSE = pb2.VECTOR_KIND_DENSE, pb2.VECTOR_KIND_SPARSE
 QUERY, DOCUMENT = pb2.INPUT_TYPE_QUERY, pb2.INPUT_TYPE_DOCUMENT
 

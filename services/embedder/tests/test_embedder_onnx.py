@@ -21,6 +21,8 @@ from ragmesh_embedder.config import EmbedderSettings
 from ragmesh_embedder.cpus import available_cpus
 from ragmesh_embedder.service import build_embedder
 
+pytestmark = pytest.mark.slow  # the real model, exported to ONNX
+
 CORPUS = Path(__file__).resolve().parents[4] / "shared" / "datasets" / "msmarco-5k" / "corpus.jsonl"
 
 
