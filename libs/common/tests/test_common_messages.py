@@ -1,8 +1,9 @@
 from dataclasses import dataclass
 
 import pytest
+from pydantic import BaseModel
 from ragmesh.answer.v1 import answer_service_pb2 as pb
-from ragmesh_common.messages import message_from
+from ragmesh_common.messages import message_from, model_from
 
 
 @dataclass
@@ -31,3 +32,15 @@ def test_each_field_comes_from_the_attribute_of_its_name_unless_given_or_skipped
 def test_a_field_the_source_lacks_is_an_error_not_a_default():
     with pytest.raises(AttributeError, match="snippet"):
         message_from(pb.Source, _Source())
+
+
+class _Cited(BaseModel):
+    number: int
+    title: str
+    uri: str
+
+
+def test_a_model_is_built_the_same_way():
+    assert model_from(_Cited, _Source(), uri="ragmesh://c/d") == _Cited(number=2, title="t", uri="ragmesh://c/d")
+    with pytest.raises(AttributeError, match="uri"):
+        model_from(_Cited, _Source())
