@@ -114,10 +114,8 @@ Metadata = Annotated[
 Url = Annotated[str, Field(min_length=1, max_length=2048, description="An http(s) URL of a web page or file.")]
 Uri = Annotated[
     str,
-    Field(
-        min_length=1,
-        max_length=4096,
-        description="An http(s) URL, or a local file path (or file:// URI) inside the folders the server allows.",
+    validation.path_field(
+        "An http(s) URL, or a local file path (or file:// URI) inside the folders the server allows."
     ),
 ]
 Question = Annotated[str, Field(min_length=1, max_length=1000, description="The question, in natural language.")]
@@ -582,12 +580,8 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
     async def ingest_folder(
         folder: Annotated[
             str,
-            Field(
-                min_length=1,
-                max_length=4096,
-                description=(
-                    "A folder on the server's indexer, under RAGMESH_INDEXER_ROOTS (e.g. a repository or a share)."
-                ),
+            validation.path_field(
+                "A folder on the server's indexer, under RAGMESH_INDEXER_ROOTS (e.g. a repository or a share)."
             ),
         ],
         ctx: Context,
