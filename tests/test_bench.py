@@ -24,14 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_the_benchmark_report_runs_end_to_end_at_a_tiny_size(tmp_path):
     # This checkout as its own baseline: the before/after section runs too.
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.report", "--smoke", "--out", str(tmp_path), "--baseline-src", str(ROOT)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    _bench("bench.report", "--smoke", "--out", str(tmp_path), "--baseline-src", str(ROOT), timeout=300)
     [json_path] = tmp_path.glob("*.json")
     report = json.loads(json_path.read_text())
     assert report.get("skipped", {}) == {}, report["skipped"]
@@ -110,28 +103,11 @@ def test_the_benchmark_report_runs_end_to_end_at_a_tiny_size(tmp_path):
 
 def test_the_service_ceiling_benchmark_runs_every_row_at_a_tiny_size(tmp_path):
     out = tmp_path / "overhead.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.bench_embedder_overhead",
-            "--seconds",
-            "0.2",
-            "--rounds",
-            "1",
-            "--clients",
-            "2",
-            "--request-size",
-            "8",
-            "--json",
-            str(out),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
+    _bench(
+        "bench.bench_embedder_overhead",
+        *"--seconds 0.2 --rounds 1 --clients 2 --request-size 8 --json".split(),
+        str(out),
     )
-    assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads(out.read_text())["data"]
     rows = [value for value in data.values() if isinstance(value, dict) and "texts_per_second" in value]
     assert len(rows) == 3 and all(row["texts_per_second"] > 0 for row in rows)
@@ -140,30 +116,11 @@ def test_the_service_ceiling_benchmark_runs_every_row_at_a_tiny_size(tmp_path):
 def test_the_embedder_benchmark_compares_the_forward_pass_with_the_service_fed_texts_and_token_ids(tmp_path):
     # What a GPU run reports (the service against the model's own forward rate), here on the CPU at a tiny size.
     out = tmp_path / "embedder.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.bench_embedder",
-            "--runtimes",
-            "onnx-int8",
-            "--rounds",
-            "1",
-            "--passages",
-            "48",
-            "--forward",
-            "--forward-seconds",
-            "0.5",
-            "--skip-st",
-            "--json",
-            str(out),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
+    _bench(
+        "bench.bench_embedder",
+        *"--runtimes onnx-int8 --rounds 1 --passages 48 --forward --forward-seconds 0.5 --skip-st --json".split(),
+        str(out),
     )
-    assert done.returncode == 0, done.stderr[-3000:]
     forward = json.loads(out.read_text())["data"]["runtimes"]["onnx-int8"]["forward"]
     assert forward["forward_passages_per_second"] > 0
     assert forward["service_passages_per_second"] > 0 and forward["service_token_ids_passages_per_second"] > 0
@@ -283,14 +240,7 @@ def test_the_gpu_cost_model_fits_the_recorded_h200_run_as_the_docs_quote_it(tmp_
     # docs/decisions/gpu-micro-batches.md: ~2.7 ms a call besides ~117 ns a padded token, fitted to the 2026-11-27
     # H200 run, and what that predicts for smaller budgets; rebuilt here from the recorded JSON and the tokenizer alone.
     out = tmp_path / "cost.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.gpu_cost", "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    _bench("bench.gpu_cost", "--json", str(out))
     result = json.loads(out.read_text())["data"]
     assert round(result["call_ms"], 1) == 2.7 and round(result["padded_token_ns"]) == 117
     assert result["window"] == 404
@@ -336,34 +286,14 @@ def test_the_gpu_shapes_benchmark_runs_every_row_at_a_tiny_size(tmp_path):
     # Made for a GPU; on the CPU it only shows that it works (micro-batches of 4 keep the warming of every shape short,
     # and 2 clients x 8 texts the service runs: 16 x 128 in flight took ~45 s to drain on a slow VM).
     out = tmp_path / "shapes.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.bench_gpu_shapes",
-            "--batches",
-            "2",
-            "--passages",
-            "40",
-            "--seconds",
-            "0.3",
-            "--forward-passages",
-            "32",
-            "--clients",
-            "2",
-            "--request-size",
-            "8",
-            "--warm",
-            "--json",
-            str(out),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
+    _bench(
+        "bench.bench_gpu_shapes",
+        *"--batches 2 --passages 40 --seconds 0.3 --forward-passages 32 --clients 2 --request-size 8".split(),
+        "--warm",
+        "--json",
+        str(out),
         env={**os.environ, "RAGMESH_EMBEDDER_BATCH_SIZE": "4"},
     )
-    assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads(out.read_text())["data"]
     # No cuDNN rows: they are for CUDA only.
     assert set(data["model"]) == {"shapes as cut", "gpu_shape buckets", "gpu_shape buckets, every shape warmed"}
@@ -374,34 +304,29 @@ def test_the_gpu_shapes_benchmark_runs_every_row_at_a_tiny_size(tmp_path):
     assert "| service, 2 clients x 8 texts with token ids |" in json.loads(out.read_text())["markdown"]
 
 
-def test_the_ab_benchmark_runs_both_sides_at_a_tiny_size():
+def _bench(
+    module: str, *args: str, timeout: float = 240, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run `python -m <module> <args>` in this checkout; it must succeed (the test shows its stderr if not)."""
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.bench_ab",
-            "--backend",
-            "hash",
-            "--passages",
-            "64",
-            "--rounds",
-            "1",
-            "--passes",
-            "1",
-            "--a",
-            "RAGMESH_EMBEDDER_RUNNERS=2",
-            "--search",
-            "dense",
-            "--search-clients",
-            "2",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
+        [sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    return done
+
+
+# bench.bench_ab at a tiny size: the hash embedder, 64 passages, one round of one pass.
+_AB_TINY = ("--backend", "hash", "--passages", "64", "--rounds", "1", "--passes", "1")
+
+
+def _bench_ab(*args: str) -> dict:
+    """Run bench.bench_ab at a tiny size with `args`; its summary (the last line it prints)."""
+    done = _bench("bench.bench_ab", *_AB_TINY, *args)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_ab_benchmark_runs_both_sides_at_a_tiny_size():
+    summary = _bench_ab("--a", "RAGMESH_EMBEDDER_RUNNERS=2", "--search", "dense", "--search-clients", "2")
     assert summary["settings"]["A"] == {"RAGMESH_EMBEDDER_RUNNERS": "2"}
     for side in ("A", "B"):
         [result] = summary["results"][side]
@@ -413,29 +338,7 @@ def test_the_ab_benchmark_runs_both_sides_at_a_tiny_size():
 
 
 def test_the_ab_benchmark_can_ingest_one_side_into_collections_made_beforehand():
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.bench_ab",
-            "--backend",
-            "hash",
-            "--passages",
-            "64",
-            "--rounds",
-            "1",
-            "--passes",
-            "1",
-            "--existing",
-            "a",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    summary = _bench_ab("--existing", "a")
     assert summary["existing"] == "a" and summary["settings"] == {"A": {}, "B": {}}
     [a], [b] = summary["results"]["A"], summary["results"]["B"]
     assert a["ingest"][0] > 0 and b["ingest"][0] > 0
@@ -482,14 +385,7 @@ def test_the_keyword_check_queries_only_passages_its_words_identify(tmp_path):
     corpus = {f"d{i}": f"The river bank holds {' '.join(rare[3 * i : 3 * i + 3])} near the old mill." for i in range(6)}
     corpus["d6"] = corpus["d5"]  # a duplicate: neither copy can be a known item
     _beir(tmp_path / "tiny", corpus, {"q0": "river bank"}, {"q0": "d0"})
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.make_checks", str(tmp_path / "tiny"), str(tmp_path / "checks")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    _bench("bench.make_checks", str(tmp_path / "tiny"), str(tmp_path / "checks"), timeout=120)
     folder = tmp_path / "checks" / "tiny-keyword"
     queries = {q["_id"]: q["text"] for q in map(json.loads, (folder / "queries.jsonl").read_text().splitlines())}
     judged = dict(line.split("\t")[:2] for line in (folder / "qrels" / "test.tsv").read_text().splitlines()[1:])
@@ -555,23 +451,9 @@ def test_the_fusion_benchmark_runs_every_variant_on_a_tiny_collection(tmp_path):
     finally:
         store.close()
         embedder.close()
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.bench_fusion",
-            "--data-dir",
-            str(tmp_path / "data"),
-            "--collection",
-            "tiny",
-            str(tmp_path / "tiny"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
+    done = _bench(
+        "bench.bench_fusion", "--data-dir", str(tmp_path / "data"), "--collection", "tiny", str(tmp_path / "tiny")
     )
-    assert done.returncode == 0, done.stderr[-3000:]
     for condition in ("as-is", "bm25-noise", "dense-noise"):
         assert f"tiny, {condition}: 2 queries" in done.stdout
     rows = [line.split() for line in done.stdout.splitlines() if line.startswith("  ")]

@@ -98,28 +98,31 @@ def test_no_breaking_change_on_the_wire_since_an_earlier_release(release):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_buf_breaking_catches_a_changed_idempotency_level(tmp_path):
+def _breaking_after(tmp_path, proto: str, old: str, new: str):
+    """buf breaking against RELEASE for a copy of the protos where `proto` has its first `old` replaced."""
     shutil.copytree(ROOT / "protos", tmp_path / "protos", ignore=shutil.ignore_patterns("releases"))
     shutil.copy(ROOT / "buf.yaml", tmp_path / "buf.yaml")
-    proto = tmp_path / "protos" / "ragmesh" / "indexer" / "v1" / "indexer_service.proto"
-    text = proto.read_text()
-    changed = text.replace("option idempotency_level = IDEMPOTENT;", "option idempotency_level = NO_SIDE_EFFECTS;", 1)
+    path = tmp_path / "protos" / "ragmesh" / proto
+    text = path.read_text()
+    changed = text.replace(old, new, 1)
     assert changed != text
-    proto.write_text(changed)
-    result = _breaking(RELEASE, tmp_path)
+    path.write_text(changed)
+    return _breaking(RELEASE, tmp_path)
+
+
+def test_buf_breaking_catches_a_changed_idempotency_level(tmp_path):
+    result = _breaking_after(
+        tmp_path,
+        "indexer/v1/indexer_service.proto",
+        "option idempotency_level = IDEMPOTENT;",
+        "option idempotency_level = NO_SIDE_EFFECTS;",
+    )
     assert result.returncode != 0
     assert "idempotency_level" in result.stdout + result.stderr
 
 
 def test_buf_breaking_catches_a_renumbered_field(tmp_path):
-    shutil.copytree(ROOT / "protos", tmp_path / "protos", ignore=shutil.ignore_patterns("releases"))
-    shutil.copy(ROOT / "buf.yaml", tmp_path / "buf.yaml")
-    proto = tmp_path / "protos" / "ragmesh" / "search" / "v1" / "search_service.proto"
-    text = proto.read_text()
-    changed = text.replace("string query = 1;", "string query = 99;", 1)
-    assert changed != text
-    proto.write_text(changed)
-    result = _breaking(RELEASE, tmp_path)
+    result = _breaking_after(tmp_path, "search/v1/search_service.proto", "string query = 1;", "string query = 99;")
     assert result.returncode != 0
     assert "query" in result.stdout + result.stderr
 

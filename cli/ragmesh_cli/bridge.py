@@ -33,6 +33,7 @@ from pydantic import Field
 from ragmesh_common.errors import RagmeshError, not_found
 from ragmesh_common.logs import log_to_stderr
 from ragmesh_common.paths import under_roots
+from ragmesh_common.validation import path_field
 from ragmesh_common.walk import size_groups, walk, zip_files
 
 log = logging.getLogger(__name__)
@@ -187,13 +188,8 @@ class Bridge(MCPServer):
         async def convert_to_text(
             path: Annotated[
                 str,
-                Field(
-                    min_length=1,
-                    max_length=4096,
-                    description=(
-                        "A file on this machine (under RAGMESH_MCP_ROOTS; relative to the first root), or an http(s) "
-                        "URL."
-                    ),
+                path_field(
+                    "A file on this machine (under RAGMESH_MCP_ROOTS; relative to the first root), or an http(s) URL."
                 ),
             ],
         ) -> dict[str, Any]:
@@ -215,13 +211,7 @@ class Bridge(MCPServer):
         async def convert_and_ingest(
             path: Annotated[
                 str,
-                Field(
-                    min_length=1,
-                    max_length=4096,
-                    description=(
-                        "A file or folder on this machine, under RAGMESH_MCP_ROOTS (relative to the first root)."
-                    ),
-                ),
+                path_field("A file or folder on this machine, under RAGMESH_MCP_ROOTS (relative to the first root)."),
             ],
             ctx: Context,
             collection: Annotated[str, Field(description="The remote collection.")] = "default",

@@ -42,6 +42,7 @@ from pydantic import BaseModel, Field, ValidationError
 from ragmesh_common import validation
 from ragmesh_common.errors import RagmeshError, invalid_argument, not_found
 from ragmesh_common.logs import log_to_stderr
+from ragmesh_common.messages import model_from
 from ragmesh_common.paths import file_under_roots
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Send
@@ -113,10 +114,8 @@ Metadata = Annotated[
 Url = Annotated[str, Field(min_length=1, max_length=2048, description="An http(s) URL of a web page or file.")]
 Uri = Annotated[
     str,
-    Field(
-        min_length=1,
-        max_length=4096,
-        description="An http(s) URL, or a local file path (or file:// URI) inside the folders the server allows.",
+    validation.path_field(
+        "An http(s) URL, or a local file path (or file:// URI) inside the folders the server allows."
     ),
 ]
 Question = Annotated[str, Field(min_length=1, max_length=1000, description="The question, in natural language.")]
@@ -360,21 +359,11 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
         """Search a collection and return the best matching snippets (at most 500 characters each) with
         their doc_id and score. Call fetch_document with a doc_id to read a whole document."""
         response = await clients().search(query, collections=(collection,), top_k=top_k, mode=mode, filters=filters)
-        return SearchResult(
-            query=response.query,
-            mode=response.mode,
+        return model_from(
+            SearchResult,
+            response,
             results=[
-                Snippet(
-                    doc_id=hit.doc_id,
-                    chunk_id=hit.chunk_id,
-                    chunk_index=hit.chunk_index,
-                    score=hit.score,
-                    title=hit.title,
-                    collection=hit.collection,
-                    snippet=snippet(hit.text),
-                    metadata=hit.metadata,
-                    uri=document_uri(hit.collection, hit.doc_id),
-                )
+                model_from(Snippet, hit, snippet=snippet(hit.text), uri=document_uri(hit.collection, hit.doc_id))
                 for hit in response.results
             ],
         )
@@ -383,18 +372,7 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
     async def fetch_document(doc_id: DocId, collection: Collection = validation.DEFAULT_COLLECTION) -> FetchedDocument:
         """Fetch the whole text of a document (its chunks joined in order) by its doc_id."""
         document = await clients().get_document(doc_id, collection=collection)
-        return FetchedDocument(
-            doc_id=document.doc_id,
-            collection=document.collection,
-            title=document.title,
-            text=document.text,
-            chunks=len(document.chunks),
-            metadata=document.metadata,
-            source=document.source,
-            url=document.url,
-            filename=document.filename,
-            mime_type=document.mime_type,
-        )
+        return model_from(FetchedDocument, document, chunks=len(document.chunks))
 
     @tool("read", annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=True))
     async def convert_to_text(uri: Uri) -> ConvertResponse:
@@ -500,24 +478,10 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
                     await ctx.report_progress(pieces, None, f"answering: {pieces} pieces written")
         assert answer is not None
         await ctx.report_progress(pieces, pieces, f"answered from {len(answer.sources)} sources")
-        return AskResult(
-            answer=answer.answer,
-            session_id=answer.session_id,
-            generator=answer.generator,
-            model=answer.model,
-            standalone_query=answer.standalone_query,
-            sources=[
-                AnswerSource(
-                    number=s.number,
-                    doc_id=s.doc_id,
-                    collection=s.collection,
-                    title=s.title,
-                    cited=s.cited,
-                    snippet=s.snippet,
-                    uri=document_uri(s.collection, s.doc_id),
-                )
-                for s in answer.sources
-            ],
+        return model_from(
+            AskResult,
+            answer,
+            sources=[model_from(AnswerSource, s, uri=document_uri(s.collection, s.doc_id)) for s in answer.sources],
         )
 
     @server.resource(
@@ -616,12 +580,8 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
     async def ingest_folder(
         folder: Annotated[
             str,
-            Field(
-                min_length=1,
-                max_length=4096,
-                description=(
-                    "A folder on the server's indexer, under RAGMESH_INDEXER_ROOTS (e.g. a repository or a share)."
-                ),
+            validation.path_field(
+                "A folder on the server's indexer, under RAGMESH_INDEXER_ROOTS (e.g. a repository or a share)."
             ),
         ],
         ctx: Context,

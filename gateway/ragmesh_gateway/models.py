@@ -181,6 +181,18 @@ def blank_is_omitted(schema: dict[str, Any], description: str | None = None) -> 
     }
 
 
+def multipart_body(
+    file_description: str, fields: dict[str, Any], encoding: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The OpenAPI requestBody of an upload as it is read: a multipart form whose `file` part is required, with
+    `fields` beside it (and `encoding`, where a part is not plain text)."""
+    file = {"type": "string", "format": "binary", "description": file_description}
+    form: dict[str, Any] = {"schema": {"type": "object", "required": ["file"], "properties": {"file": file, **fields}}}
+    if encoding:
+        form["encoding"] = encoding
+    return {"required": True, "content": {"multipart/form-data": form}}
+
+
 class _OverCollections(BaseModel):
     """A request over one collection (`collection`) or several (`collections`), never both."""
 

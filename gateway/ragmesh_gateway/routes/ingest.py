@@ -24,6 +24,7 @@ from ..models import (
     IngestUrlRequest,
     IngestUrlResponse,
     blank_is_omitted,
+    multipart_body,
 )
 
 router = APIRouter(prefix="/api/v1", tags=["ingest"], responses=UPLOAD_ERROR_RESPONSES)
@@ -62,31 +63,18 @@ async def ingest_batch(body: IngestBatchRequest, clients: Clients) -> IngestBatc
 def _file_form() -> dict[str, Any]:
     """The multipart body as it is read: `metadata` is a JSON object sent as one part (application/json)."""
     text = IngestTextRequest.model_json_schema()["properties"]
-    return {
-        "required": True,
-        "content": {
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "required": ["file"],
-                    "properties": {
-                        "file": {
-                            "type": "string",
-                            "format": "binary",
-                            "description": "The file (PDF, DOCX, PPTX, XLSX, HTML, EPUB, CSV, ...).",
-                        },
-                        "collection": blank_is_omitted(text["collection"]),
-                        "doc_id": blank_is_omitted(
-                            text["doc_id"]["anyOf"][0], "Document id; derived from the file name if omitted."
-                        ),
-                        "title": {"type": "string", "description": "Document title."},
-                        "metadata": {key: value for key, value in text["metadata"].items() if key != "default"},
-                    },
-                },
-                "encoding": {"metadata": {"contentType": "application/json"}},
-            }
+    return multipart_body(
+        "The file (PDF, DOCX, PPTX, XLSX, HTML, EPUB, CSV, ...).",
+        {
+            "collection": blank_is_omitted(text["collection"]),
+            "doc_id": blank_is_omitted(
+                text["doc_id"]["anyOf"][0], "Document id; derived from the file name if omitted."
+            ),
+            "title": {"type": "string", "description": "Document title."},
+            "metadata": {key: value for key, value in text["metadata"].items() if key != "default"},
         },
-    }
+        encoding={"metadata": {"contentType": "application/json"}},
+    )
 
 
 @router.post(

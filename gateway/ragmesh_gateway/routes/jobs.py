@@ -32,6 +32,7 @@ from ..models import (
     PruneExpiredResponse,
     SyncRequest,
     blank_is_omitted,
+    multipart_body,
 )
 
 
@@ -74,25 +75,10 @@ async def create_job(body: CreateJobRequest, clients: Clients) -> JobAccepted:
     return JobAccepted(job_id=job.job_id, job=job)
 
 
-_ARCHIVE_FORM = {
-    "required": True,
-    "content": {
-        "multipart/form-data": {
-            "schema": {
-                "type": "object",
-                "required": ["file"],
-                "properties": {
-                    "file": {
-                        "type": "string",
-                        "format": "binary",
-                        "description": "A ZIP archive; each member is ingested under its path.",
-                    },
-                    "collection": blank_is_omitted(CreateJobRequest.model_json_schema()["properties"]["collection"]),
-                },
-            }
-        }
-    },
-}
+_ARCHIVE_FORM = multipart_body(
+    "A ZIP archive; each member is ingested under its path.",
+    {"collection": blank_is_omitted(CreateJobRequest.model_json_schema()["properties"]["collection"])},
+)
 
 
 @router.post(

@@ -12,7 +12,7 @@ Environment variables:
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -27,6 +27,36 @@ SERVICES = tuple(DEFAULT_PORTS)
 
 def default_addr(service: str) -> str:
     return f"127.0.0.1:{DEFAULT_PORTS[service]}"
+
+
+# The fields each service's settings declare in the same words: a service's own ports, and where a service it
+# calls listens. pydantic's `Field` returns Any, and so do these.
+def port_field(service: str) -> Any:
+    """`port` of a service's settings: its gRPC port, by default `DEFAULT_PORTS[service]`."""
+    return Field(DEFAULT_PORTS[service], ge=0, le=65535, description="gRPC port; 0 picks a free one.")
+
+
+def metrics_port_field(service: str) -> Any:
+    """`metrics_port` of a service's settings: by default `DEFAULT_METRICS_PORTS[service]`."""
+    return Field(DEFAULT_METRICS_PORTS[service], ge=0, le=65535, description="Prometheus /metrics port; 0 disables it.")
+
+
+def addr_field(service: str, description: str = "") -> Any:
+    """`<service>_addr`: where another service listens, read from RAGMESH_<SERVICE>_ADDR whatever the prefix."""
+    return Field(
+        default_addr(service),
+        validation_alias=f"RAGMESH_{service.upper()}_ADDR",
+        description=description or f"Where the {service} service listens (host:port).",
+    )
+
+
+def embedder_wait_field() -> Any:
+    """`embedder_wait_seconds` of the services that open the store (its dimension comes from the embedder)."""
+    return Field(
+        60.0,
+        ge=0,
+        description="At start-up without a given store, how long to wait for the embedder to report its dimension.",
+    )
 
 
 class ServiceSettings(BaseSettings):

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from google.protobuf import struct_pb2
 from google.protobuf.json_format import MessageToDict
+from pydantic import Field
 
 from .errors import invalid_argument
 
@@ -22,6 +24,8 @@ DOC_ID_RE = re.compile(DOC_ID_PATTERN)
 NOT_BLANK_PATTERN = rf"[^{_SPACE}]"
 METADATA_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 DEFAULT_COLLECTION = "default"
+# A file, folder or URL an MCP tool takes (the gateway's and the CLI's bridge's).
+PATH_MAX_CHARS = 4096
 # Golden sets (judged queries a collection's search quality is measured on): the search service enforces these,
 # the gateway's schema states them.
 GOLDEN_MAX_QUERIES = 1000
@@ -103,3 +107,8 @@ def flat_metadata(struct: struct_pb2.Struct | dict | None, *, field: str = "meta
             )
         out[key] = value
     return out
+
+
+def path_field(description: str) -> Any:
+    """The pydantic Field of a tool's path argument: 1 to PATH_MAX_CHARS characters."""
+    return Field(min_length=1, max_length=PATH_MAX_CHARS, description=description)

@@ -182,6 +182,25 @@ def document_row(payload: Mapping[str, Any] | None, fields: Sequence[str]) -> di
     return {key: payload.get(key) for key in ("doc_id", *fields)}
 
 
+class DocumentReads:
+    """The reads of one document's chunks, the same in both stores given each store's `_scroll` (the points
+    whose doc_id is `doc_id`, every page of them, or only the first `limit`)."""
+
+    def _scroll(self, name: str, doc_id: str, with_payload: Any, limit: int | None = None) -> Sequence[Any]:
+        raise NotImplementedError
+
+    def document_chunks(self, name: str, doc_id: str) -> list[Hit]:
+        hits = [Hit(str(r.id), 0.0, r.payload or {}) for r in self._scroll(name, doc_id, True)]
+        return sorted(hits, key=chunk_order_key)
+
+    def document_chunk_ids(self, name: str, doc_id: str) -> list[str]:
+        return [str(r.id) for r in self._scroll(name, doc_id, False)]
+
+    def document_hash(self, name: str, doc_id: str) -> str | None:
+        records = self._scroll(name, doc_id, ["content_hash"], limit=1)
+        return records[0].payload.get("content_hash") if records and records[0].payload else None
+
+
 def tie_key(hit: Hit) -> tuple[float, str, int, str]:
     """Best first; equal scores by (doc_id, chunk_index, id) so results are the same on every call."""
     return (-hit.score, str(hit.payload.get("doc_id", "")), _int(hit.payload.get("chunk_index")), hit.id)

@@ -7,10 +7,11 @@ import asyncio
 import contextvars
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
+from ragmesh.embedder.v1 import embedder_service_pb2_grpc as embedder_grpc
 from ragmesh_common.clients import ServiceClient, model_dimension
 from ragmesh_common.config import ConfigError, load
 from ragmesh_common.errors import not_found, unavailable
@@ -60,3 +61,44 @@ async def open_store_for(service: str, embedder: ServiceClient, wait_seconds: fl
             f"{exc.strerror or exc} ({exc.filename or settings.data_dir}); "
             "point RAGMESH_DATA_DIR at a directory this user can write"
         ) from None
+
+
+class StoreUserSettings(Protocol):
+    """The settings of a service that embeds and opens the store (the indexer's, the search service's)."""
+
+    @property
+    def embedder_addr(self) -> str: ...
+    @property
+    def embed_timeout_seconds(self) -> float: ...
+    @property
+    def embedder_wait_seconds(self) -> float: ...
+    @property
+    def max_message_bytes(self) -> int: ...
+
+
+async def embedder_and_store(
+    caller: str, settings: StoreUserSettings, store: Store | None, *, close_on_failure: Sequence[ServiceClient] = ()
+) -> tuple[ServiceClient, Store, list[Callable[[], object]]]:
+    """What the indexer and the search service start from: their embedder client and the store. A given `store`
+    (one process running indexer and search on the embedded store) is used and left open; without, the store
+    comes from StoreSettings with the embedder's dimension (waits up to settings.embedder_wait_seconds for the
+    embedder). Returns them with the closers of what was opened here, for when the service stops; when the store
+    cannot be opened, the clients in `close_on_failure` and the embedder's are closed before the error goes on."""
+    embedder = ServiceClient(
+        "embedder",
+        settings.embedder_addr,
+        embedder_grpc.EmbedderServiceStub,
+        timeout=settings.embed_timeout_seconds,
+        max_message_bytes=settings.max_message_bytes,
+        caller=caller,
+    )
+    closers: list[Callable[[], object]] = [embedder.close]
+    if store is None:
+        try:
+            store = await open_store_for(caller, embedder, settings.embedder_wait_seconds)
+        except BaseException:
+            for client in (*close_on_failure, embedder):
+                await client.close()
+            raise
+        closers.append(store.close)
+    return embedder, store, closers

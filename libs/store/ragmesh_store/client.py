@@ -22,11 +22,11 @@ from qdrant_client.local.qdrant_local import QdrantLocal
 from ._common import (
     FIXED_INDEXES,
     Condition,
+    DocumentReads,
     EvidenceReads,
     IndexKind,
     checked_name,
     checked_record_key,
-    chunk_order_key,
     conditions,
     defaults_from,
     document_row,
@@ -65,7 +65,7 @@ _SCHEMAS: dict[IndexKind, models.PayloadSchemaType] = {
 }
 
 
-class QdrantClientStore:
+class QdrantClientStore(DocumentReads):
     """The `Store` over a `QdrantClient` (server, cluster or local mode); it owns the client and closes it."""
 
     holds_gil = False  # calls wait on the server: a thread keeps the caller's event loop serving
@@ -274,17 +274,6 @@ class QdrantClientStore:
             records.extend(batch)
             if offset is None or limit is not None:
                 return records
-
-    def document_chunks(self, name: str, doc_id: str) -> list[Hit]:
-        hits = [Hit(str(r.id), 0.0, r.payload or {}) for r in self._scroll(name, doc_id, True)]
-        return sorted(hits, key=chunk_order_key)
-
-    def document_chunk_ids(self, name: str, doc_id: str) -> list[str]:
-        return [str(r.id) for r in self._scroll(name, doc_id, False)]
-
-    def document_hash(self, name: str, doc_id: str) -> str | None:
-        records = self._scroll(name, doc_id, ["content_hash"], limit=1)
-        return records[0].payload.get("content_hash") if records and records[0].payload else None
 
     def list_documents(
         self, name: str, filters: Mapping[str, FilterValue], fields: Sequence[str]

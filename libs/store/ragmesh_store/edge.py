@@ -33,11 +33,11 @@ from ragmesh_common.validation import COLLECTION_NAME_RE
 from ._common import (
     FIXED_INDEXES,
     Condition,
+    DocumentReads,
     EvidenceReads,
     IndexKind,
     checked_name,
     checked_record_key,
-    chunk_order_key,
     conditions,
     defaults_from,
     document_row,
@@ -221,7 +221,7 @@ class _Collection:
         self.shard.close()
 
 
-class EdgeStore:
+class EdgeStore(DocumentReads):
     """The `Store` on qdrant-edge-py. One instance per data directory per machine: the indexer and search
     share it in one process (it is thread-safe); a second process gets `StoreBusyError`."""
 
@@ -438,17 +438,6 @@ class EdgeStore:
                 records.extend(batch)
                 if offset is None or limit is not None:
                     return records
-
-    def document_chunks(self, name: str, doc_id: str) -> list[Hit]:
-        hits = [Hit(str(r.id), 0.0, r.payload or {}) for r in self._scroll(name, doc_id, True)]
-        return sorted(hits, key=chunk_order_key)
-
-    def document_chunk_ids(self, name: str, doc_id: str) -> list[str]:
-        return [str(r.id) for r in self._scroll(name, doc_id, False)]
-
-    def document_hash(self, name: str, doc_id: str) -> str | None:
-        records = self._scroll(name, doc_id, ["content_hash"], limit=1)
-        return records[0].payload.get("content_hash") if records and records[0].payload else None
 
     def list_documents(
         self, name: str, filters: Mapping[str, FilterValue], fields: Sequence[str]

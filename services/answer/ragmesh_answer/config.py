@@ -22,19 +22,11 @@ class AnswerSettings(ServiceSettings):
 
     model_config = SettingsConfigDict(env_prefix="RAGMESH_ANSWER_", extra="ignore", frozen=True, populate_by_name=True)
 
-    port: int = Field(config.DEFAULT_PORTS["answer"], ge=0, le=65535, description="gRPC port; 0 picks a free one.")
-    metrics_port: int = Field(
-        config.DEFAULT_METRICS_PORTS["answer"], ge=0, le=65535, description="Prometheus /metrics port; 0 disables it."
-    )
-    search_addr: str = Field(
-        config.default_addr("search"),
-        validation_alias="RAGMESH_SEARCH_ADDR",
-        description="Where the search service listens (host:port).",
-    )
-    embedder_addr: str = Field(
-        config.default_addr("embedder"),
-        validation_alias="RAGMESH_EMBEDDER_ADDR",
-        description="Where the embedder listens (host:port); ranks extractive sentences.",
+    port: int = config.port_field("answer")
+    metrics_port: int = config.metrics_port_field("answer")
+    search_addr: str = config.addr_field("search")
+    embedder_addr: str = config.addr_field(
+        "embedder", "Where the embedder listens (host:port); ranks extractive sentences."
     )
 
     # --- the chat model ---------------------------------------------------------------------------------------

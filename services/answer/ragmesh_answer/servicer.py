@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from google.protobuf.json_format import MessageToDict
 from ragmesh.answer.v1 import answer_service_pb2 as pb
 from ragmesh.answer.v1 import answer_service_pb2_grpc as pb_grpc
+from ragmesh_common.messages import message_from
 from ragmesh_common.telemetry import Attr, annotate
 
 from . import context as ctx
@@ -32,17 +33,7 @@ def _question(request: pb.AskRequest | pb.AskStreamRequest) -> Question:
 
 
 def _source(source: ctx.SourceDoc) -> pb.Source:
-    return pb.Source(
-        number=source.number,
-        doc_id=source.doc_id,
-        collection=source.collection,
-        title=source.title,
-        url=source.url,
-        filename=source.filename,
-        cited=source.cited,
-        snippet=ctx.snippet(source.best.text) if source.best else "",
-        relevance_score=source.relevance_score,
-    )
+    return message_from(pb.Source, source, snippet=ctx.snippet(source.best.text) if source.best else "")
 
 
 def _answer(answer: Answer) -> pb.Answer:
@@ -74,15 +65,8 @@ def _answer(answer: Answer) -> pb.Answer:
 
 
 def _stored_source(source: StoredSource) -> pb.Source:
-    return pb.Source(
-        number=source.number,
-        doc_id=source.doc_id,
-        collection=source.collection,
-        title=source.title,
-        url=source.url,
-        filename=source.filename,
-        cited=source.cited,
-    )
+    # A turn keeps no snippet or score of its sources.
+    return message_from(pb.Source, source, skip=("snippet", "relevance_score"))
 
 
 def _turn(turn: Turn) -> pb.Turn:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
-from ragmesh_common.config import DEFAULT_METRICS_PORTS, DEFAULT_PORTS, ServiceSettings
+from ragmesh_common import config
+from ragmesh_common.config import ServiceSettings
 
 MIB = 1024 * 1024
 
@@ -14,10 +15,8 @@ class ConverterSettings(ServiceSettings):
 
     model_config = SettingsConfigDict(env_prefix="RAGMESH_CONVERTER_", extra="ignore", frozen=True)
 
-    port: int = Field(DEFAULT_PORTS["converter"], ge=0, le=65535, description="gRPC port; 0 picks a free one.")
-    metrics_port: int = Field(
-        DEFAULT_METRICS_PORTS["converter"], ge=0, le=65535, description="Prometheus /metrics port; 0 disables it."
-    )
+    port: int = config.port_field("converter")
+    metrics_port: int = config.metrics_port_field("converter")
     max_bytes: int = Field(
         50 * MIB, ge=1, description="Largest document accepted (upload, stream or URL body), in bytes."
     )

@@ -17,7 +17,8 @@ from pydantic import (
     model_validator,
 )
 from pydantic_settings import NoDecode, SettingsConfigDict
-from ragmesh_common.config import DEFAULT_METRICS_PORTS, DEFAULT_PORTS, ServiceSettings
+from ragmesh_common import config
+from ragmesh_common.config import ServiceSettings
 
 # What a model's name may look like (EmbedRequest.model, a metric label): lower case, digits, ".", "_", "-".
 MODEL_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
@@ -78,10 +79,8 @@ class EmbedderSettings(ServiceSettings):
 
     model_config = SettingsConfigDict(env_prefix="RAGMESH_EMBEDDER_", extra="ignore", frozen=True)
 
-    port: int = Field(DEFAULT_PORTS["embedder"], ge=0, le=65535, description="gRPC port; 0 picks a free one.")
-    metrics_port: int = Field(
-        DEFAULT_METRICS_PORTS["embedder"], ge=0, le=65535, description="Prometheus /metrics port; 0 disables it."
-    )
+    port: int = config.port_field("embedder")
+    metrics_port: int = config.metrics_port_field("embedder")
     backend: Backend = Field(
         "local",
         description='Where dense vectors come from: "local" (sentence-transformers on this machine), "openai" '

@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator, Sequence
 from ragmesh.embedder.v1 import embedder_service_pb2 as pb2
 from ragmesh.embedder.v1 import embedder_service_pb2_grpc as pb2_grpc
 from ragmesh_common.errors import invalid_argument
+from ragmesh_common.messages import message_from
 
-from .service import Embedder, Embeddings, InputType, ModelInfo, TokenIds
+from .service import Embedder, Embeddings, InputType, TokenIds
 
 # How many requests of one EmbedStream are embedded at once; beyond it the stream is not read, so a bulk
 # client is slowed by flow control instead of filling the queue.
@@ -155,32 +156,9 @@ class EmbedderServicer(pb2_grpc.EmbedderServiceServicer):
 
     async def GetModelInfo(self, request: pb2.GetModelInfoRequest, context) -> pb2.GetModelInfoResponse:
         info = self._embedder.model_info(request.model)
-        return pb2.GetModelInfoResponse(
-            model_id=info.model_id,
-            dimension=info.dimension,
-            max_sequence_length=info.max_sequence_length,
-            sparse_model_id=info.sparse_model_id,
-            backend=info.backend,
-            max_batch_size=info.max_batch_size,
-            runtime=info.runtime,
-            device=info.device,
-            precision=info.precision,
+        return message_from(
+            pb2.GetModelInfoResponse,
+            info,
             model=info.name,
-            models=[_model_info(each) for each in self._embedder.infos],
-            tokenizer=info.tokenizer,
+            models=[message_from(pb2.ModelInfo, each) for each in self._embedder.infos],
         )
-
-
-def _model_info(info: ModelInfo) -> pb2.ModelInfo:
-    return pb2.ModelInfo(
-        name=info.name,
-        is_default=info.is_default,
-        model_id=info.model_id,
-        dimension=info.dimension,
-        max_sequence_length=info.max_sequence_length,
-        backend=info.backend,
-        runtime=info.runtime,
-        device=info.device,
-        precision=info.precision,
-        tokenizer=info.tokenizer,
-    )

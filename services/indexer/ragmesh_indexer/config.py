@@ -21,25 +21,14 @@ class IndexerSettings(ServiceSettings):
 
     model_config = SettingsConfigDict(env_prefix="RAGMESH_INDEXER_", extra="ignore", frozen=True, populate_by_name=True)
 
-    port: int = Field(config.DEFAULT_PORTS["indexer"], ge=0, le=65535, description="gRPC port; 0 picks a free one.")
-    metrics_port: int = Field(
-        config.DEFAULT_METRICS_PORTS["indexer"], ge=0, le=65535, description="Prometheus /metrics port; 0 disables it."
-    )
-    converter_addr: str = Field(
-        config.default_addr("converter"),
-        validation_alias="RAGMESH_CONVERTER_ADDR",
-        description="Where the converter service listens (host:port).",
-    )
-    embedder_addr: str = Field(
-        config.default_addr("embedder"),
-        validation_alias="RAGMESH_EMBEDDER_ADDR",
-        description="Where the embedder service listens (host:port).",
-    )
-    search_addr: str = Field(
-        config.default_addr("search"),
-        validation_alias="RAGMESH_SEARCH_ADDR",
-        description="Where the search service listens (host:port): a re-index's gate scores "
-        "the versions on the golden set through it.",
+    port: int = config.port_field("indexer")
+    metrics_port: int = config.metrics_port_field("indexer")
+    converter_addr: str = config.addr_field("converter")
+    embedder_addr: str = config.addr_field("embedder")
+    search_addr: str = config.addr_field(
+        "search",
+        "Where the search service listens (host:port): a re-index's gate scores the versions on the golden set "
+        "through it.",
     )
     chunk_tokens: int = Field(
         200,
@@ -114,11 +103,7 @@ class IndexerSettings(ServiceSettings):
     max_document_bytes: int = Field(
         100 * 1024 * 1024, ge=1, description=("Largest document (file bytes or UTF-8 text) one ingest accepts.")
     )
-    embedder_wait_seconds: float = Field(
-        60.0,
-        ge=0,
-        description=("At start-up without a given store, how long to wait for the embedder to report its dimension."),
-    )
+    embedder_wait_seconds: float = config.embedder_wait_field()
     redis_url: SecretStr | None = Field(
         None,
         validation_alias="RAGMESH_REDIS_URL",

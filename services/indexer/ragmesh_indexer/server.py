@@ -7,7 +7,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ragmesh.converter.v1 import converter_service_pb2_grpc as converter_grpc
-from ragmesh.embedder.v1 import embedder_service_pb2_grpc as embedder_grpc
 from ragmesh.indexer.v1 import indexer_service_pb2 as pb
 from ragmesh.indexer.v1 import indexer_service_pb2_grpc as pb_grpc
 from ragmesh_common.clients import ServiceClient
@@ -15,7 +14,7 @@ from ragmesh_common.config import ConfigError, load
 from ragmesh_common.server import Service, new_server
 from ragmesh_common.telemetry import setup_telemetry
 from ragmesh_store import Store, StoreSettings
-from ragmesh_store.aio import open_store_for
+from ragmesh_store.aio import embedder_and_store
 
 from .chunking import Chunker
 from .config import IndexerSettings
@@ -28,9 +27,7 @@ from .servicer import DOMAIN, IndexerServicer
 
 
 async def create_server(settings: IndexerSettings, store: Store | None = None) -> Service:
-    """The indexer's server. With `store` (one process running indexer and search on the embedded store) it is
-    used and left open; without, the store comes from StoreSettings with the embedder's dimension (waits up to
-    settings.embedder_wait_seconds for the embedder) and is closed when the service stops."""
+    """The indexer's server, on `store` or the configured one (see `embedder_and_store`)."""
     converter = ServiceClient(
         "converter",
         settings.converter_addr,
@@ -39,23 +36,8 @@ async def create_server(settings: IndexerSettings, store: Store | None = None) -
         max_message_bytes=settings.max_message_bytes,
         caller="indexer",
     )
-    embedder = ServiceClient(
-        "embedder",
-        settings.embedder_addr,
-        embedder_grpc.EmbedderServiceStub,
-        timeout=settings.embed_timeout_seconds,
-        max_message_bytes=settings.max_message_bytes,
-        caller="indexer",
-    )
-    closers: list[Callable[[], object]] = [converter.close, embedder.close]
-    if store is None:
-        try:
-            store = await open_store_for("indexer", embedder, settings.embedder_wait_seconds)
-        except BaseException:
-            await converter.close()
-            await embedder.close()
-            raise
-        closers.append(store.close)
+    embedder, store, opened = await embedder_and_store("indexer", settings, store, close_on_failure=(converter,))
+    closers: list[Callable[[], object]] = [converter.close, *opened]
     chunker = Chunker(settings.tokenizer_path, settings.chunk_tokens, settings.chunk_overlap_tokens)
     indexer = Indexer(
         setup_telemetry("indexer").traced_store(store),

@@ -18,15 +18,9 @@ class SearchSettings(ServiceSettings):
 
     model_config = SettingsConfigDict(env_prefix="RAGMESH_SEARCH_", extra="ignore", frozen=True, populate_by_name=True)
 
-    port: int = Field(config.DEFAULT_PORTS["search"], ge=0, le=65535, description="gRPC port; 0 picks a free one.")
-    metrics_port: int = Field(
-        config.DEFAULT_METRICS_PORTS["search"], ge=0, le=65535, description="Prometheus /metrics port; 0 disables it."
-    )
-    embedder_addr: str = Field(
-        config.default_addr("embedder"),
-        validation_alias="RAGMESH_EMBEDDER_ADDR",
-        description="Where the embedder service listens (host:port).",
-    )
+    port: int = config.port_field("search")
+    metrics_port: int = config.metrics_port_field("search")
+    embedder_addr: str = config.addr_field("embedder")
     prefetch_limit: int = Field(
         100,
         ge=1,
@@ -105,8 +99,4 @@ class SearchSettings(ServiceSettings):
             "skips the embedder; 0 turns the cache off. Hits and misses are exported as metrics."
         ),
     )
-    embedder_wait_seconds: float = Field(
-        60.0,
-        ge=0,
-        description=("At start-up without a given store, how long to wait for the embedder to report its dimension."),
-    )
+    embedder_wait_seconds: float = config.embedder_wait_field()

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from ragmesh.embedder.v1 import embedder_service_pb2_grpc as embedder_grpc
 from ragmesh.search.v1 import search_service_pb2 as pb
 from ragmesh.search.v1 import search_service_pb2_grpc as pb_grpc
-from ragmesh_common.clients import ServiceClient
 from ragmesh_common.server import Service, new_server
 from ragmesh_common.telemetry import setup_telemetry
 from ragmesh_store import Store
-from ragmesh_store.aio import open_store_for
+from ragmesh_store.aio import embedder_and_store
 
 from .cache import QueryCache
 from .config import SearchSettings
@@ -37,25 +33,8 @@ def _reranker(settings: SearchSettings) -> HttpReranker | None:
 
 
 async def create_server(settings: SearchSettings, store: Store | None = None) -> Service:
-    """The search server. With `store` (one process running indexer and search on the embedded store) it is
-    used and left open; without, the store comes from StoreSettings with the embedder's dimension (waits up to
-    settings.embedder_wait_seconds for the embedder) and is closed when the service stops."""
-    embedder = ServiceClient(
-        "embedder",
-        settings.embedder_addr,
-        embedder_grpc.EmbedderServiceStub,
-        timeout=settings.embed_timeout_seconds,
-        max_message_bytes=settings.max_message_bytes,
-        caller="search",
-    )
-    closers: list[Callable[[], object]] = [embedder.close]
-    if store is None:
-        try:
-            store = await open_store_for("search", embedder, settings.embedder_wait_seconds)
-        except BaseException:
-            await embedder.close()
-            raise
-        closers.append(store.close)
+    """The search server, on `store` or the configured one (see `embedder_and_store`)."""
+    embedder, store, closers = await embedder_and_store("search", settings, store)
     telemetry = setup_telemetry("search")
     traced_store = telemetry.traced_store(store)
     reranker = _reranker(settings)

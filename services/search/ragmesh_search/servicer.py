@@ -11,6 +11,7 @@ from google.protobuf.json_format import MessageToDict
 from ragmesh.search.v1 import search_service_pb2 as pb
 from ragmesh.search.v1 import search_service_pb2_grpc as pb_grpc
 from ragmesh_common.errors import invalid_argument
+from ragmesh_common.messages import message_from
 from ragmesh_common.telemetry import Attr, annotate
 from ragmesh_store.base import Fusion
 
@@ -192,21 +193,11 @@ def _mode(value: pb.SearchMode, field: str) -> SearchMode:
 
 
 def _evaluation(e: Evaluation) -> pb.Evaluation:
-    return pb.Evaluation(
-        collection=e.collection,
-        evaluated_at=e.evaluated_at,
+    return message_from(
+        pb.Evaluation,
+        e,
         mode=_MODE_ENUMS.get(e.mode, pb.SEARCH_MODE_UNSPECIFIED),
         fusion=_FUSION_ENUMS.get(e.fusion or "", pb.FUSION_UNSPECIFIED),
-        queries=e.queries,
-        ndcg_at_10=e.ndcg_at_10,
-        recall_at_10=e.recall_at_10,
-        mrr_at_10=e.mrr_at_10,
-        documents=e.documents,
-        chunks=e.chunks,
-        model=e.model,
-        golden_set_id=e.golden_set_id,
-        took_ms=e.took_ms,
-        version=e.version,
     )
 
 
