@@ -15,7 +15,7 @@ from ragmesh_common.errors import RagmeshError
 from ragmesh_store import SearchDefaults
 
 from .jobs import Jobs, JobSource, rates
-from .model import DocumentIn, FileIn, IngestOutcome
+from .model import DatasourceRecord, DocumentIn, FileIn, IngestOutcome, JobRecord
 from .reindex import ReindexOptions
 from .service import Indexer
 
@@ -32,7 +32,7 @@ _JOB_STATES = {
 }
 
 
-def job_message(job: dict, *, details: bool = True) -> pb.Job:
+def job_message(job: JobRecord, *, details: bool = True) -> pb.Job:
     """A job record (jobs.Jobs) as the Job message; without `details`, no errors or skipped files."""
     per_second, bytes_per_second = rates(job)
     message = pb.Job(
@@ -58,7 +58,7 @@ def job_message(job: dict, *, details: bool = True) -> pb.Job:
         prune=job.get("prune", False),
     )
     if job.get("reindex"):
-        json_format.ParseDict(job["reindex"], message.reindex, ignore_unknown_fields=True)
+        json_format.ParseDict(dict(job["reindex"]), message.reindex, ignore_unknown_fields=True)
     if details:
         message.errors.extend(
             pb.JobDocumentError(document=e["document"], error=pb.IngestError(**e["error"]))
@@ -68,7 +68,7 @@ def job_message(job: dict, *, details: bool = True) -> pb.Job:
     return message
 
 
-def _datasource(ds: dict) -> pb.Datasource:
+def _datasource(ds: DatasourceRecord) -> pb.Datasource:
     return pb.Datasource(
         datasource_id=ds["datasource_id"],
         collection=ds["collection"],
