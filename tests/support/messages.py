@@ -141,13 +141,18 @@ def _outcome(convert: Callable[[Any], Any], message: Any) -> Any:
 
 
 def unread(message: Message, convert: Callable[[Any], Any]) -> set[str]:
-    """The fields ("Type.field") whose clearing leaves the conversion's result unchanged."""
+    """The fields ("Type.field") whose clearing leaves the conversion's result unchanged (not those inside a
+    dropped sub-message)."""
     full = _outcome(convert, message)
-    dropped = set()
+    dropped: set[str] = set()
+    dropped_paths: list[tuple[str, ...]] = []
     for path in _paths(message):
+        if any(path[: len(p)] == p for p in dropped_paths):
+            continue
         cleared, name = _without(message, path)
         if _outcome(convert, cleared) == full:
             dropped.add(name)
+            dropped_paths.append(path)
     return dropped
 
 
