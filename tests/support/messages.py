@@ -158,10 +158,14 @@ def unread(message: Message, convert: Callable[[Any], Any]) -> set[str]:
 
 def unset(message: Message) -> set[str]:
     """The fields ("Type.field") of a built message left at their default: repeated or map fields empty,
-    sub-messages and optional scalars absent, other scalars zero or empty. Set sub-messages are walked too."""
+    sub-messages and optional scalars absent, other scalars zero or empty (a oneof's other members than the one
+    set are not counted). Set sub-messages are walked too."""
     missing = set()
     for field in message.DESCRIPTOR.fields:
         name = f"{message.DESCRIPTOR.name}.{field.name}"
+        oneof = _real_oneof(field)
+        if oneof is not None and message.WhichOneof(oneof.name) not in (None, field.name):
+            continue  # another member of its oneof is set
         value = getattr(message, field.name)
         if field.is_repeated:
             if not len(value):
