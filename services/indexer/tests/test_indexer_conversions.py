@@ -153,3 +153,19 @@ def test_results_set_every_field_of_their_messages() -> None:
     assert unset(conversions.expired_document(row)) == set()
     created = conversions.created_collection("kb", True, SearchDefaults(fusion="rrf", rrf_k=60))
     assert unset(created) == set()
+
+
+def test_a_record_with_only_the_required_keys_still_converts() -> None:
+    """What an older indexer stored (keys it did not write are NotRequired) reads as the defaults."""
+    job = conversions.job_message({"job_id": "job-0", "collection": "kb", "state": "done"})
+    assert unset(job) == {f"Job.{f.name}" for f in pb.Job.DESCRIPTOR.fields} - {
+        "Job.job_id",
+        "Job.collection",
+        "Job.state",
+    }
+    datasource = conversions.datasource({"datasource_id": "ds-0", "collection": "kb", "kind": "urls"})
+    assert unset(datasource) == {f"Datasource.{f.name}" for f in pb.Datasource.DESCRIPTOR.fields} - {
+        "Datasource.datasource_id",
+        "Datasource.collection",
+        "Datasource.kind",
+    }
