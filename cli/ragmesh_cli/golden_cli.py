@@ -19,10 +19,7 @@ from rich.table import Table
 
 from . import evaluation
 from .console import err, out
-
-METRICS = (("ndcg_at_10", "nDCG@10"), ("recall_at_10", "recall@10"), ("mrr_at_10", "MRR@10"))
-MODES = {name.removeprefix("SEARCH_MODE_").lower(): value for name, value in pb.SearchMode.items() if value}
-MODE_NAMES = {value: name for name, value in MODES.items()}
+from .conversions import METRICS, MODE_NAMES, MODES, evaluation_json
 
 
 def search_client(target: str, timeout: float = 60) -> ServiceClient:
@@ -140,20 +137,6 @@ def parse_modes(names: Sequence[str]) -> list[int]:
             "its own fusion; hybrid:<fusion> is for `ragmesh eval DATASET`)"
         )
     return [MODES[n] for n in dict.fromkeys(names)]
-
-
-def evaluation_json(e: pb.Evaluation) -> dict[str, Any]:
-    return {
-        "mode": MODE_NAMES.get(e.mode, "?"),
-        "evaluated_at": e.evaluated_at,
-        "queries": e.queries,
-        **{name: round(getattr(e, name), 6) for name, _ in METRICS},
-        "documents": e.documents,
-        "chunks": e.chunks,
-        "model": e.model,
-        "golden_set_id": e.golden_set_id,
-        "took_ms": e.took_ms,
-    }
 
 
 async def evaluate(collection: str, modes: Sequence[str], json_path: Path | None, search_addr: str) -> int:

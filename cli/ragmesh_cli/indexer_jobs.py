@@ -13,16 +13,8 @@ from ragmesh_common.clients import ServiceClient
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .console import err
-from .golden_cli import METRICS
+from .conversions import METRICS, STATE_NAMES
 
-STATE_NAMES = {
-    pb.JOB_STATE_QUEUED: "queued",
-    pb.JOB_STATE_RUNNING: "running",
-    pb.JOB_STATE_DONE: "done",
-    pb.JOB_STATE_FAILED: "failed",
-    pb.JOB_STATE_CANCELLED: "cancelled",
-    pb.JOB_STATE_REJECTED: "rejected",
-}
 FINAL = (pb.JOB_STATE_DONE, pb.JOB_STATE_FAILED, pb.JOB_STATE_CANCELLED, pb.JOB_STATE_REJECTED)
 POLL_SECONDS = 0.5
 

@@ -13,7 +13,8 @@ from ragmesh_common.walk import Walk, WalkedFile, size_groups, walk, zip_files
 from rich.table import Table
 
 from .console import err, out
-from .indexer_jobs import FINAL, STATE_NAMES, describe, follow, indexer_client
+from .conversions import STATE_NAMES
+from .indexer_jobs import FINAL, describe, follow, indexer_client
 
 # Uploads (`ragmesh index --upload`) go as ZIP archives of at most this many bytes each.
 UPLOAD_ARCHIVE_BYTES = 32 * 1024 * 1024

@@ -6,51 +6,12 @@ scripts. Everything is printed without console markup (see console.py)."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from ragmesh.indexer.v1 import indexer_service_pb2 as pb
-from ragmesh.search.v1 import search_service_pb2 as search_pb
 
 from .console import err, out
-from .golden_cli import evaluation_json
-from .indexer_jobs import STATE_NAMES, describe, follow, indexer_client
-
-
-def settings_json(s: search_pb.IndexSettings) -> dict[str, Any]:
-    return {
-        "model": s.model,
-        "model_id": s.model_id,
-        "dimension": s.dimension,
-        "sparse_model_id": s.sparse_model_id,
-        "chunk_tokens": s.chunk_tokens,
-        "chunk_overlap_tokens": s.chunk_overlap_tokens,
-        "chunker_fingerprint": s.chunker_fingerprint,
-    }
-
-
-def reindex_json(job: pb.Job) -> dict[str, Any]:
-    """The job's state and its re-index fields, as the REST API writes them."""
-    r = job.reindex
-    return {
-        "job_id": job.job_id,
-        "collection": job.collection,
-        "state": STATE_NAMES.get(job.state, "?"),
-        "total": job.total,
-        "indexed": job.indexed,
-        "failed": job.failed,
-        "error": job.error,
-        "from_version": r.from_version,
-        "to_version": r.to_version,
-        "settings": settings_json(r.settings),
-        "tolerance": r.tolerance,
-        "force": r.force,
-        "retention_seconds": r.retention_seconds,
-        "decision": r.decision or None,
-        "current": {**evaluation_json(r.current), "version": r.current.version} if r.HasField("current") else None,
-        "candidate": (
-            {**evaluation_json(r.candidate), "version": r.candidate.version} if r.HasField("candidate") else None
-        ),
-    }
+from .conversions import reindex_json, rollback_json
+from .indexer_jobs import describe, follow, indexer_client
 
 
 def exit_code(job: pb.Job) -> int:
@@ -115,9 +76,5 @@ async def rollback(target: str, collection: str) -> int:
         "is kept for a rollback until its retention passes",
         soft_wrap=True,
     )
-    out.print_json(
-        json.dumps(
-            {"collection": reply.collection, "version": reply.version, "replaced_version": reply.replaced_version}
-        )
-    )
+    out.print_json(json.dumps(rollback_json(reply)))
     return 0

@@ -3,7 +3,8 @@
 `MeshClients` holds one `ServiceClient` (one channel) per backend, created once at start-up. Every method
 validates what the gateway can check itself with the shared rules (`ragmesh_common.validation`, same
 reasons as the services), calls the backend with a deadline, and returns the response models of
-`ragmesh_gateway.models`. Failures raise `RagmeshError` carrying the callee's reason.
+`ragmesh_gateway.models` (made from the messages by `ragmesh_gateway.conversions`). Failures raise
+`RagmeshError` carrying the callee's reason.
 """
 
 from __future__ import annotations
@@ -12,11 +13,9 @@ import asyncio
 import functools
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal, ParamSpec, Protocol, TypeVar, get_args
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 import grpc
-from google.protobuf import struct_pb2
-from google.protobuf.json_format import MessageToDict
 from ragmesh.answer.v1 import answer_service_pb2 as answer_pb
 from ragmesh.answer.v1.answer_service_pb2_grpc import AnswerServiceStub
 from ragmesh.converter.v1 import converter_service_pb2 as conv_pb
@@ -30,16 +29,12 @@ from ragmesh_common import validation
 from ragmesh_common.clients import ServiceClient
 from ragmesh_common.errors import RagmeshError, failed_precondition, invalid_argument
 
+from . import conversions
 from .config import GatewaySettings
-from .errors import ErrorObject, error_object
 from .models import (
-    AnswerUsage,
     AskResponse,
-    AskSource,
     BatchDocument,
-    Chunk,
     CollectionInfo,
-    CollectionVersion,
     ConvertResponse,
     Datasource,
     Document,
@@ -49,54 +44,19 @@ from .models import (
     GoldenQuery,
     GoldenSetResponse,
     GoldenSetSummary,
-    IndexSettings,
     IngestResult,
     Job,
-    JobDocumentError,
-    JobStateName,
-    MatchedChunk,
-    ReindexDecision,
-    ReindexInfo,
     RollbackResponse,
-    SearchHit,
     SearchModeName,
     SearchResponse,
     SessionResponse,
-    SessionTurn,
-    SkippedFile,
-    SourceLocation,
-    VersionStateName,
 )
 
 # Pieces of an upload streamed to the converter.
 STREAM_PIECE_BYTES = 256 * 1024
 
-_MODES: dict[SearchModeName, search_pb.SearchMode] = {
-    "hybrid": search_pb.SEARCH_MODE_HYBRID,
-    "dense": search_pb.SEARCH_MODE_DENSE,
-    "sparse": search_pb.SEARCH_MODE_SPARSE,
-    "semantic": search_pb.SEARCH_MODE_SEMANTIC,
-    "keyword": search_pb.SEARCH_MODE_KEYWORD,
-}
-_MODE_NAMES = {value: name for name, value in _MODES.items()}
-_FUSIONS: dict[FusionName, search_pb.Fusion] = {
-    "rrf": search_pb.FUSION_RRF,
-    "dbsf": search_pb.FUSION_DBSF,
-    "relative_score": search_pb.FUSION_RELATIVE_SCORE,
-    "adaptive": search_pb.FUSION_ADAPTIVE,
-}
-_FUSION_NAMES = {value: name for name, value in _FUSIONS.items()}
 P = ParamSpec("P")
 T = TypeVar("T")
-
-_INGEST_STATUS: dict[int, Literal["indexed", "unchanged"]] = {
-    idx_pb.INGEST_STATUS_INDEXED: "indexed",
-    idx_pb.INGEST_STATUS_UNCHANGED: "unchanged",
-}
-_GENERATORS: dict[int, Literal["model", "extractive"]] = {
-    answer_pb.GENERATOR_MODEL: "model",
-    answer_pb.GENERATOR_EXTRACTIVE: "extractive",
-}
 
 
 def _unicode_checked(method: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
@@ -251,9 +211,9 @@ class MeshClients:
             if not 0 <= event.index < len(results):
                 continue
             if event.result.status == idx_pb.INGEST_STATUS_FAILED or event.HasField("error"):
-                results[event.index] = _ingest_error(event.error)
+                results[event.index] = conversions.ingest_error(event.error)
             else:
-                results[event.index] = _ingest_result(event.result)
+                results[event.index] = conversions.ingest_result(event.result)
         return [
             r
             if r is not None
@@ -272,7 +232,7 @@ class MeshClients:
             idx_pb.IngestDocumentRequest(document=document),
             timeout=self.settings.gateway_ingest_timeout_seconds,
         )
-        return _ingest_result(response.result)
+        return conversions.ingest_result(response.result)
 
     # --- conversion --------------------------------------------------------------------------------------
     async def convert_file(
@@ -290,7 +250,7 @@ class MeshClients:
         response = await self.converter.call(
             "ConvertStream", pieces(), timeout=self.settings.gateway_ingest_timeout_seconds
         )
-        return _converted(response.document)
+        return conversions.converted(response.document)
 
     @_unicode_checked
     async def convert_url(self, url: str) -> ConvertResponse:
@@ -298,7 +258,7 @@ class MeshClients:
         response = await self.converter.call(
             "Convert", conv_pb.ConvertRequest(url=url), timeout=self.settings.gateway_ingest_timeout_seconds
         )
-        return _converted(response.document)
+        return conversions.converted(response.document)
 
     # --- search and documents ----------------------------------------------------------------------------
     @_unicode_checked
@@ -325,64 +285,24 @@ class MeshClients:
             query=query,
             collections=names,
             top_k=top_k,
-            mode=_MODES[mode],
+            mode=conversions.MODES[mode],
             group_by_document=group_by_document,
-            fusion=_FUSIONS[fusion] if fusion else search_pb.FUSION_UNSPECIFIED,
+            fusion=conversions.FUSIONS[fusion] if fusion else search_pb.FUSION_UNSPECIFIED,
             rrf_k=rrf_k,
         )
         if filters:
-            request.filters.CopyFrom(_struct(filters))
+            request.filters.CopyFrom(conversions.struct(filters))
         if score_threshold is not None:
             request.score_threshold = score_threshold
         response = await self.search_client.call("Search", request)
-        return SearchResponse(
-            query=response.query or query,
-            mode=_MODE_NAMES.get(response.mode, mode),
-            fusion=_FUSION_NAMES.get(response.fusion),
-            results=[
-                SearchHit(
-                    doc_id=r.doc_id,
-                    chunk_id=r.chunk_id,
-                    chunk_index=r.chunk_index,
-                    text=r.text,
-                    score=r.score,
-                    title=r.title,
-                    collection=r.collection,
-                    metadata=_plain(r.metadata),
-                    source=r.source,
-                    filename=r.filename,
-                    url=r.url,
-                    mime_type=r.mime_type,
-                    location=_location(r),
-                )
-                for r in response.results
-            ],
-            took_ms=round((time.perf_counter() - started) * 1000, 3),
-            versions=dict(response.versions),
-        )
+        return conversions.search_response(response, query=query, mode=mode, started=started)
 
     @_unicode_checked
     async def get_document(self, doc_id: str, *, collection: str = validation.DEFAULT_COLLECTION) -> Document:
         """A whole document: its chunks in order and their text joined."""
         request = search_pb.GetDocumentRequest(collection=_collection(collection), doc_id=_doc_id(doc_id))
         d = await self.search_client.call("GetDocument", request)
-        return Document(
-            doc_id=d.doc_id,
-            collection=d.collection,
-            title=d.title,
-            text=d.text,
-            chunks=[
-                Chunk(chunk_id=c.chunk_id, chunk_index=c.chunk_index, text=c.text, location=_location(c))
-                for c in d.chunks
-            ],
-            metadata=_plain(d.metadata),
-            source=d.source,
-            filename=d.filename,
-            url=d.url,
-            mime_type=d.mime_type,
-            content_hash=d.content_hash,
-            ingested_at=d.ingested_at,
-        )
+        return conversions.document(d)
 
     @_unicode_checked
     async def delete_document(self, doc_id: str, *, collection: str = validation.DEFAULT_COLLECTION) -> int:
@@ -394,16 +314,7 @@ class MeshClients:
     async def list_collections(self) -> list[CollectionInfo]:
         """The collections with their document and chunk counts, and their versions."""
         response = await self.search_client.call("ListCollections", search_pb.ListCollectionsRequest())
-        return [
-            CollectionInfo(
-                name=c.name,
-                documents=c.documents,
-                chunks=c.chunks,
-                version=c.version or 1,
-                versions=[_collection_version(v) for v in c.versions],
-            )
-            for c in response.collections
-        ]
+        return [conversions.collection_info(c) for c in response.collections]
 
     async def delete_collection(self, name: str, *, confirm: bool) -> int:
         """Delete a collection and everything in it; refuses (CONFIRMATION_REQUIRED) unless `confirm`.
@@ -434,26 +345,15 @@ class MeshClients:
                         query_id=q.query_id[:80],
                         grade=grade,
                     )
-            request.queries.append(search_pb.GoldenQuery(query_id=q.query_id, text=q.text, relevant=q.relevant))
+            request.queries.append(conversions.golden_query_message(q))
         r = await self.search_client.call("SetGoldenSet", request)
-        return GoldenSetSummary(
-            collection=r.collection,
-            queries=r.queries,
-            judgments=r.judgments,
-            updated_at=r.updated_at,
-            golden_set_id=r.golden_set_id,
-        )
+        return conversions.golden_set_summary(r)
 
     async def get_golden_set(self, collection: str) -> GoldenSetResponse:
         """A collection's golden set (NOT_FOUND GOLDEN_SET_NOT_FOUND when it has none)."""
         request = search_pb.GetGoldenSetRequest(collection=_collection(collection, field="name"))
         r = await self.search_client.call("GetGoldenSet", request)
-        return GoldenSetResponse(
-            collection=r.collection,
-            updated_at=r.updated_at,
-            golden_set_id=r.golden_set_id,
-            queries=[GoldenQuery(query_id=q.query_id, text=q.text, relevant=dict(q.relevant)) for q in r.queries],
-        )
+        return conversions.golden_set(r)
 
     async def delete_golden_set(self, collection: str) -> int:
         """Remove a collection's golden set; returns how many queries it held."""
@@ -467,12 +367,14 @@ class MeshClients:
         default: the service's default mode); the active version's scores are added to its history. Runs every
         golden query, so it has the ingest deadline."""
         request = search_pb.EvaluateCollectionRequest(
-            collection=_collection(collection, field="name"), modes=[_MODES[m] for m in modes], version=version or 0
+            collection=_collection(collection, field="name"),
+            modes=[conversions.MODES[m] for m in modes],
+            version=version or 0,
         )
         response = await self.search_client.call(
             "EvaluateCollection", request, timeout=self.settings.gateway_ingest_timeout_seconds
         )
-        return [_evaluation(e) for e in response.evaluations]
+        return [conversions.evaluation(e) for e in response.evaluations]
 
     async def list_evaluations(
         self, collection: str, *, mode: SearchModeName | None = None, limit: int = 0
@@ -480,10 +382,12 @@ class MeshClients:
         """A collection's evaluation history, oldest first (one mode's when given; the newest `limit`)."""
         request = search_pb.ListEvaluationsRequest(
             collection=_collection(collection, field="name"),
-            mode=_MODES[mode] if mode else search_pb.SEARCH_MODE_UNSPECIFIED,
+            mode=conversions.MODES[mode] if mode else search_pb.SEARCH_MODE_UNSPECIFIED,
             limit=limit,
         )
-        return [_evaluation(e) for e in (await self.search_client.call("ListEvaluations", request)).evaluations]
+        return [
+            conversions.evaluation(e) for e in (await self.search_client.call("ListEvaluations", request)).evaluations
+        ]
 
     # --- jobs ---------------------------------------------------------------------------------------------
     @_unicode_checked
@@ -515,41 +419,26 @@ class MeshClients:
         elif archive is not None:
             request.archive.CopyFrom(idx_pb.Archive(data=archive, filename=archive_name))
         response = await self.indexer.call("CreateJob", request, timeout=self.settings.gateway_ingest_timeout_seconds)
-        return job_model(response.job)
+        return conversions.job_model(response.job)
 
     async def get_job(self, job_id: str) -> Job:
         """A job with its counts, per-document errors and skipped files."""
-        return job_model((await self.indexer.call("GetJob", idx_pb.GetJobRequest(job_id=job_id))).job)
+        return conversions.job_model((await self.indexer.call("GetJob", idx_pb.GetJobRequest(job_id=job_id))).job)
 
     async def list_jobs(self, limit: int = 50) -> list[Job]:
         """Recent jobs, newest first (without per-document details)."""
         response = await self.indexer.call("ListJobs", idx_pb.ListJobsRequest(limit=limit))
-        return [job_model(j) for j in response.jobs]
+        return [conversions.job_model(j) for j in response.jobs]
 
     async def cancel_job(self, job_id: str) -> Job:
         """Cancel a job: documents not started yet are not ingested."""
-        return job_model((await self.indexer.call("CancelJob", idx_pb.CancelJobRequest(job_id=job_id))).job)
+        return conversions.job_model((await self.indexer.call("CancelJob", idx_pb.CancelJobRequest(job_id=job_id))).job)
 
     async def list_datasources(self, collection: str | None = None) -> list[Datasource]:
         """The folders and URL lists synced into collections (one collection's, when named)."""
         name = _collection(collection) if collection is not None else ""
         response = await self.indexer.call("ListDatasources", idx_pb.ListDatasourcesRequest(collection=name))
-        return [
-            Datasource(
-                datasource_id=d.datasource_id,
-                collection=d.collection,
-                kind=d.kind,
-                folder=d.folder,
-                urls=list(d.urls),
-                prune=d.prune,
-                fresh_for_seconds=d.fresh_for_seconds,
-                fresh_until=d.fresh_until,
-                last_job_id=d.last_job_id,
-                last_synced_at=d.last_synced_at,
-                due=d.due,
-            )
-            for d in response.datasources
-        ]
+        return [conversions.datasource(d) for d in response.datasources]
 
     async def sync_datasources(self, collection: str | None = None, *, everything: bool = False) -> list[Job]:
         """Queue a job for each datasource that is due (each one with `everything`; one collection's, when
@@ -560,16 +449,13 @@ class MeshClients:
             idx_pb.SyncDatasourcesRequest(collection=name, all=everything),
             timeout=self.settings.gateway_ingest_timeout_seconds,
         )
-        return [job_model(j) for j in response.jobs]
+        return [conversions.job_model(j) for j in response.jobs]
 
     async def expired_documents(self, collection: str) -> list[ExpiredDocument]:
         """Documents of a collection whose fresh_until has passed."""
         request = idx_pb.ListExpiredDocumentsRequest(collection=_collection(collection))
         response = await self.indexer.call("ListExpiredDocuments", request)
-        return [
-            ExpiredDocument(doc_id=d.doc_id, fresh_until=d.fresh_until, datasource_id=d.datasource_id)
-            for d in response.documents
-        ]
+        return [conversions.expired_document(d) for d in response.documents]
 
     async def prune_expired(self, collection: str) -> list[str]:
         """Delete the documents of a collection whose fresh_until has passed; returns their ids."""
@@ -606,17 +492,13 @@ class MeshClients:
             force=force,
             retention_seconds=retention_seconds,
         )
-        return job_model((await self.indexer.call("ReindexCollection", request)).job)
+        return conversions.job_model((await self.indexer.call("ReindexCollection", request)).job)
 
     async def rollback_collection(self, collection: str) -> RollbackResponse:
         """Switch a collection back to the version it used before (while that one is kept)."""
         request = idx_pb.RollbackCollectionRequest(collection=_collection(collection, field="name"))
         response = await self.indexer.call("RollbackCollection", request)
-        return RollbackResponse(
-            collection=response.collection or request.collection,
-            version=response.version,
-            replaced_version=response.replaced_version,
-        )
+        return conversions.rollback(response, request.collection)
 
     # --- answers and sessions -----------------------------------------------------------------------------
     @staticmethod
@@ -638,7 +520,7 @@ class MeshClients:
             "session_id": session_id or "",
         }
         if filters:
-            question["filters"] = _struct(filters)
+            question["filters"] = conversions.struct(filters)
         return question
 
     @_unicode_checked
@@ -655,7 +537,7 @@ class MeshClients:
         started = time.perf_counter()
         request = answer_pb.AskRequest(**self._question(query, collections, top_k, filters, session_id))
         response = await self.answer.call("Ask", request)
-        return _asked(response.answer, started)
+        return conversions.asked(response.answer, started)
 
     async def ask_stream(
         self,
@@ -674,27 +556,14 @@ class MeshClients:
             raise invalid_argument("TEXT_INVALID", "the request contains text that is not valid Unicode") from None
         async for event in self.answer.stream("AskStream", request):
             if event.WhichOneof("event") == "answer":
-                yield _asked(event.answer, started)
+                yield conversions.asked(event.answer, started)
             else:
                 yield event.delta
 
     async def get_session(self, session_id: str) -> SessionResponse:
         """A conversation's stored turns (NOT_FOUND SESSION_NOT_FOUND when there is none)."""
         response = await self.answer.call("GetSession", answer_pb.GetSessionRequest(session_id=session_id))
-        return SessionResponse(
-            session_id=response.session_id,
-            turns=[
-                SessionTurn(
-                    query=t.query,
-                    standalone_query=t.standalone_query,
-                    answer=t.answer,
-                    sources=[_source(s) for s in t.sources],
-                    generator=_GENERATORS.get(t.generator, "model"),
-                    created_at=t.created_at,
-                )
-                for t in response.turns
-            ],
-        )
+        return conversions.session(response)
 
     async def delete_session(self, session_id: str) -> int:
         """Forget a conversation; returns how many turns it had."""
@@ -710,7 +579,7 @@ class MeshClients:
         return dict(zip(clients, answers, strict=True))
 
 
-# --- proto <-> model helpers ------------------------------------------------------------------------------
+# --- requests ------------------------------------------------------------------------------------------------
 def _document(
     collection: str,
     doc_id: str | None,
@@ -726,7 +595,7 @@ def _document(
     )
     flat = validation.flat_metadata(dict(metadata or {}), field=f"{field_prefix}metadata")
     if flat:
-        document.metadata.CopyFrom(_struct(flat))
+        document.metadata.CopyFrom(conversions.struct(flat))
     return document
 
 
@@ -743,202 +612,3 @@ def _doc_id(doc_id: str) -> str:
     if not doc_id:
         raise invalid_argument("DOCUMENT_ID_INVALID", "doc_id is required", field="doc_id")
     return validation.doc_id(doc_id)
-
-
-def _struct(values: Mapping[str, Any]) -> struct_pb2.Struct:
-    struct = struct_pb2.Struct()
-    struct.update(dict(values))
-    return struct
-
-
-def _plain(struct: struct_pb2.Struct) -> dict[str, Any]:
-    """A Struct as plain JSON values; whole numbers come back as ints (Struct carries every number as double)."""
-
-    def unwrap(value: Any) -> Any:
-        if isinstance(value, float):
-            return validation.whole_number(value)
-        if isinstance(value, list):
-            return [unwrap(v) for v in value]
-        return value
-
-    return {key: unwrap(value) for key, value in MessageToDict(struct).items()}
-
-
-def _ingest_result(result: idx_pb.IngestResult) -> IngestResult:
-    return IngestResult(
-        status=_INGEST_STATUS.get(result.status, "indexed"),
-        doc_id=result.doc_id,
-        chunks=result.chunks,
-        collection=result.collection,
-        title=result.title,
-        mime_type=result.mime_type,
-        url=result.url,
-        content_hash=result.content_hash,
-    )
-
-
-def _ingest_error(error: idx_pb.IngestError) -> RagmeshError:
-    code = grpc.StatusCode.__members__.get(error.code, grpc.StatusCode.UNKNOWN)
-    return RagmeshError(code, error.reason or code.name, error.message, error.domain, dict(error.metadata))
-
-
-_JOB_STATES: dict[int, JobStateName] = {
-    idx_pb.JOB_STATE_QUEUED: "queued",
-    idx_pb.JOB_STATE_RUNNING: "running",
-    idx_pb.JOB_STATE_DONE: "done",
-    idx_pb.JOB_STATE_FAILED: "failed",
-    idx_pb.JOB_STATE_CANCELLED: "cancelled",
-    idx_pb.JOB_STATE_REJECTED: "rejected",
-}
-_DECISIONS: dict[str, ReindexDecision] = {d: d for d in get_args(ReindexDecision)}
-
-
-def job_model(job: idx_pb.Job) -> Job:
-    return Job(
-        job_id=job.job_id,
-        collection=job.collection,
-        state=_JOB_STATES.get(job.state, "queued"),
-        kind=job.kind,
-        source=job.source,
-        total=job.total,
-        indexed=job.indexed,
-        unchanged=job.unchanged,
-        failed=job.failed,
-        skipped=job.skipped,
-        deleted=job.deleted,
-        bytes=job.bytes,
-        errors=[
-            JobDocumentError(
-                document=e.document, error=ErrorObject.model_validate(error_object(_ingest_error(e.error)))
-            )
-            for e in job.errors
-        ],
-        skipped_files=[SkippedFile(path=s.path, reason=s.reason) for s in job.skipped_files],
-        created_at=job.created_at,
-        started_at=job.started_at,
-        finished_at=job.finished_at,
-        documents_per_second=round(job.documents_per_second, 3),
-        bytes_per_second=round(job.bytes_per_second, 1),
-        datasource_id=job.datasource_id,
-        prune=job.prune,
-        error=job.error,
-        reindex=_reindex_info(job.reindex) if job.HasField("reindex") else None,
-    )
-
-
-def _index_settings(s: search_pb.IndexSettings) -> IndexSettings:
-    return IndexSettings(
-        model=s.model,
-        model_id=s.model_id,
-        dimension=s.dimension,
-        sparse_model_id=s.sparse_model_id,
-        chunk_tokens=s.chunk_tokens,
-        chunk_overlap_tokens=s.chunk_overlap_tokens,
-        chunker_fingerprint=s.chunker_fingerprint,
-    )
-
-
-_VERSION_STATES: dict[str, VersionStateName] = {s: s for s in get_args(VersionStateName)}
-
-
-def _collection_version(v: search_pb.CollectionVersion) -> CollectionVersion:
-    return CollectionVersion(
-        version=v.version,
-        state=_VERSION_STATES.get(v.state, "previous"),
-        settings=_index_settings(v.settings) if v.HasField("settings") else None,
-        created_at=v.created_at,
-        retained_until=v.retained_until,
-        job_id=v.job_id,
-        documents=v.documents,
-        chunks=v.chunks,
-    )
-
-
-def _reindex_info(info: idx_pb.ReindexInfo) -> ReindexInfo:
-    return ReindexInfo(
-        from_version=info.from_version,
-        to_version=info.to_version,
-        settings=_index_settings(info.settings),
-        tolerance=info.tolerance,
-        force=info.force,
-        retention_seconds=info.retention_seconds,
-        decision=_DECISIONS.get(info.decision),
-        current=_evaluation(info.current) if info.HasField("current") else None,
-        candidate=_evaluation(info.candidate) if info.HasField("candidate") else None,
-    )
-
-
-def _evaluation(e: search_pb.Evaluation) -> Evaluation:
-    return Evaluation(
-        collection=e.collection,
-        evaluated_at=e.evaluated_at,
-        mode=_MODE_NAMES.get(e.mode, "hybrid"),
-        fusion=_FUSION_NAMES.get(e.fusion),
-        queries=e.queries,
-        ndcg_at_10=e.ndcg_at_10,
-        recall_at_10=e.recall_at_10,
-        mrr_at_10=e.mrr_at_10,
-        documents=e.documents,
-        chunks=e.chunks,
-        model=e.model,
-        golden_set_id=e.golden_set_id,
-        took_ms=e.took_ms,
-        version=e.version,
-    )
-
-
-def _location(message: Any) -> SourceLocation | None:
-    if not message.HasField("location"):
-        return None
-    loc = message.location
-    return SourceLocation(path=loc.path, language=loc.language, start_line=loc.start_line, end_line=loc.end_line)
-
-
-def _converted(document: conv_pb.ConvertedDocument) -> ConvertResponse:
-    return ConvertResponse(
-        markdown=document.markdown,
-        title=document.title,
-        mime_type=document.mime_type,
-        size_bytes=document.size_bytes,
-        url=document.url,
-        filename=document.filename,
-    )
-
-
-def _source(source: answer_pb.Source) -> AskSource:
-    return AskSource(
-        number=source.number,
-        doc_id=source.doc_id,
-        collection=source.collection,
-        title=source.title,
-        url=source.url,
-        filename=source.filename,
-        cited=source.cited,
-        snippet=source.snippet,
-        relevance_score=round(source.relevance_score, 6),
-    )
-
-
-def _asked(answer: answer_pb.Answer, started: float) -> AskResponse:
-    return AskResponse(
-        answer=answer.text,
-        sources=[_source(s) for s in answer.sources],
-        matched_chunks=[
-            MatchedChunk(
-                chunk_id=c.chunk_id,
-                doc_id=c.doc_id,
-                collection=c.collection,
-                chunk_index=c.chunk_index,
-                text=c.text,
-                relevance_score=round(c.relevance_score, 6),
-                source=c.source_number,
-            )
-            for c in answer.matched_chunks
-        ],
-        session_id=answer.session_id,
-        generator=_GENERATORS.get(answer.generator, "model"),
-        model=answer.model,
-        standalone_query=answer.standalone_query,
-        usage=AnswerUsage(input_tokens=answer.input_tokens, output_tokens=answer.output_tokens),
-        took_ms=round((time.perf_counter() - started) * 1000, 3),
-    )

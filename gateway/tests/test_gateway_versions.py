@@ -17,7 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 from ragmesh.indexer.v1 import indexer_service_pb2 as idx_pb
 from ragmesh.search.v1 import search_service_pb2 as search_pb
 from ragmesh_gateway.app import run_gateway
-from ragmesh_gateway.clients import job_model
+from ragmesh_gateway.conversions import job_model
 
 from tests.support.gateway import assert_error, settings_for
 

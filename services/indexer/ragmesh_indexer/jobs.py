@@ -25,7 +25,7 @@ import json
 import logging
 import uuid
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
@@ -39,7 +39,17 @@ from ragmesh_common.telemetry import Attr
 from ragmesh_common.walk import SkippedFile, classify_bytes, walk
 from ragmesh_store.aio import store_call
 
-from .model import DocumentIn, FileIn, IngestOutcome
+from .model import (
+    BatchRecord,
+    DatasourceRecord,
+    DocumentIn,
+    ErrorRecord,
+    FileIn,
+    FileRecord,
+    IngestOutcome,
+    ItemRecord,
+    JobRecord,
+)
 from .queues import COUNTERS, ItemResult, JobStore, Message, consumer_name
 from .reindex import Reindexer, ReindexOptions
 from .service import Indexer
@@ -83,22 +93,23 @@ class JobSource:
 
 
 # --- documents on the queue -----------------------------------------------------------------------------------
-def _item(document: DocumentIn, label: str, size: int) -> dict[str, Any]:
+def _item(document: DocumentIn, label: str, size: int) -> ItemRecord:
     """A document as a queue item (JSON): the fields of DocumentIn; folder files carry only their path."""
-    item: dict[str, Any] = {"label": label, "size": size}
+    item: ItemRecord = {"label": label, "size": size}
     for name in ("doc_id", "title", "text", "url", "datasource", "fresh_until"):
         if value := getattr(document, name):
             item[name] = value
     if document.metadata:
         item["metadata"] = dict(document.metadata)
     if document.file is not None:
-        item["file"] = {
+        file: FileRecord = {
             "filename": document.file.filename,
             "mime_type": document.file.mime_type,
             "path": document.file.path,
         }
         if document.file.data:
-            item["file"]["data"] = base64.b64encode(document.file.data).decode()
+            file["data"] = base64.b64encode(document.file.data).decode()
+        item["file"] = file
     return item
 
 
@@ -119,7 +130,7 @@ def _folder_file(root: Path, rel: str, max_bytes: int) -> bytes:
     return data
 
 
-def _document(item: dict[str, Any], collection: str, root: Path | None, max_bytes: int) -> DocumentIn:
+def _document(item: ItemRecord, collection: str, root: Path | None, max_bytes: int) -> DocumentIn:
     file = None
     if (raw := item.get("file")) is not None:
         if "data" in raw:
@@ -142,7 +153,7 @@ def _document(item: dict[str, Any], collection: str, root: Path | None, max_byte
     )
 
 
-def _error_object(exc: BaseException) -> dict[str, Any]:
+def _error_object(exc: BaseException) -> ErrorRecord:
     if not isinstance(exc, RagmeshError):
         log.error("job document failed unexpectedly", exc_info=exc)
         exc = RagmeshError(grpc.StatusCode.INTERNAL, "INTERNAL_ERROR", f"internal error: {type(exc).__name__}")
@@ -241,7 +252,7 @@ class Jobs:
     # --- creating -----------------------------------------------------------------------------------------
     async def create(
         self, collection: str, source: JobSource, *, prune: bool = False, fresh_for_seconds: int = 0
-    ) -> dict[str, Any]:
+    ) -> JobRecord:
         """Plan the job (walk the folder, unpack the archive), save it and queue its batches."""
         collection = validation.collection_name(collection)
         if not 0 <= fresh_for_seconds <= MAX_FRESH_FOR_SECONDS:
@@ -258,7 +269,7 @@ class Jobs:
             if fresh_for_seconds
             else ""
         )
-        job: dict[str, Any] = {
+        job: JobRecord = {
             "job_id": job_id,
             "collection": collection,
             "created_at": created,
@@ -268,8 +279,8 @@ class Jobs:
             "skipped_files": [],
             "state": "queued",
         }
-        items: list[dict[str, Any]] = []
-        datasource: dict[str, Any] | None = None
+        items: list[ItemRecord] = []
+        datasource: DatasourceRecord | None = None
         if source.folder:
             root = folder_under_roots(source.folder, self.roots, domain=DOMAIN, setting=ROOTS_SETTING)
             ds = datasource_id(collection, "folder", str(root))
@@ -283,11 +294,13 @@ class Jobs:
                 )
                 items.append(_item(document, f.rel, f.size))
             job.update(
-                kind="folder",
-                source=str(root),
-                folder=str(root),
-                datasource_id=ds,
-                skipped_files=[[s.rel, s.reason] for s in walked.skipped],
+                {
+                    "kind": "folder",
+                    "source": str(root),
+                    "folder": str(root),
+                    "datasource_id": ds,
+                    "skipped_files": [[s.rel, s.reason] for s in walked.skipped],
+                }
             )
             datasource = {
                 "datasource_id": ds,
@@ -307,7 +320,7 @@ class Jobs:
                 _item(DocumentIn(collection=collection, url=u, datasource=ds, fresh_until=fresh_until), u, 0)
                 for u in urls
             ]
-            job.update(kind="urls", source=f"{len(urls)} URLs", datasource_id=ds)
+            job.update({"kind": "urls", "source": f"{len(urls)} URLs", "datasource_id": ds})
             datasource = {
                 "datasource_id": ds,
                 "collection": collection,
@@ -330,9 +343,11 @@ class Jobs:
                 )
                 items.append(_item(document, rel, len(data)))
             job.update(
-                kind="archive",
-                source=source.archive_name or "archive",
-                skipped_files=[[s.rel, s.reason] for s in skipped],
+                {
+                    "kind": "archive",
+                    "source": source.archive_name or "archive",
+                    "skipped_files": [[s.rel, s.reason] for s in skipped],
+                }
             )
         elif source.documents:
             for i, d in enumerate(source.documents):
@@ -345,7 +360,7 @@ class Jobs:
                         size,
                     )
                 )
-            job.update(kind="documents", source=f"{len(items)} documents")
+            job.update({"kind": "documents", "source": f"{len(items)} documents"})
         else:
             raise invalid_argument("JOB_SOURCE_MISSING", "give urls, documents, an archive or a folder", field="source")
         job["total"] = len(items)
@@ -359,7 +374,7 @@ class Jobs:
         ]
         await self.store.create(job, batches)
         if datasource is not None:
-            datasource.update(last_job_id=job_id, last_synced_at=created, fresh_until=fresh_until)
+            datasource.update({"last_job_id": job_id, "last_synced_at": created, "fresh_until": fresh_until})
             await self.store.save_datasource(datasource)
         log.info(
             "job %s: %s %s -> %s, %d documents, %d skipped",
@@ -374,12 +389,12 @@ class Jobs:
             await self._finish(job_id)
         return await self.get(job_id)
 
-    async def reindex(self, collection: str, options: ReindexOptions) -> dict[str, Any]:
+    async def reindex(self, collection: str, options: ReindexOptions) -> JobRecord:
         """Queue a re-index of the collection (see reindex.py): its documents are copied into the new version by
         the workers, like any job's."""
         job_id = uuid.uuid4().hex
         info, doc_ids = await self.reindexer.plan(collection, options, job_id)
-        job: dict[str, Any] = {
+        job: JobRecord = {
             "job_id": job_id,
             "collection": collection,
             "created_at": now(),
@@ -395,7 +410,7 @@ class Jobs:
             "total": len(doc_ids),
             "reindex": info,
         }
-        items = [{"label": d, "doc_id": d, "size": 0} for d in doc_ids]
+        items: list[ItemRecord] = [{"label": d, "doc_id": d, "size": 0} for d in doc_ids]
         batches = [
             json.dumps({"job_id": job_id, "start": i, "items": items[i : i + self.batch_size]}).encode()
             for i in range(0, len(items), self.batch_size)
@@ -406,7 +421,7 @@ class Jobs:
         return await self.get(job_id)
 
     # --- reading ------------------------------------------------------------------------------------------
-    async def get(self, job_id: str, *, details: bool = True) -> dict[str, Any]:
+    async def get(self, job_id: str, *, details: bool = True) -> JobRecord:
         if not job_id:
             raise invalid_argument("JOB_ID_INVALID", "job_id is required", field="job_id")
         job = await self.store.get(job_id, details=details)
@@ -414,12 +429,12 @@ class Jobs:
             raise not_found("JOB_NOT_FOUND", f"no job {job_id!r}", job_id=job_id)
         return job
 
-    async def list(self, limit: int) -> list[dict[str, Any]]:
+    async def list(self, limit: int) -> list[JobRecord]:
         if not 0 <= limit <= 1000:
             raise invalid_argument("LIMIT_OUT_OF_RANGE", "limit must be between 1 and 1000", field="limit")
         return await self.store.list(limit or 50)
 
-    async def cancel(self, job_id: str) -> dict[str, Any]:
+    async def cancel(self, job_id: str) -> JobRecord:
         job = await self.get(job_id, details=False)
         if job["state"] not in FINAL_STATES:
             await self.store.update(job_id, state="cancelled", finished_at=now())
@@ -430,7 +445,7 @@ class Jobs:
         return await self.get(job_id)
 
     # --- datasources ----------------------------------------------------------------------------------------
-    async def datasources(self, collection: str = "") -> builtins.list[dict[str, Any]]:
+    async def datasources(self, collection: str = "") -> builtins.list[DatasourceRecord]:
         out = []
         for ds in await self.store.list_datasources():
             if collection and ds["collection"] != collection:
@@ -440,7 +455,7 @@ class Jobs:
             out.append(ds)
         return out
 
-    async def sync(self, collection: str = "", *, everything: bool = False) -> builtins.list[dict[str, Any]]:
+    async def sync(self, collection: str = "", *, everything: bool = False) -> builtins.list[JobRecord]:
         """Queue a job for each datasource that is due (all of them with `everything`)."""
         jobs = []
         for ds in await self.datasources(collection):
@@ -514,7 +529,7 @@ class Jobs:
             await asyncio.sleep(RETENTION_SWEEP_SECONDS)
 
     async def _process(self, message: Message, consumer: str) -> None:
-        batch = json.loads(message.payload)
+        batch: BatchRecord = json.loads(message.payload)
         job = await self.store.get(message.job_id, details=False)
         if job is None or job["state"] in FINAL_STATES:
             await self.store.ack(message)  # cancelled (or unknown, or finished) jobs drop their batches
@@ -530,7 +545,7 @@ class Jobs:
             await self._finish(message.job_id)
         await self.store.ack(message)
 
-    async def _ingest(self, job: dict[str, Any], batch: dict[str, Any]) -> builtins.list[ItemResult]:
+    async def _ingest(self, job: JobRecord, batch: BatchRecord) -> builtins.list[ItemResult]:
         if job.get("kind") == "reindex":
             return await self._copy(job, batch)
         root = Path(job["folder"]) if job.get("folder") else None
@@ -564,7 +579,7 @@ class Jobs:
                 )
         return results
 
-    async def _copy(self, job: dict[str, Any], batch: dict[str, Any]) -> builtins.list[ItemResult]:
+    async def _copy(self, job: JobRecord, batch: BatchRecord) -> builtins.list[ItemResult]:
         items = batch["items"]
         with self.indexer.tracer.start_as_current_span(
             "indexer.reindex.copy",
@@ -642,21 +657,23 @@ class Jobs:
         log.info("job %s done (%d deleted)", job_id, deleted)
 
 
-def _item_doc_id(item: dict[str, Any]) -> str:
+def _item_doc_id(item: ItemRecord) -> str:
     """The doc_id a queue item will get when it has none of its own (the indexer's default for paths/URLs)."""
     if item.get("doc_id"):
         return item["doc_id"]
     if item.get("url"):
         return item["url"]
-    return (item.get("file") or {}).get("path", "")
+    file = item.get("file")
+    return file.get("path", "") if file else ""
 
 
-def rates(job: dict[str, Any]) -> tuple[float, float]:
+def rates(job: JobRecord) -> tuple[float, float]:
     """(documents/s, bytes/s) since the job started, until it finished (or now)."""
     started = _parse_time(job.get("started_at", ""))
     if started is None:
         return 0.0, 0.0
     finished = _parse_time(job.get("finished_at", "")) or datetime.now(UTC)
     seconds = max((finished - started).total_seconds(), 1.0)
-    handled = sum(int(job.get(name, 0)) for name in COUNTERS)
+    counts: Mapping[str, Any] = job
+    handled = sum(int(counts.get(name, 0)) for name in COUNTERS)
     return handled / seconds, int(job.get("bytes", 0)) / seconds

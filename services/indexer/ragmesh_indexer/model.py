@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, NotRequired, TypedDict
 
 from ragmesh_common import validation
 
@@ -93,3 +93,115 @@ class Prepared:
     target: Target  # where it is written
     lines: list[tuple[int, int]] = field(default_factory=list)  # each chunk's first and last line (1-based)
     tail: str = ""  # the text after the last chunk
+
+
+# --- jobs: the records a job store keeps (JSON in SQLite, JSON inside a Redis hash) -----------------------------
+# TypedDicts, not dataclasses: these are what is stored, read back with json.loads; a record written by an older
+# indexer (missing keys, hence NotRequired) still loads as it is, and no to/from-dict code can drift from it.
+class ErrorRecord(TypedDict):
+    """A failed document's error: the IngestError message's fields."""
+
+    code: str  # a grpc.StatusCode name
+    reason: str
+    domain: str
+    message: str
+    metadata: dict[str, str]
+
+
+class JobErrorRecord(TypedDict):
+    """One failed document of a job (the JobDocumentError message)."""
+
+    document: str  # its label: path, URL or id
+    error: ErrorRecord
+
+
+class ReindexRecord(TypedDict):
+    """A re-index job's `reindex` fields: the ReindexInfo message as JSON (field names as in the proto)."""
+
+    from_version: int
+    to_version: int
+    settings: dict[str, Any]  # the new version's IndexSettings (ragmesh_store's dataclass as a dict)
+    tolerance: float
+    force: bool
+    retention_seconds: int
+    decision: str  # "" until the gate decides: switched, forced, rejected, no_golden_set
+    current: NotRequired[dict[str, Any] | None]  # both versions' Evaluation (json_format), once scored
+    candidate: NotRequired[dict[str, Any] | None]
+
+
+class JobRecord(TypedDict):
+    """A job as its store returns it: the record saved at creation, its mutable fields and counters, and (read
+    with details) its documents' errors. Keys a record may lack are NotRequired."""
+
+    job_id: str
+    collection: str
+    state: str  # queued, running, done, failed, cancelled, rejected
+    created_at: NotRequired[str]
+    kind: NotRequired[str]  # folder, urls, archive, documents, reindex
+    source: NotRequired[str]  # for people: the folder, "3 URLs", the archive's name, ...
+    folder: NotRequired[str]  # a folder job's root ("" otherwise)
+    prune: NotRequired[bool]
+    datasource_id: NotRequired[str]
+    doc_ids: NotRequired[list[str]]  # a pruning job: the doc ids this run saw
+    skipped_files: NotRequired[list[list[str]]]  # [path, reason] pairs (JSON has no tuples)
+    skipped: NotRequired[int]
+    total: NotRequired[int]
+    reindex: NotRequired[ReindexRecord]
+    # Mutable (queues.FIELDS) and counted, kept beside the record.
+    started_at: NotRequired[str]
+    finished_at: NotRequired[str]
+    error: NotRequired[str]
+    deleted: NotRequired[int]
+    indexed: NotRequired[int]
+    unchanged: NotRequired[int]
+    failed: NotRequired[int]
+    bytes: NotRequired[int]
+    errors: NotRequired[list[JobErrorRecord]]  # only when read with details
+
+
+class FileRecord(TypedDict):
+    """A queued file: its bytes (base64) unless a folder job reads them from its path when the batch runs."""
+
+    filename: str
+    mime_type: str
+    path: str
+    data: NotRequired[str]
+
+
+class ItemRecord(TypedDict):
+    """One document on the queue: the fields of DocumentIn that are set, its label and size."""
+
+    label: str  # for people and errors: its path, URL or id
+    size: int  # bytes (0 when unknown)
+    doc_id: NotRequired[str]
+    title: NotRequired[str]
+    text: NotRequired[str]
+    url: NotRequired[str]
+    datasource: NotRequired[str]
+    fresh_until: NotRequired[str]
+    metadata: NotRequired[dict[str, validation.Scalar]]
+    file: NotRequired[FileRecord]
+
+
+class BatchRecord(TypedDict):
+    """A queue message's payload: consecutive items of one job, from position `start`."""
+
+    job_id: str
+    start: int
+    items: list[ItemRecord]
+
+
+class DatasourceRecord(TypedDict):
+    """A folder or URL list synced into a collection, as saved; `due` is worked out when listed."""
+
+    datasource_id: str
+    collection: str
+    kind: str  # folder or urls
+    folder: NotRequired[str]
+    urls: NotRequired[list[str]]
+    prune: NotRequired[bool]
+    fresh_for_seconds: NotRequired[int]
+    fresh_until: NotRequired[str]
+    last_job_id: NotRequired[str]
+    last_synced_at: NotRequired[str]
+    due: NotRequired[bool]

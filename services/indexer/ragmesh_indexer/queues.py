@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
+from .model import DatasourceRecord, JobErrorRecord, JobRecord
+
 COUNTERS = ("indexed", "unchanged", "failed")
 # Mutable job fields, stored beside the immutable record.
 # What `update` may change. "outcome" is a JSON object merged into the job when read (what a job found out at its
@@ -57,17 +59,17 @@ class ItemResult:
     index: int
     status: str
     size: int
-    error: dict[str, Any] | None = None  # {"document", "error": {code, reason, domain, message, metadata}}
+    error: JobErrorRecord | None = None
 
 
 class JobStore(Protocol):
-    async def create(self, job: dict[str, Any], batches: Sequence[bytes]) -> None:
+    async def create(self, job: JobRecord, batches: Sequence[bytes]) -> None:
         """Save a new job (its record, state "queued") and queue its batches, all or nothing."""
 
-    async def get(self, job_id: str, *, details: bool = True) -> dict[str, Any] | None:
+    async def get(self, job_id: str, *, details: bool = True) -> JobRecord | None:
         """The job: record + counters + mutable fields (+ "errors" when `details`)."""
 
-    async def list(self, limit: int) -> list[dict[str, Any]]:
+    async def list(self, limit: int) -> list[JobRecord]:
         """Recent jobs, newest first, without details."""
 
     async def update(self, job_id: str, **fields: Any) -> None:
@@ -88,9 +90,9 @@ class JobStore(Protocol):
     async def ack(self, message: Message) -> None:
         """The batch is done: never deliver it again."""
 
-    async def save_datasource(self, datasource: dict[str, Any]) -> None: ...
+    async def save_datasource(self, datasource: DatasourceRecord) -> None: ...
 
-    async def list_datasources(self) -> builtins.list[dict[str, Any]]: ...
+    async def list_datasources(self) -> builtins.list[DatasourceRecord]: ...
 
     async def close(self) -> None: ...
 
@@ -157,7 +159,7 @@ class SqliteJobStore:
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await asyncio.to_thread(self._tx, fn)
 
-    async def create(self, job: dict[str, Any], batches: Sequence[bytes]) -> None:
+    async def create(self, job: JobRecord, batches: Sequence[bytes]) -> None:
         def write(db: sqlite3.Connection) -> None:
             db.execute(
                 "INSERT INTO jobs (job_id, created, record, state) VALUES (?, ?, ?, ?)",
@@ -169,9 +171,9 @@ class SqliteJobStore:
         self._wake.set()
 
     @staticmethod
-    def _row(row: sqlite3.Row | tuple) -> dict[str, Any]:
+    def _row(row: sqlite3.Row | tuple) -> JobRecord:
         record, state, started, finished, deleted, error, indexed, unchanged, failed, size, outcome = row
-        return {
+        job = {
             **json.loads(record),
             "state": state,
             "started_at": started,
@@ -184,11 +186,12 @@ class SqliteJobStore:
             "bytes": size,
             **(json.loads(outcome) if outcome else {}),
         }
+        return cast("JobRecord", job)
 
     _COLUMNS = "record, state, started_at, finished_at, deleted, error, indexed, unchanged, failed, bytes, outcome"
 
-    async def get(self, job_id: str, *, details: bool = True) -> dict[str, Any] | None:
-        def read(db: sqlite3.Connection) -> dict[str, Any] | None:
+    async def get(self, job_id: str, *, details: bool = True) -> JobRecord | None:
+        def read(db: sqlite3.Connection) -> JobRecord | None:
             row = db.execute(f"SELECT {self._COLUMNS} FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
             if row is None:
                 return None
@@ -203,8 +206,8 @@ class SqliteJobStore:
 
         return await self._run(read)
 
-    async def list(self, limit: int) -> list[dict[str, Any]]:
-        def read(db: sqlite3.Connection) -> list[dict[str, Any]]:
+    async def list(self, limit: int) -> list[JobRecord]:
+        def read(db: sqlite3.Connection) -> list[JobRecord]:
             rows = db.execute(f"SELECT {self._COLUMNS} FROM jobs ORDER BY created DESC LIMIT ?", (limit,))
             return [self._row(r) for r in rows.fetchall()]
 
@@ -269,7 +272,7 @@ class SqliteJobStore:
     async def ack(self, message: Message) -> None:
         await self._run(lambda db: db.execute("DELETE FROM queue WHERE id = ?", (int(message.id),)))
 
-    async def save_datasource(self, datasource: dict[str, Any]) -> None:
+    async def save_datasource(self, datasource: DatasourceRecord) -> None:
         await self._run(
             lambda db: db.execute(
                 "INSERT OR REPLACE INTO datasources (datasource_id, data) VALUES (?, ?)",
@@ -277,7 +280,7 @@ class SqliteJobStore:
             )
         )
 
-    async def list_datasources(self) -> builtins.list[dict[str, Any]]:
+    async def list_datasources(self) -> builtins.list[DatasourceRecord]:
         rows = await self._run(lambda db: db.execute("SELECT data FROM datasources ORDER BY datasource_id").fetchall())
         return [json.loads(data) for (data,) in rows]
 
@@ -343,7 +346,7 @@ class RedisJobStore:
     async def ping(self) -> None:
         await self._redis.ping()
 
-    async def create(self, job: dict[str, Any], batches: Sequence[bytes]) -> None:
+    async def create(self, job: JobRecord, batches: Sequence[bytes]) -> None:
         await self._ensure_group()
         job_id = job["job_id"]
         async with self._redis.pipeline(transaction=True) as pipe:
@@ -368,7 +371,7 @@ class RedisJobStore:
             await pipe.execute()
 
     @staticmethod
-    def _decode(raw: dict[bytes, bytes]) -> dict[str, Any]:
+    def _decode(raw: dict[bytes, bytes]) -> JobRecord:
         values = {k.decode(): v.decode() for k, v in raw.items()}
         job = json.loads(values["record"])
         for name in ("state", "started_at", "finished_at", "error"):
@@ -379,7 +382,7 @@ class RedisJobStore:
             job.update(json.loads(values["outcome"]))
         return job
 
-    async def get(self, job_id: str, *, details: bool = True) -> dict[str, Any] | None:
+    async def get(self, job_id: str, *, details: bool = True) -> JobRecord | None:
         # The client is in bytes mode (decode_responses=False); redis-py types its replies for both modes.
         raw = cast("dict[bytes, bytes]", await self._redis.hgetall(self._key(job_id)))
         if not raw:
@@ -390,7 +393,7 @@ class RedisJobStore:
             job["errors"] = [json.loads(e) for e in errors]
         return job
 
-    async def list(self, limit: int) -> list[dict[str, Any]]:
+    async def list(self, limit: int) -> list[JobRecord]:
         ids = cast("list[bytes]", await self._redis.zrevrange(f"{self._prefix}jobs", 0, limit - 1))  # bytes mode
         async with self._redis.pipeline(transaction=False) as pipe:
             for job_id in ids:
@@ -443,10 +446,10 @@ class RedisJobStore:
             pipe.xdel(self._stream, message.id)
             await pipe.execute()
 
-    async def save_datasource(self, datasource: dict[str, Any]) -> None:
+    async def save_datasource(self, datasource: DatasourceRecord) -> None:
         await self._redis.hset(f"{self._prefix}datasources", datasource["datasource_id"], json.dumps(datasource))
 
-    async def list_datasources(self) -> builtins.list[dict[str, Any]]:
+    async def list_datasources(self) -> builtins.list[DatasourceRecord]:
         raw = await self._redis.hgetall(f"{self._prefix}datasources")
         return sorted((json.loads(v) for v in raw.values()), key=lambda d: d["datasource_id"])
 

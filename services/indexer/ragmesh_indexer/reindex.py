@@ -38,7 +38,7 @@ from ragmesh_store.aio import store_call
 from ragmesh_store.documents import reassemble
 from ragmesh_store.versions import Version, Versions, write_versions
 
-from .model import DocumentIn, StoredContent, Target
+from .model import DocumentIn, JobRecord, ReindexRecord, StoredContent, Target
 from .service import Indexer, unless_gone
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ class Reindexer:
             await self._search.close()
 
     # --- 1. plan -------------------------------------------------------------------------------------------
-    async def plan(self, collection: str, options: ReindexOptions, job_id: str) -> tuple[dict[str, Any], list[str]]:
+    async def plan(self, collection: str, options: ReindexOptions, job_id: str) -> tuple[ReindexRecord, list[str]]:
         """Record the new version as building and create it; return the job's `reindex` fields and the doc ids
         to copy."""
         collection = validation.collection_name(collection)
@@ -152,7 +152,7 @@ class Reindexer:
             updated = dataclasses.replace(versions.replaced(current_version, new), next_version=number + 1)
             await store_call(write_versions, self.store, updated)  # from here on, writes go to both
         rows = await store_call(self.store.list_documents, current.physical, {}, [])
-        info = {
+        info: ReindexRecord = {
             "from_version": versions.active,
             "to_version": number,
             "settings": dataclasses.asdict(settings),
@@ -211,10 +211,10 @@ class Reindexer:
             return outcome.status
 
     # --- 3. finish -----------------------------------------------------------------------------------------
-    async def finish(self, job: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    async def finish(self, job: JobRecord) -> tuple[str, ReindexRecord]:
         """Bring the new version level with the active one, gate, and switch or drop it. Returns the job's final
         state ("done" or "rejected") and its `reindex` fields with the decision and scores. Safe to repeat."""
-        collection, info = job["collection"], dict(job["reindex"])
+        collection, info = job["collection"], job["reindex"].copy()
         if info.get("decision"):
             return ("rejected" if info["decision"] == "rejected" else "done"), info
         versions = await self.indexer.versions(collection)
@@ -230,7 +230,7 @@ class Reindexer:
             )
         await self._level(versions, self.indexer.target(versions, new))
         current, candidate = await self._scores(collection, versions.active, new.version)
-        info.update(current=current, candidate=candidate)
+        info["current"], info["candidate"] = current, candidate
         if current is None or candidate is None:
             decision = "no_golden_set"
         elif candidate["ndcg_at_10"] >= current["ndcg_at_10"] - info["tolerance"]:
@@ -351,11 +351,11 @@ class Reindexer:
             else:
                 await store_call(self.store.delete_collection, physical)
 
-    async def abandon(self, job: dict[str, Any]) -> None:
+    async def abandon(self, job: JobRecord) -> None:
         """A cancelled re-index: drop the version it was building."""
-        info = job.get("reindex") or {}
+        info = job.get("reindex")
         versions = await self.indexer.versions(job["collection"])
-        building = versions.get(info.get("to_version", 0))
+        building = versions.get(info.get("to_version", 0) if info else 0)
         if building is not None and building.state == "building":
             await self._drop(job["collection"], building.version)
 
