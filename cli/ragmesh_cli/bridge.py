@@ -33,6 +33,7 @@ from pydantic import Field
 from ragmesh_common.errors import RagmeshError, not_found
 from ragmesh_common.logs import log_to_stderr
 from ragmesh_common.paths import under_roots
+from ragmesh_common.reasons import Reason
 from ragmesh_common.validation import path_field
 from ragmesh_common.walk import size_groups, walk, zip_files
 
@@ -85,7 +86,7 @@ class Remote:
                         503,
                         {
                             "code": "UNAVAILABLE",
-                            "reason": "REMOTE_UNREACHABLE",
+                            "reason": Reason.REMOTE_UNREACHABLE,
                             "message": f"{self.url} did not answer: {exc}",
                         },
                     ) from None
@@ -166,7 +167,7 @@ class Bridge(MCPServer):
                 return error_result(
                     {
                         "code": "UNAVAILABLE",
-                        "reason": "REMOTE_UNREACHABLE",
+                        "reason": Reason.REMOTE_UNREACHABLE,
                         "message": "not connected to the remote gateway's /mcp",
                     }
                 )
@@ -179,7 +180,7 @@ class Bridge(MCPServer):
                 return error_result(cause.body)
             if isinstance(cause, RagmeshError):
                 return error_result(local_error(cause))
-            return error_result({"code": "INVALID_ARGUMENT", "reason": "REQUEST_INVALID", "message": str(exc)})
+            return error_result({"code": "INVALID_ARGUMENT", "reason": Reason.REQUEST_INVALID, "message": str(exc)})
 
     def _register(self) -> None:
         bridge = self
@@ -199,7 +200,7 @@ class Bridge(MCPServer):
                 return await bridge.remote.request("POST", "/api/v1/convert", json={"url": path})
             local = under_roots(path, bridge.roots, domain=DOMAIN, setting=ROOTS_SETTING, field="path")
             if not local.is_file():
-                raise not_found("FILE_NOT_FOUND", "no such file", path=str(local))
+                raise not_found(Reason.FILE_NOT_FOUND, "no such file", path=str(local))
             data = await asyncio.to_thread(local.read_bytes)
             return await bridge.remote.request("POST", "/api/v1/convert", files={"file": (local.name, data)})
 
@@ -224,7 +225,7 @@ class Bridge(MCPServer):
     async def ingest(self, path: str, collection: str, ctx: Context) -> dict[str, Any]:
         local = under_roots(path, self.roots, domain=DOMAIN, setting=ROOTS_SETTING, field="path")
         if not local.exists():
-            raise not_found("FILE_NOT_FOUND", "no such file or folder", path=str(local))
+            raise not_found(Reason.FILE_NOT_FOUND, "no such file or folder", path=str(local))
         walked = await asyncio.to_thread(walk, local, max_bytes=self.archive_bytes)
         groups = size_groups(walked.files, self.archive_bytes)
         await ctx.report_progress(0, max(len(walked.files), 1), f"uploading {len(walked.files)} files")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ragmesh_common.errors import RagmeshError
+from ragmesh_common.reasons import Reason
 
 if TYPE_CHECKING:
     from ragmesh_answer.chat_model import ChatModel
@@ -170,7 +171,7 @@ class Chat:
             else:
                 result = {
                     "error": {
-                        "reason": "TOOL_CALL_INVALID",
+                        "reason": Reason.TOOL_CALL_INVALID,
                         "message": f"unknown tool or missing arguments: {name}({arguments})",
                     }
                 }

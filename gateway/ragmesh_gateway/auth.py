@@ -34,6 +34,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, SecretStr
 from ragmesh_common import validation
 from ragmesh_common.errors import RagmeshError
+from ragmesh_common.reasons import Reason
 
 from .errors import DOMAIN
 
@@ -121,7 +122,7 @@ class Principal(BaseModel):
         if not self.allows(scope):
             raise RagmeshError(
                 grpc.StatusCode.PERMISSION_DENIED,
-                "SCOPE_INSUFFICIENT",
+                Reason.SCOPE_INSUFFICIENT,
                 f"this API key has scope {self.scope!r}; this needs {scope!r}",
                 DOMAIN,
                 {"scope": self.scope, "required_scope": scope},
@@ -136,7 +137,7 @@ class Principal(BaseModel):
             if not self.may_touch(name):
                 raise RagmeshError(
                     grpc.StatusCode.PERMISSION_DENIED,
-                    "COLLECTION_FORBIDDEN",
+                    Reason.COLLECTION_FORBIDDEN,
                     f"this API key may not use collection {name[:80]!r}",
                     DOMAIN,
                     {"collection": name[:80], "allowed_collections": ",".join(sorted(self.collections or ()))},
@@ -157,7 +158,7 @@ def authenticate(authorization: str | None, keys: Sequence[ApiKey], client_addre
     if scheme.lower() != "bearer" or not token:
         raise RagmeshError(
             grpc.StatusCode.UNAUTHENTICATED,
-            "API_KEY_MISSING",
+            Reason.API_KEY_MISSING,
             "this API needs an API key: send 'Authorization: Bearer <key>'",
             DOMAIN,
         )
@@ -167,7 +168,7 @@ def authenticate(authorization: str | None, keys: Sequence[ApiKey], client_addre
         if hmac.compare_digest(presented, key.get_secret_value().encode()):
             found = key
     if found is None:
-        raise RagmeshError(grpc.StatusCode.UNAUTHENTICATED, "API_KEY_INVALID", "the API key is not valid", DOMAIN)
+        raise RagmeshError(grpc.StatusCode.UNAUTHENTICATED, Reason.API_KEY_INVALID, "the API key is not valid", DOMAIN)
     return Principal(
         scope=found.scope, collections=found.collections, client=f"key:{found.position}", rate_limit=found.rate_limit
     )
@@ -220,7 +221,7 @@ class RateLimiter:
         if wait > 0:
             raise RagmeshError(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
-                "RATE_LIMITED",
+                Reason.RATE_LIMITED,
                 f"too many requests; retry in {wait:.2f} s",
                 DOMAIN,
                 {"retry_after_seconds": f"{wait:.3f}"},

@@ -28,6 +28,7 @@ from ragmesh.search.v1.search_service_pb2_grpc import SearchServiceStub
 from ragmesh_common import validation
 from ragmesh_common.clients import ServiceClient
 from ragmesh_common.errors import RagmeshError, failed_precondition, invalid_argument
+from ragmesh_common.reasons import Reason
 
 from . import conversions
 from .config import GatewaySettings
@@ -69,7 +70,7 @@ def _unicode_checked(method: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable
             return await method(*args, **kwargs)
         except UnicodeEncodeError:
             raise invalid_argument(
-                "TEXT_INVALID", "the request contains text that is not valid Unicode (a lone surrogate)"
+                Reason.TEXT_INVALID, "the request contains text that is not valid Unicode (a lone surrogate)"
             ) from None
 
     return checked
@@ -219,7 +220,7 @@ class MeshClients:
             if r is not None
             else RagmeshError(
                 grpc.StatusCode.INTERNAL,
-                "INGEST_RESULT_MISSING",
+                Reason.INGEST_RESULT_MISSING,
                 "the indexer finished the batch without a result for this document",
                 "gateway.ragmesh",
             )
@@ -322,7 +323,7 @@ class MeshClients:
         name = _collection(name, field="name")
         if not confirm:
             raise failed_precondition(
-                "CONFIRMATION_REQUIRED",
+                Reason.CONFIRMATION_REQUIRED,
                 f"deleting collection {name!r} removes all of its documents; repeat with confirm=true",
                 collection=name,
             )
@@ -338,7 +339,7 @@ class MeshClients:
             for doc_id, grade in q.relevant.items():
                 if not 0 <= grade <= validation.GOLDEN_MAX_GRADE:  # before it meets protobuf's int32
                     raise invalid_argument(
-                        "GOLDEN_GRADE_INVALID",
+                        Reason.GOLDEN_GRADE_INVALID,
                         f"queries[{i}]: document {doc_id[:80]!r} has grade {grade}; grades are "
                         f"0..{validation.GOLDEN_MAX_GRADE} (0: judged not relevant)",
                         field=f"queries[{i}].relevant",
@@ -479,7 +480,7 @@ class MeshClients:
         name = _collection(collection, field="name")
         if chunk_tokens is not None and chunk_overlap_tokens is not None and chunk_overlap_tokens >= chunk_tokens // 2:
             raise invalid_argument(  # the indexer's reason; it checks a lone overlap against the tokens in force
-                "CHUNK_OVERLAP_OUT_OF_RANGE",
+                Reason.CHUNK_OVERLAP_OUT_OF_RANGE,
                 f"chunk_overlap_tokens must be at least 0 and less than half of chunk_tokens ({chunk_tokens})",
                 field="chunk_overlap_tokens",
             )
@@ -553,7 +554,7 @@ class MeshClients:
         try:
             request = answer_pb.AskStreamRequest(**self._question(query, collections, top_k, filters, session_id))
         except UnicodeEncodeError:
-            raise invalid_argument("TEXT_INVALID", "the request contains text that is not valid Unicode") from None
+            raise invalid_argument(Reason.TEXT_INVALID, "the request contains text that is not valid Unicode") from None
         async for event in self.answer.stream("AskStream", request):
             if event.WhichOneof("event") == "answer":
                 yield conversions.asked(event.answer, started)
@@ -603,12 +604,14 @@ def _collection(name: str, *, field: str = "collection") -> str:
     """A collection the caller named: valid by the shared rule, and not empty (the API's own default is
     "default"; an empty name is a mistake, not a request for the default)."""
     if name == "":
-        raise invalid_argument("COLLECTION_NAME_INVALID", "the collection name is empty", field=field, collection="")
+        raise invalid_argument(
+            Reason.COLLECTION_NAME_INVALID, "the collection name is empty", field=field, collection=""
+        )
     return validation.collection_name(name, field=field)
 
 
 def _doc_id(doc_id: str) -> str:
     """A document id that names an existing document: required, and valid."""
     if not doc_id:
-        raise invalid_argument("DOCUMENT_ID_INVALID", "doc_id is required", field="doc_id")
+        raise invalid_argument(Reason.DOCUMENT_ID_INVALID, "doc_id is required", field="doc_id")
     return validation.doc_id(doc_id)

@@ -25,6 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from ragmesh_common.errors import FieldViolation, RagmeshError
+from ragmesh_common.reasons import Reason
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .context import current_trace_id, request_id_var
@@ -59,30 +60,30 @@ _STATUS_BY_CODE: dict[grpc.StatusCode, int] = {
 
 # Reasons that say more than their code.
 _STATUS_BY_REASON: dict[str, int] = {
-    "PAYLOAD_TOO_LARGE": 413,
-    "UNSUPPORTED_MEDIA_TYPE": 415,
-    "DOCUMENT_CONVERSION_FAILED": 422,
-    "DOCUMENT_ENCRYPTED": 422,
-    "EMPTY_DOCUMENT": 422,
-    "ARCHIVE_INVALID": 422,
+    Reason.PAYLOAD_TOO_LARGE: 413,
+    Reason.UNSUPPORTED_MEDIA_TYPE: 415,
+    Reason.DOCUMENT_CONVERSION_FAILED: 422,
+    Reason.DOCUMENT_ENCRYPTED: 422,
+    Reason.EMPTY_DOCUMENT: 422,
+    Reason.ARCHIVE_INVALID: 422,
     # The URL was well-formed but what it points at could not be fetched (no such host, the server's own error).
-    "URL_FETCH_FAILED": 422,
-    "METHOD_NOT_ALLOWED": 405,
+    Reason.URL_FETCH_FAILED: 422,
+    Reason.METHOD_NOT_ALLOWED: 405,
     # A collection's versions as they are conflict with the request: another re-index runs, or a rollback has
     # nothing to go back to (FAILED_PRECONDITION from the indexer; the request itself was fine).
-    "REINDEX_IN_PROGRESS": 409,
-    "NO_PREVIOUS_VERSION": 409,
+    Reason.REINDEX_IN_PROGRESS: 409,
+    Reason.NO_PREVIOUS_VERSION: 409,
 }
 
 # Framework HTTP errors (routing, body parsing) -> (code, reason).
 _CODE_BY_HTTP_STATUS: dict[int, tuple[grpc.StatusCode, str]] = {
-    400: (grpc.StatusCode.INVALID_ARGUMENT, "REQUEST_INVALID"),
-    401: (grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED"),
-    403: (grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED"),
-    404: (grpc.StatusCode.NOT_FOUND, "ROUTE_NOT_FOUND"),
-    405: (grpc.StatusCode.UNIMPLEMENTED, "METHOD_NOT_ALLOWED"),
-    413: (grpc.StatusCode.INVALID_ARGUMENT, "PAYLOAD_TOO_LARGE"),
-    415: (grpc.StatusCode.INVALID_ARGUMENT, "UNSUPPORTED_MEDIA_TYPE"),
+    400: (grpc.StatusCode.INVALID_ARGUMENT, Reason.REQUEST_INVALID),
+    401: (grpc.StatusCode.UNAUTHENTICATED, Reason.UNAUTHENTICATED),
+    403: (grpc.StatusCode.PERMISSION_DENIED, Reason.PERMISSION_DENIED),
+    404: (grpc.StatusCode.NOT_FOUND, Reason.ROUTE_NOT_FOUND),
+    405: (grpc.StatusCode.UNIMPLEMENTED, Reason.METHOD_NOT_ALLOWED),
+    413: (grpc.StatusCode.INVALID_ARGUMENT, Reason.PAYLOAD_TOO_LARGE),
+    415: (grpc.StatusCode.INVALID_ARGUMENT, Reason.UNSUPPORTED_MEDIA_TYPE),
 }
 
 
@@ -185,13 +186,13 @@ def retry_after_seconds(error: RagmeshError) -> int | None:
 
 def internal_error() -> RagmeshError:
     """What an unexpected exception becomes (the exception itself is logged, never shown)."""
-    return RagmeshError(grpc.StatusCode.INTERNAL, "INTERNAL_ERROR", "internal error in the gateway", DOMAIN)
+    return RagmeshError(grpc.StatusCode.INTERNAL, Reason.INTERNAL_ERROR, "internal error in the gateway", DOMAIN)
 
 
 def payload_too_large(limit: int) -> RagmeshError:
     return RagmeshError(
         grpc.StatusCode.INVALID_ARGUMENT,
-        "PAYLOAD_TOO_LARGE",
+        Reason.PAYLOAD_TOO_LARGE,
         f"the request body is larger than the limit of {limit} bytes",
         DOMAIN,
         {"limit_bytes": str(limit)},
@@ -204,7 +205,7 @@ def validation_error(errors: Sequence[Any]) -> RagmeshError:
     summary = "; ".join(f"{v.field}: {v.description}" for v in violations[:5])
     return RagmeshError(
         grpc.StatusCode.INVALID_ARGUMENT,
-        "REQUEST_INVALID",
+        Reason.REQUEST_INVALID,
         f"the request is invalid: {summary}",
         DOMAIN,
         field_violations=violations,

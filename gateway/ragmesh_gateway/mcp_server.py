@@ -44,6 +44,7 @@ from ragmesh_common.errors import RagmeshError, invalid_argument, not_found
 from ragmesh_common.logs import log_to_stderr
 from ragmesh_common.messages import model_from
 from ragmesh_common.paths import file_under_roots
+from ragmesh_common.reasons import Reason
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Scope as ASGIScope
@@ -281,7 +282,7 @@ class RagmeshMCP(MCPServer):
                 errors = [{**e, "loc": ("body", *e["loc"])} for e in cause.errors()]
                 return tool_error(validation_error(errors))
             if cause is None and name not in {tool.name for tool in await self.list_tools()}:
-                return tool_error(not_found("TOOL_NOT_FOUND", f"no tool named {name!r}", tool=name))
+                return tool_error(not_found(Reason.TOOL_NOT_FOUND, f"no tool named {name!r}", tool=name))
             log.error("tool %s failed", name, exc_info=cause or exc)
             return tool_error(internal_error())
         finally:
@@ -383,7 +384,7 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
             return await clients().convert_url(uri)
         if scheme not in ("", "file") and not Path(uri).is_absolute():
             raise invalid_argument(
-                "URI_SCHEME_UNSUPPORTED", "uri must be an http(s) URL or a local path", field="uri", scheme=scheme
+                Reason.URI_SCHEME_UNSUPPORTED, "uri must be an http(s) URL or a local path", field="uri", scheme=scheme
             )
         path = local_path(uri, settings.mcp_roots)
         return await convert_local_file(clients(), path, max_bytes=settings.max_upload_bytes)

@@ -8,6 +8,7 @@ import grpc
 from fastapi import APIRouter, Request
 from pydantic import ValidationError
 from ragmesh_common.errors import RagmeshError
+from ragmesh_common.reasons import Reason
 from starlette.datastructures import UploadFile
 
 from ..auth import require_scope
@@ -62,7 +63,7 @@ async def convert(request: Request, clients: Clients) -> ConvertResponse:
         return await clients.convert_url(body.url)
     raise RagmeshError(
         grpc.StatusCode.INVALID_ARGUMENT,
-        "UNSUPPORTED_MEDIA_TYPE",
+        Reason.UNSUPPORTED_MEDIA_TYPE,
         "send multipart/form-data with a `file`, or application/json with a `url`",
         DOMAIN,
         {"content_type": content_type[:100]},

@@ -5,6 +5,7 @@ from __future__ import annotations
 import grpc
 from fastapi import APIRouter
 from ragmesh_common.errors import RagmeshError
+from ragmesh_common.reasons import Reason
 
 from ..deps import Clients
 from ..errors import DOMAIN, ErrorResponse
@@ -28,7 +29,7 @@ async def ready(clients: Clients) -> ReadyResponse:
     if down:
         raise RagmeshError(
             grpc.StatusCode.UNAVAILABLE,
-            "SERVICES_NOT_READY",
+            Reason.SERVICES_NOT_READY,
             f"not serving: {', '.join(down)}",
             DOMAIN,
             {"services": ",".join(down)},

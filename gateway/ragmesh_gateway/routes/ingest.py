@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Form, UploadFile
 from ragmesh_common.errors import RagmeshError, invalid_argument
+from ragmesh_common.reasons import Reason
 
 from ..auth import require_scope
 from ..deps import Clients
@@ -131,5 +132,5 @@ def _metadata_form(raw: str | None) -> dict[str, Any]:
     except ValueError:
         value = None
     if not isinstance(value, dict):
-        raise invalid_argument("METADATA_INVALID", "metadata must be a JSON object", field="metadata")
+        raise invalid_argument(Reason.METADATA_INVALID, "metadata must be a JSON object", field="metadata")
     return value

@@ -14,6 +14,7 @@ from typing import Annotated
 import grpc
 from fastapi import APIRouter, File, Form, Query, UploadFile, status
 from ragmesh_common.errors import RagmeshError
+from ragmesh_common.reasons import Reason
 from starlette.convertors import Convertor, register_url_convertor
 
 from ..auth import Principal, require_scope
@@ -160,7 +161,7 @@ async def sync_datasources(
     elif principal.collections is not None:
         raise RagmeshError(
             grpc.StatusCode.PERMISSION_DENIED,
-            "COLLECTION_REQUIRED",
+            Reason.COLLECTION_REQUIRED,
             "this API key is limited to some collections: name the collection to sync",
             DOMAIN,
             {"allowed_collections": ",".join(sorted(principal.collections))},

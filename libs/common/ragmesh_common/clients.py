@@ -29,6 +29,7 @@ from . import inprocess
 from .deadlines import current_deadline
 from .errors import RagmeshError, from_rpc_error
 from .meshauth import MeshTokenClientInterceptor, mesh_token
+from .reasons import Reason
 from .telemetry import setup_telemetry
 
 # Below this much time left there is no point in starting a downstream call.
@@ -132,7 +133,7 @@ class ServiceClient:
         if budget < _MIN_TIMEOUT:
             raise RagmeshError(
                 grpc.StatusCode.DEADLINE_EXCEEDED,
-                "DEADLINE_EXCEEDED",
+                Reason.DEADLINE_EXCEEDED,
                 f"no time left to call {self.service}",
                 "ragmesh",
                 {"service": self.service},

@@ -16,6 +16,8 @@ import grpc
 from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 
+from .reasons import Reason
+
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 # gRPC's server pushback (gRFC A6): a negative value tells the caller's channel not to retry this failure.
 RETRY_PUSHBACK_KEY = "grpc-retry-pushback-ms"
@@ -150,13 +152,13 @@ def transport_error(code: grpc.StatusCode, details: str | None, *, service: str 
         meta["target"] = target
     who = service or "a backend service"
     if code == grpc.StatusCode.UNAVAILABLE:
-        return RagmeshError(code, "SERVICE_UNAVAILABLE", f"{who} is unavailable ({details})", "ragmesh", meta)
+        return RagmeshError(code, Reason.SERVICE_UNAVAILABLE, f"{who} is unavailable ({details})", "ragmesh", meta)
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return RagmeshError(code, "DEADLINE_EXCEEDED", f"{who} did not answer in time", "ragmesh", meta)
+        return RagmeshError(code, Reason.DEADLINE_EXCEEDED, f"{who} did not answer in time", "ragmesh", meta)
     if code == grpc.StatusCode.CANCELLED:
-        return RagmeshError(code, "CANCELLED", f"the call to {who} was cancelled", "ragmesh", meta)
+        return RagmeshError(code, Reason.CANCELLED, f"the call to {who} was cancelled", "ragmesh", meta)
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-        return RagmeshError(code, "RESOURCE_EXHAUSTED", f"{who}: {details}", "ragmesh", meta)
+        return RagmeshError(code, Reason.RESOURCE_EXHAUSTED, f"{who}: {details}", "ragmesh", meta)
     return RagmeshError(code, code.name, f"{who} failed: {details}", "ragmesh", meta)
 
 

@@ -44,6 +44,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .deadlines import current_deadline
 from .errors import RagmeshError, from_rpc_error, received, transport_error
+from .reasons import Reason
 from .status import status_error
 from .telemetry import GrpcServerMetrics, Telemetry
 
@@ -206,7 +207,7 @@ def _handler(local: LocalService, client: Caller, path: str) -> grpc.RpcMethodHa
 
 def _misuse(client: Caller, path: str, what: str) -> RagmeshError:
     return RagmeshError(
-        grpc.StatusCode.INTERNAL, "INTERNAL_ERROR", f"{path} has {what}", "ragmesh", {"service": client.service}
+        grpc.StatusCode.INTERNAL, Reason.INTERNAL_ERROR, f"{path} has {what}", "ragmesh", {"service": client.service}
     )
 
 

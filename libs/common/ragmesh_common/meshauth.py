@@ -14,6 +14,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import RagmeshError
 from .handlers import rewrap_handler
+from .reasons import Reason
 
 METADATA_KEY = "x-ragmesh-mesh-token"
 OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
@@ -57,7 +58,7 @@ class MeshTokenServerInterceptor(grpc.aio.ServerInterceptor):
             return None
         error = RagmeshError(
             grpc.StatusCode.UNAUTHENTICATED,
-            "MESH_TOKEN_INVALID",
+            Reason.MESH_TOKEN_INVALID,
             f"{method}: this service needs the mesh token (RAGMESH_MESH_TOKEN)",
             self._domain,
         )

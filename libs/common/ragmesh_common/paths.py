@@ -10,6 +10,7 @@ from urllib.parse import unquote, urlsplit
 import grpc
 
 from .errors import RagmeshError, invalid_argument, not_found
+from .reasons import Reason
 
 
 def parse_roots(raw: str) -> tuple[Path, ...]:
@@ -39,7 +40,7 @@ def under_roots(uri: str, roots: tuple[Path, ...], *, domain: str, setting: str,
     if not roots:
         raise RagmeshError(
             grpc.StatusCode.PERMISSION_DENIED,
-            "LOCAL_PATHS_DISABLED",
+            Reason.LOCAL_PATHS_DISABLED,
             f"this server reads no local files ({setting} is empty)",
             domain,
             {"setting": setting},
@@ -48,11 +49,11 @@ def under_roots(uri: str, roots: tuple[Path, ...], *, domain: str, setting: str,
     try:
         path = (roots[0] / Path(raw).expanduser()).resolve()
     except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a NUL byte
-        raise invalid_argument("PATH_INVALID", f"not a usable path: {exc}", field=field) from None
+        raise invalid_argument(Reason.PATH_INVALID, f"not a usable path: {exc}", field=field) from None
     if not any(path.is_relative_to(root) for root in roots):
         raise RagmeshError(
             grpc.StatusCode.PERMISSION_DENIED,
-            "PATH_OUTSIDE_ROOTS",
+            Reason.PATH_OUTSIDE_ROOTS,
             f"the path is outside the folders this server may read ({setting})",
             domain,
             {"roots": ",".join(str(root) for root in roots), "setting": setting},
@@ -64,7 +65,7 @@ def file_under_roots(uri: str, roots: tuple[Path, ...], *, domain: str, setting:
     """As `under_roots`, and the path must be a file (else NOT_FOUND FILE_NOT_FOUND)."""
     path = under_roots(uri, roots, domain=domain, setting=setting, field=field)
     if not path.is_file():
-        raise not_found("FILE_NOT_FOUND", "no such file", path=str(path))
+        raise not_found(Reason.FILE_NOT_FOUND, "no such file", path=str(path))
     return path
 
 
@@ -72,5 +73,5 @@ def folder_under_roots(uri: str, roots: tuple[Path, ...], *, domain: str, settin
     """As `under_roots`, and the path must be a folder (else NOT_FOUND FOLDER_NOT_FOUND)."""
     path = under_roots(uri, roots, domain=domain, setting=setting, field=field)
     if not path.is_dir():
-        raise not_found("FOLDER_NOT_FOUND", "no such folder", path=str(path))
+        raise not_found(Reason.FOLDER_NOT_FOUND, "no such folder", path=str(path))
     return path

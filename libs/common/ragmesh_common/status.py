@@ -8,6 +8,7 @@ import logging
 import grpc
 
 from .errors import RagmeshError
+from .reasons import Reason
 
 # The logger it has always logged under (in `server`, where it was defined): log filters may name it.
 log = logging.getLogger("ragmesh_common.server")
@@ -23,7 +24,7 @@ def status_error(exc: BaseException, domain: str, method: str) -> RagmeshError:
     log.error("%s failed unexpectedly", method, exc_info=exc)
     return RagmeshError(
         grpc.StatusCode.INTERNAL,
-        "INTERNAL_ERROR",
+        Reason.INTERNAL_ERROR,
         f"internal error in {method}: {type(exc).__name__}",
         domain,
     )

@@ -10,6 +10,7 @@ from google.protobuf.json_format import MessageToDict
 from pydantic import Field
 
 from .errors import invalid_argument
+from .reasons import Reason
 
 COLLECTION_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 DOC_ID_MAX_CHARS = 512
@@ -53,7 +54,7 @@ def collection_name(name: str, *, field: str = "collection") -> str:
     name = name or DEFAULT_COLLECTION
     if not COLLECTION_NAME_RE.fullmatch(name):
         raise invalid_argument(
-            "COLLECTION_NAME_INVALID",
+            Reason.COLLECTION_NAME_INVALID,
             f"collection name {name[:80]!r} is invalid: use 1-63 characters a-z, 0-9, '_' or '-', "
             "starting with a letter or digit",
             field=field,
@@ -67,7 +68,7 @@ def doc_id(value: str, *, field: str = "doc_id") -> str:
     optional check for "" before calling."""
     if not DOC_ID_RE.fullmatch(value):
         raise invalid_argument(
-            "DOCUMENT_ID_INVALID",
+            Reason.DOCUMENT_ID_INVALID,
             f"doc_id must be at most {DOC_ID_MAX_CHARS} printable characters without surrounding spaces",
             field=field,
         )
@@ -93,7 +94,7 @@ def flat_metadata(struct: struct_pb2.Struct | dict | None, *, field: str = "meta
     for key, value in data.items():
         if not METADATA_KEY_RE.fullmatch(key):
             raise invalid_argument(
-                "METADATA_INVALID",
+                Reason.METADATA_INVALID,
                 f"metadata key {key[:70]!r} is invalid: use 1-64 characters A-Z, a-z, 0-9, '_', '.', '-'",
                 field=f"{field}.{key[:70]}",
             )
@@ -101,7 +102,7 @@ def flat_metadata(struct: struct_pb2.Struct | dict | None, *, field: str = "meta
             value = whole_number(value)
         if value is None or isinstance(value, (dict, list)):
             raise invalid_argument(
-                "METADATA_INVALID",
+                Reason.METADATA_INVALID,
                 f"metadata value for {key!r} must be a string, number or boolean (metadata is flat)",
                 field=f"{field}.{key}",
             )

@@ -15,6 +15,7 @@ from ragmesh.embedder.v1 import embedder_service_pb2_grpc as embedder_grpc
 from ragmesh_common.clients import ServiceClient, model_dimension
 from ragmesh_common.config import ConfigError, load
 from ragmesh_common.errors import not_found, unavailable
+from ragmesh_common.reasons import Reason
 
 from . import open_store
 from .base import CollectionNotFound, Store, StoreBusyError, StoreError, StoreFormatError
@@ -36,11 +37,11 @@ async def store_call(fn: Callable[..., T], *args: object, executor: Executor | N
         return await asyncio.get_running_loop().run_in_executor(executor, call)
     except CollectionNotFound as exc:
         raise not_found(
-            "COLLECTION_NOT_FOUND", f"collection {exc.name!r} does not exist", collection=exc.name
+            Reason.COLLECTION_NOT_FOUND, f"collection {exc.name!r} does not exist", collection=exc.name
         ) from None
     except StoreError as exc:
         log.warning("store call %s failed: %s", getattr(fn, "__name__", fn), exc)
-        raise unavailable("STORE_UNAVAILABLE", f"the vector store failed: {exc}") from None
+        raise unavailable(Reason.STORE_UNAVAILABLE, f"the vector store failed: {exc}") from None
 
 
 async def open_store_for(service: str, embedder: ServiceClient, wait_seconds: float) -> Store:

@@ -26,6 +26,7 @@ from opentelemetry.semconv.attributes import error_attributes, server_attributes
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 from ragmesh_common.errors import RagmeshError
+from ragmesh_common.reasons import Reason
 
 from .errors import DOMAIN
 
@@ -249,12 +250,16 @@ class ChatModel:
         where = f"the chat model {self.model!r} at {self.base_url}"
         if isinstance(exc, openai.APITimeoutError):
             return RagmeshError(
-                grpc.StatusCode.DEADLINE_EXCEEDED, "CHAT_MODEL_TIMEOUT", f"{where} did not answer in time", DOMAIN, meta
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                Reason.CHAT_MODEL_TIMEOUT,
+                f"{where} did not answer in time",
+                DOMAIN,
+                meta,
             )
         if isinstance(exc, openai.APIConnectionError):
             return RagmeshError(
                 grpc.StatusCode.UNAVAILABLE,
-                "CHAT_MODEL_UNAVAILABLE",
+                Reason.CHAT_MODEL_UNAVAILABLE,
                 f"{where} cannot be reached: {_cause(exc)}",
                 DOMAIN,
                 meta,
@@ -265,7 +270,7 @@ class ChatModel:
             if exc.status_code == 429:
                 return RagmeshError(
                     grpc.StatusCode.RESOURCE_EXHAUSTED,
-                    "CHAT_MODEL_RATE_LIMITED",
+                    Reason.CHAT_MODEL_RATE_LIMITED,
                     f"{where} is rate limiting requests: {detail}",
                     DOMAIN,
                     meta,
@@ -273,21 +278,21 @@ class ChatModel:
             if exc.status_code >= 500:
                 return RagmeshError(
                     grpc.StatusCode.UNAVAILABLE,
-                    "CHAT_MODEL_UNAVAILABLE",
+                    Reason.CHAT_MODEL_UNAVAILABLE,
                     f"{where} failed (HTTP {exc.status_code}): {detail}",
                     DOMAIN,
                     meta,
                 )
             return RagmeshError(
                 grpc.StatusCode.UNAVAILABLE,
-                "CHAT_MODEL_REJECTED",
+                Reason.CHAT_MODEL_REJECTED,
                 f"{where} refused the request (HTTP {exc.status_code}): {detail}",
                 DOMAIN,
                 meta,
             )
         return RagmeshError(
             grpc.StatusCode.UNAVAILABLE,
-            "CHAT_MODEL_UNAVAILABLE",
+            Reason.CHAT_MODEL_UNAVAILABLE,
             f"{where} failed: {type(exc).__name__}: {exc}",
             DOMAIN,
             meta,

@@ -27,6 +27,7 @@ from ragmesh.search.v1 import search_service_pb2 as search_pb
 from ragmesh_common import validation
 from ragmesh_common.clients import ServiceClient
 from ragmesh_common.errors import RagmeshError, invalid_argument
+from ragmesh_common.reasons import Reason
 
 from . import context as ctx
 from .chat_model import ChatModel, Completion
@@ -145,7 +146,7 @@ class Answerer:
         if not turns:
             raise RagmeshError(
                 grpc.StatusCode.NOT_FOUND,
-                "SESSION_NOT_FOUND",
+                Reason.SESSION_NOT_FOUND,
                 f"no session {sid!r} (or it expired)",
                 DOMAIN,
                 {"session_id": sid},
@@ -159,17 +160,17 @@ class Answerer:
     def _validate(self, question: Question) -> tuple[str, list[str], int, str]:
         query = question.query.strip()
         if not query:
-            raise invalid_argument("QUERY_EMPTY", "the question is empty", field="query")
+            raise invalid_argument(Reason.QUERY_EMPTY, "the question is empty", field="query")
         if len(query) > self.max_query_chars:
             raise invalid_argument(
-                "QUERY_TOO_LONG",
+                Reason.QUERY_TOO_LONG,
                 f"the question is longer than {self.max_query_chars} characters",
                 field="query",
                 limit=self.max_query_chars,
             )
         top_k = question.top_k or self.default_top_k
         if not 1 <= top_k <= MAX_TOP_K:
-            raise invalid_argument("TOP_K_OUT_OF_RANGE", f"top_k must be 1..{MAX_TOP_K}", field="top_k")
+            raise invalid_argument(Reason.TOP_K_OUT_OF_RANGE, f"top_k must be 1..{MAX_TOP_K}", field="top_k")
         collections = [
             validation.collection_name(c, field=f"collections[{i}]") for i, c in enumerate(question.collections)
         ] or [validation.DEFAULT_COLLECTION]
@@ -177,7 +178,7 @@ class Answerer:
         if self.model is None and self.require_model:
             raise RagmeshError(
                 grpc.StatusCode.UNAVAILABLE,
-                "CHAT_MODEL_NOT_CONFIGURED",
+                Reason.CHAT_MODEL_NOT_CONFIGURED,
                 "no chat model is configured (RAGMESH_ANSWER_MODEL is empty) and RAGMESH_ANSWER_REQUIRE_MODEL=true "
                 "refuses extractive answers",
                 DOMAIN,
@@ -273,7 +274,7 @@ class Answerer:
             self.metrics.no_results.inc()
             raise RagmeshError(
                 grpc.StatusCode.NOT_FOUND,
-                "NO_RESULTS",
+                Reason.NO_RESULTS,
                 f"nothing in {', '.join(collections)} is relevant to the question (no chunk scored at least "
                 f"{self.min_relevance:g})",
                 DOMAIN,

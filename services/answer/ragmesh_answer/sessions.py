@@ -29,6 +29,7 @@ from typing import Any, Protocol, TypeVar
 
 import grpc
 from ragmesh_common.errors import RagmeshError, invalid_argument
+from ragmesh_common.reasons import Reason
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -40,7 +41,7 @@ def session_id(value: str) -> str:
     """A valid session id, or SESSION_ID_INVALID."""
     if not SESSION_ID_RE.fullmatch(value):
         raise invalid_argument(
-            "SESSION_ID_INVALID",
+            Reason.SESSION_ID_INVALID,
             "session_id must be 1-128 characters A-Z, a-z, 0-9, '_', '.', ':' or '-'",
             field="session_id",
         )
@@ -102,7 +103,7 @@ class SessionStore(Protocol):
 def _store_unavailable(kind: str, exc: Exception) -> RagmeshError:
     return RagmeshError(
         grpc.StatusCode.UNAVAILABLE,
-        "SESSION_STORE_UNAVAILABLE",
+        Reason.SESSION_STORE_UNAVAILABLE,
         f"the session store ({kind}) failed: {type(exc).__name__}: {exc}",
         metadata={"store": kind},
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import grpc
 from ragmesh_common.errors import RagmeshError, invalid_argument
+from ragmesh_common.reasons import Reason
 
 DOMAIN = "converter.ragmesh"
 
@@ -19,7 +20,7 @@ def _error(code: grpc.StatusCode, reason: str, message: str, **metadata: object)
 def unsupported_media_type(detected: str, **metadata: object) -> RagmeshError:
     return _error(
         grpc.StatusCode.INVALID_ARGUMENT,
-        "UNSUPPORTED_MEDIA_TYPE",
+        Reason.UNSUPPORTED_MEDIA_TYPE,
         f"this content ({detected}) is not a supported document format; supported: PDF, DOCX, PPTX, XLSX, XLS, "
         "EPUB, HTML, CSV/TSV, JSON, XML/RSS, Jupyter notebooks, Outlook .msg, plain text, Markdown and ZIP",
         detected_mime_type=detected,
@@ -30,7 +31,7 @@ def unsupported_media_type(detected: str, **metadata: object) -> RagmeshError:
 def conversion_failed(mime_type: str, detail: str) -> RagmeshError:
     return _error(
         grpc.StatusCode.INVALID_ARGUMENT,
-        "DOCUMENT_CONVERSION_FAILED",
+        Reason.DOCUMENT_CONVERSION_FAILED,
         f"the {mime_type} document could not be read; it may be corrupt or truncated ({detail[:300]})",
         mime_type=mime_type,
     )
@@ -39,7 +40,7 @@ def conversion_failed(mime_type: str, detail: str) -> RagmeshError:
 def encrypted(mime_type: str, *, what: str = "") -> RagmeshError:
     return _error(
         grpc.StatusCode.INVALID_ARGUMENT,
-        "DOCUMENT_ENCRYPTED",
+        Reason.DOCUMENT_ENCRYPTED,
         f"the {what or mime_type} document is password-protected; remove the password and send it again",
         mime_type=mime_type,
     )
@@ -49,7 +50,7 @@ def empty_document(mime_type: str = "") -> RagmeshError:
     what = f"the {mime_type} document" if mime_type else "the document"
     return _error(
         grpc.StatusCode.INVALID_ARGUMENT,
-        "EMPTY_DOCUMENT",
+        Reason.EMPTY_DOCUMENT,
         f"{what} is empty: it has no bytes or no text to convert (scanned images are not OCR'd)",
         mime_type=mime_type,
     )
@@ -59,7 +60,7 @@ def payload_too_large(size: int | None, max_bytes: int, *, what: str = "the docu
     seen = f" ({size} bytes)" if size is not None else ""
     return _error(
         grpc.StatusCode.INVALID_ARGUMENT,
-        "PAYLOAD_TOO_LARGE",
+        Reason.PAYLOAD_TOO_LARGE,
         f"{what}{seen} is larger than the limit of {max_bytes} bytes",
         max_bytes=max_bytes,
         size_bytes="" if size is None else size,
@@ -67,13 +68,13 @@ def payload_too_large(size: int | None, max_bytes: int, *, what: str = "the docu
 
 
 def url_invalid(url: str, why: str) -> RagmeshError:
-    return invalid_argument("URL_INVALID", f"{why}: {url[:200]!r}", field="url", url=url[:200])
+    return invalid_argument(Reason.URL_INVALID, f"{why}: {url[:200]!r}", field="url", url=url[:200])
 
 
 def url_not_allowed(url: str, host: str, address: str) -> RagmeshError:
     return _error(
         grpc.StatusCode.PERMISSION_DENIED,
-        "URL_NOT_ALLOWED",
+        Reason.URL_NOT_ALLOWED,
         f"{host} resolves to {address}, a private, loopback, link-local or otherwise non-public address; "
         "the converter only fetches public URLs (RAGMESH_CONVERTER_ALLOW_PRIVATE_URLS)",
         url=url[:200],
@@ -85,7 +86,7 @@ def url_not_allowed(url: str, host: str, address: str) -> RagmeshError:
 def url_fetch_failed(url: str, message: str, *, http_status: int | None = None, cause: str = "") -> RagmeshError:
     return _error(
         grpc.StatusCode.INVALID_ARGUMENT,
-        "URL_FETCH_FAILED",
+        Reason.URL_FETCH_FAILED,
         f"fetching {url[:200]} failed: {message}",
         url=url[:200],
         http_status="" if http_status is None else http_status,
@@ -96,7 +97,7 @@ def url_fetch_failed(url: str, message: str, *, http_status: int | None = None, 
 def url_fetch_timeout(url: str, seconds: float) -> RagmeshError:
     return _error(
         grpc.StatusCode.DEADLINE_EXCEEDED,
-        "URL_FETCH_TIMEOUT",
+        Reason.URL_FETCH_TIMEOUT,
         f"fetching {url[:200]} took longer than {seconds:g} s",
         url=url[:200],
         timeout_seconds=seconds,

@@ -18,6 +18,7 @@ import httpx
 import magika
 from markitdown import FileConversionException, StreamInfo, UnsupportedFormatException
 from ragmesh_common.errors import RagmeshError, invalid_argument
+from ragmesh_common.reasons import Reason
 from ragmesh_common.threads import named_pool
 
 from . import errors
@@ -76,7 +77,7 @@ class Converter:
             body += chunk
         if size_bytes and size_bytes != len(body):
             raise invalid_argument(
-                "STREAM_SIZE_MISMATCH",
+                Reason.STREAM_SIZE_MISMATCH,
                 f"the header announced {size_bytes} bytes but {len(body)} arrived; the upload is incomplete",
                 field="header.size_bytes",
                 size_bytes=size_bytes,

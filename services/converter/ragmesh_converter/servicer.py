@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from ragmesh.converter.v1 import converter_service_pb2 as pb
 from ragmesh.converter.v1 import converter_service_pb2_grpc as pb_grpc
 from ragmesh_common.errors import invalid_argument
+from ragmesh_common.reasons import Reason
 
 from .service import ConvertedDoc, Converter
 
@@ -35,7 +36,7 @@ class ConverterServicer(pb_grpc.ConverterServiceServicer):
         elif source == "content":
             doc = await self.converter.convert_bytes(request.content, request.filename, request.mime_type)
         else:
-            raise invalid_argument("SOURCE_MISSING", "set either content or url", field="source")
+            raise invalid_argument(Reason.SOURCE_MISSING, "set either content or url", field="source")
         return pb.ConvertResponse(document=_document(doc))
 
     async def ConvertStream(
@@ -44,7 +45,7 @@ class ConverterServicer(pb_grpc.ConverterServiceServicer):
         first = await anext(aiter(request_iterator), None)
         if first is None or first.WhichOneof("part") != "header":
             raise invalid_argument(
-                "STREAM_HEADER_MISSING", "the first message of ConvertStream must be a header", field="header"
+                Reason.STREAM_HEADER_MISSING, "the first message of ConvertStream must be a header", field="header"
             )
         header = first.header
         doc = await self.converter.convert_chunks(
@@ -57,7 +58,7 @@ async def _chunks(requests: AsyncIterator[pb.ConvertStreamRequest]) -> AsyncIter
     async for message in requests:
         if message.WhichOneof("part") != "chunk":
             raise invalid_argument(
-                "STREAM_HEADER_DUPLICATE",
+                Reason.STREAM_HEADER_DUPLICATE,
                 "only the first message of ConvertStream may be a header",
                 field="header",
             )

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 from ragmesh_common.config import ConfigError
 from ragmesh_common.errors import unavailable
+from ragmesh_common.reasons import Reason
 from ragmesh_common.tokens import tokenizer_fingerprint
 
 from . import cuda
@@ -537,7 +538,7 @@ class OpenAIBackend(_Texts):
 
     def _failed(self, why: str, **metadata: object):
         return unavailable(
-            "EMBEDDING_BACKEND_FAILED",
+            Reason.EMBEDDING_BACKEND_FAILED,
             f"the embedding API at {self._base_url} failed: {why}",
             backend=self.name,
             model=self.model_id,

@@ -24,6 +24,7 @@ from itertools import chain
 import grpc
 import numpy as np
 from ragmesh_common.errors import RagmeshError, unavailable
+from ragmesh_common.reasons import Reason
 from ragmesh_common.threads import lower_thread_priority, name_os_thread
 
 from .backends import DenseBackend, MicroBatch, Prepared
@@ -170,11 +171,11 @@ class Batcher:
         count = len(prepared)
         with self._cond:
             if self._closed:
-                raise unavailable("EMBEDDER_STOPPING", "the embedder is shutting down")
+                raise unavailable(Reason.EMBEDDER_STOPPING, "the embedder is shutting down")
             if self.queue_depth + count > self.max_queue_texts:
                 raise RagmeshError(
                     grpc.StatusCode.RESOURCE_EXHAUSTED,
-                    "QUEUE_FULL",
+                    Reason.QUEUE_FULL,
                     f"the embedder is busy: {self.queue_depth} texts are queued for model {self.name!r} and the "
                     f"limit is {self.max_queue_texts}; retry after {QUEUE_FULL_RETRY_SECONDS:g} s",
                     metadata={
@@ -394,7 +395,7 @@ class Batcher:
         self._urgent.clear()
         self._pending.clear()
         for job in jobs:
-            job.settle(error=unavailable("EMBEDDER_STOPPING", "the embedder is shutting down"))
+            job.settle(error=unavailable(Reason.EMBEDDER_STOPPING, "the embedder is shutting down"))
 
     # --- the runner thread -------------------------------------------------------------------------
     def _run(self) -> None:

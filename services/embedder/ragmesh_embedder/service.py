@@ -19,6 +19,7 @@ from opentelemetry.util.types import AttributeValue
 from qdrant_edge import Bm25
 from ragmesh_common.config import ConfigError
 from ragmesh_common.errors import invalid_argument, not_found
+from ragmesh_common.reasons import Reason
 from ragmesh_common.telemetry import Attr, annotate, setup_telemetry
 from ragmesh_common.tokens import unpacked_ids
 
@@ -147,7 +148,7 @@ class Embedder:
         if (model := self.models.get(name)) is None:
             served = ", ".join(self.models)
             raise not_found(
-                "MODEL_NOT_FOUND",
+                Reason.MODEL_NOT_FOUND,
                 f"this embedder serves no model named {name!r}; it serves {served}",
                 model=name,
                 models=",".join(self.models),
@@ -186,10 +187,10 @@ class Embedder:
     def validate(self, texts: Sequence[str]) -> None:
         """Raise TEXTS_EMPTY, TOO_MANY_TEXTS, TEXT_EMPTY or TEXT_TOO_LONG."""
         if not texts:
-            raise invalid_argument("TEXTS_EMPTY", "texts must hold at least one text", field="texts")
+            raise invalid_argument(Reason.TEXTS_EMPTY, "texts must hold at least one text", field="texts")
         if len(texts) > self.max_texts:
             raise invalid_argument(
-                "TOO_MANY_TEXTS",
+                Reason.TOO_MANY_TEXTS,
                 f"{len(texts)} texts in one request; the limit is {self.max_texts}",
                 field="texts",
                 count=len(texts),
@@ -201,11 +202,11 @@ class Embedder:
         for index, text in enumerate(texts):
             if not text.strip():
                 raise invalid_argument(
-                    "TEXT_EMPTY", f"texts[{index}] is empty or blank", field=f"texts[{index}]", index=index
+                    Reason.TEXT_EMPTY, f"texts[{index}] is empty or blank", field=f"texts[{index}]", index=index
                 )
             if len(text) > self.max_text_chars:
                 raise invalid_argument(
-                    "TEXT_TOO_LONG",
+                    Reason.TEXT_TOO_LONG,
                     f"texts[{index}] has {len(text)} characters; the limit is {self.max_text_chars}",
                     field=f"texts[{index}]",
                     index=index,
@@ -272,7 +273,7 @@ class Embedder:
         backend = model.backend
         if not backend.tokenizer or token_ids.tokenizer != backend.tokenizer:
             raise invalid_argument(
-                "TOKENIZER_MISMATCH",
+                Reason.TOKENIZER_MISMATCH,
                 f"token_ids were made by tokenizer {token_ids.tokenizer!r}, but model {model.name!r} "
                 + (f"uses tokenizer {backend.tokenizer!r}" if backend.tokenizer else "takes texts only (no tokenizer)")
                 + ": send the texts alone",
@@ -283,7 +284,7 @@ class Embedder:
         lengths = np.asarray(token_ids.lengths, dtype=np.int64)
         if len(lengths) != len(texts):
             raise invalid_argument(
-                "TOKEN_IDS_INVALID",
+                Reason.TOKEN_IDS_INVALID,
                 f"token_ids has {len(lengths)} lengths for {len(texts)} texts",
                 field="token_ids.lengths",
                 lengths=len(lengths),
@@ -291,7 +292,7 @@ class Embedder:
             )
         if len(token_ids.ids) != 4 * int(lengths.sum()):
             raise invalid_argument(
-                "TOKEN_IDS_INVALID",
+                Reason.TOKEN_IDS_INVALID,
                 f"token_ids.ids holds {len(token_ids.ids)} bytes; its lengths add up to "
                 f"{int(lengths.sum())} int32 ids ({4 * int(lengths.sum())} bytes)",
                 field="token_ids.ids",
@@ -300,7 +301,7 @@ class Embedder:
         if (bad := np.flatnonzero((lengths < 1) | (lengths > window))).size:
             index = int(bad[0])
             raise invalid_argument(
-                "TOKEN_IDS_INVALID",
+                Reason.TOKEN_IDS_INVALID,
                 f"texts[{index}] has {int(lengths[index])} token ids; each text needs 1 to "
                 f"{window} (the model's window)",
                 field=f"token_ids.lengths[{index}]",
@@ -311,7 +312,7 @@ class Embedder:
         ids = unpacked_ids(token_ids.ids)
         if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= backend.vocab_size):
             raise invalid_argument(
-                "TOKEN_IDS_INVALID",
+                Reason.TOKEN_IDS_INVALID,
                 f"token_ids.ids holds ids outside the model's vocabulary (0 to {backend.vocab_size - 1})",
                 field="token_ids.ids",
                 vocabulary=backend.vocab_size,

@@ -9,6 +9,7 @@ from ragmesh.embedder.v1 import embedder_service_pb2 as pb2
 from ragmesh.embedder.v1 import embedder_service_pb2_grpc as pb2_grpc
 from ragmesh_common.errors import invalid_argument
 from ragmesh_common.messages import message_from
+from ragmesh_common.reasons import Reason
 
 from .service import Embedder, Embeddings, InputType, TokenIds
 
@@ -26,7 +27,7 @@ _INPUT_TYPES = {
 def _input_type(value: pb2.InputType) -> InputType:
     if value not in _INPUT_TYPES:
         raise invalid_argument(
-            "INPUT_TYPE_INVALID", f"input_type {value} is not a known InputType", field="input_type", value=value
+            Reason.INPUT_TYPE_INVALID, f"input_type {value} is not a known InputType", field="input_type", value=value
         )
     return _INPUT_TYPES[value]
 
@@ -36,7 +37,7 @@ def _kinds(kinds: Sequence[int]) -> tuple[bool, bool]:
     for index, kind in enumerate(kinds):
         if kind not in (pb2.VECTOR_KIND_DENSE, pb2.VECTOR_KIND_SPARSE):
             raise invalid_argument(
-                "VECTOR_KIND_INVALID",
+                Reason.VECTOR_KIND_INVALID,
                 f"kinds[{index}] is {pb2.VectorKind.Name(kind) if kind in pb2.VectorKind.values() else kind}; "
                 "use VECTOR_KIND_DENSE and/or VECTOR_KIND_SPARSE (an empty list means both)",
                 field=f"kinds[{index}]",
@@ -50,7 +51,7 @@ def _kinds(kinds: Sequence[int]) -> tuple[bool, bool]:
 def _packed(dense_format: int) -> bool:
     if dense_format not in pb2.DenseFormat.values():
         raise invalid_argument(
-            "DENSE_FORMAT_INVALID",
+            Reason.DENSE_FORMAT_INVALID,
             f"dense_format {dense_format} is not a known DenseFormat",
             field="dense_format",
             value=dense_format,

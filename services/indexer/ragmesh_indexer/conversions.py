@@ -16,6 +16,7 @@ from ragmesh.indexer.v1 import indexer_service_pb2 as pb
 from ragmesh.search.v1 import search_service_pb2 as search_pb
 from ragmesh_common import validation
 from ragmesh_common.errors import RagmeshError
+from ragmesh_common.reasons import Reason
 from ragmesh_store import SearchDefaults
 
 from .jobs import JobSource, rates
@@ -113,7 +114,7 @@ def error(exc: Exception) -> pb.IngestError:
     """A document's failure; anything but a RagmeshError is logged and sent as INTERNAL_ERROR."""
     if not isinstance(exc, RagmeshError):
         log.error("ingest failed unexpectedly", exc_info=exc)
-        exc = RagmeshError(grpc.StatusCode.INTERNAL, "INTERNAL_ERROR", f"internal error: {type(exc).__name__}")
+        exc = RagmeshError(grpc.StatusCode.INTERNAL, Reason.INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
     exc.with_domain(DOMAIN)
     return pb.IngestError(
         code=exc.code.name, reason=exc.reason, domain=exc.domain, message=exc.message, metadata=dict(exc.metadata)

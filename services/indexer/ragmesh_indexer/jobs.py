@@ -35,6 +35,7 @@ import grpc
 from ragmesh_common import validation
 from ragmesh_common.errors import RagmeshError, invalid_argument, not_found
 from ragmesh_common.paths import folder_under_roots
+from ragmesh_common.reasons import Reason
 from ragmesh_common.telemetry import Attr
 from ragmesh_common.walk import SkippedFile, classify_bytes, walk
 from ragmesh_store.aio import store_call
@@ -117,11 +118,11 @@ def _folder_file(root: Path, rel: str, max_bytes: int) -> bytes:
     """A folder job's file, read when its batch runs (checked again: still inside the root, still small)."""
     path = (root / rel).resolve()
     if not path.is_relative_to(root) or not path.is_file():
-        raise not_found("FILE_NOT_FOUND", f"{rel} is gone from the folder", path=rel)
+        raise not_found(Reason.FILE_NOT_FOUND, f"{rel} is gone from the folder", path=rel)
     data = path.read_bytes()
     if len(data) > max_bytes:
         raise invalid_argument(
-            "PAYLOAD_TOO_LARGE",
+            Reason.PAYLOAD_TOO_LARGE,
             f"{rel} is {len(data)} bytes; the limit is {max_bytes}",
             field="document",
             size_bytes=len(data),
@@ -156,7 +157,7 @@ def _document(item: ItemRecord, collection: str, root: Path | None, max_bytes: i
 def _error_object(exc: BaseException) -> ErrorRecord:
     if not isinstance(exc, RagmeshError):
         log.error("job document failed unexpectedly", exc_info=exc)
-        exc = RagmeshError(grpc.StatusCode.INTERNAL, "INTERNAL_ERROR", f"internal error: {type(exc).__name__}")
+        exc = RagmeshError(grpc.StatusCode.INTERNAL, Reason.INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
     exc.with_domain(DOMAIN)
     return {
         "code": exc.code.name,
@@ -188,17 +189,17 @@ def unpack_archive(
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile as exc:
-        raise invalid_argument("ARCHIVE_INVALID", f"not a ZIP archive: {exc}", field="archive") from None
+        raise invalid_argument(Reason.ARCHIVE_INVALID, f"not a ZIP archive: {exc}", field="archive") from None
     with archive:
         members = [m for m in archive.infolist() if not m.is_dir()]
         if any(m.flag_bits & 0x1 for m in members):
             raise RagmeshError(
-                grpc.StatusCode.INVALID_ARGUMENT, "DOCUMENT_ENCRYPTED", "the archive has encrypted members", DOMAIN
+                grpc.StatusCode.INVALID_ARGUMENT, Reason.DOCUMENT_ENCRYPTED, "the archive has encrypted members", DOMAIN
             )
         unpacked = sum(m.file_size for m in members)
         if unpacked > max_unpacked_bytes:
             raise invalid_argument(
-                "PAYLOAD_TOO_LARGE",
+                Reason.PAYLOAD_TOO_LARGE,
                 f"the archive unpacks to {unpacked} bytes; the limit is {max_unpacked_bytes}",
                 field="archive",
                 size_bytes=unpacked,
@@ -257,7 +258,7 @@ class Jobs:
         collection = validation.collection_name(collection)
         if not 0 <= fresh_for_seconds <= MAX_FRESH_FOR_SECONDS:
             raise invalid_argument(
-                "FRESH_FOR_INVALID",
+                Reason.FRESH_FOR_INVALID,
                 f"fresh_for_seconds must be between 0 and {MAX_FRESH_FOR_SECONDS} (100 years)",
                 field="fresh_for_seconds",
                 limit=MAX_FRESH_FOR_SECONDS,
@@ -314,7 +315,7 @@ class Jobs:
         elif source.urls:
             urls = list(dict.fromkeys(u.strip() for u in source.urls if u.strip()))
             if len(urls) > MAX_URLS:
-                raise invalid_argument("TOO_MANY_URLS", f"at most {MAX_URLS} URLs per job", field="urls")
+                raise invalid_argument(Reason.TOO_MANY_URLS, f"at most {MAX_URLS} URLs per job", field="urls")
             ds = datasource_id(collection, "urls", "\n".join(sorted(urls)))
             items = [
                 _item(DocumentIn(collection=collection, url=u, datasource=ds, fresh_until=fresh_until), u, 0)
@@ -362,7 +363,9 @@ class Jobs:
                 )
             job.update({"kind": "documents", "source": f"{len(items)} documents"})
         else:
-            raise invalid_argument("JOB_SOURCE_MISSING", "give urls, documents, an archive or a folder", field="source")
+            raise invalid_argument(
+                Reason.JOB_SOURCE_MISSING, "give urls, documents, an archive or a folder", field="source"
+            )
         job["total"] = len(items)
         # What this run saw, so a pruning job knows which of its datasource's documents are gone.
         job["doc_ids"] = [_item_doc_id(i) for i in items] if prune and job["datasource_id"] else []
@@ -423,15 +426,15 @@ class Jobs:
     # --- reading ------------------------------------------------------------------------------------------
     async def get(self, job_id: str, *, details: bool = True) -> JobRecord:
         if not job_id:
-            raise invalid_argument("JOB_ID_INVALID", "job_id is required", field="job_id")
+            raise invalid_argument(Reason.JOB_ID_INVALID, "job_id is required", field="job_id")
         job = await self.store.get(job_id, details=details)
         if job is None:
-            raise not_found("JOB_NOT_FOUND", f"no job {job_id!r}", job_id=job_id)
+            raise not_found(Reason.JOB_NOT_FOUND, f"no job {job_id!r}", job_id=job_id)
         return job
 
     async def list(self, limit: int) -> list[JobRecord]:
         if not 0 <= limit <= 1000:
-            raise invalid_argument("LIMIT_OUT_OF_RANGE", "limit must be between 1 and 1000", field="limit")
+            raise invalid_argument(Reason.LIMIT_OUT_OF_RANGE, "limit must be between 1 and 1000", field="limit")
         return await self.store.list(limit or 50)
 
     async def cancel(self, job_id: str) -> JobRecord:
@@ -562,7 +565,7 @@ class Jobs:
                 failures[i] = (
                     exc
                     if isinstance(exc, RagmeshError)
-                    else not_found("FILE_UNREADABLE", f"{item['label']}: {exc}", path=item["label"])
+                    else not_found(Reason.FILE_UNREADABLE, f"{item['label']}: {exc}", path=item["label"])
                 )
         ready = [d for d in documents if d is not None]
         outcomes = iter(await self.indexer.ingest_batch(ready) if ready else [])
@@ -645,7 +648,7 @@ class Jobs:
                     self.indexer.store.list_documents, job["collection"], {"datasource": job["datasource_id"]}, []
                 )
             except RagmeshError as exc:
-                if exc.reason != "COLLECTION_NOT_FOUND":
+                if exc.reason != Reason.COLLECTION_NOT_FOUND:
                     raise
                 rows = []
             for row in rows:

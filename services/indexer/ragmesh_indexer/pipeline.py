@@ -32,6 +32,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Tracer
 from ragmesh.embedder.v1 import embedder_service_pb2 as embedder_pb
 from ragmesh_common.errors import RagmeshError
+from ragmesh_common.reasons import Reason
 from ragmesh_common.telemetry import Attr
 from ragmesh_store import ChunkPoint
 
@@ -322,4 +323,4 @@ class BatchPipeline:
 
 def _unexpected(exc: BaseException) -> RagmeshError:
     log.error("ingest failed unexpectedly", exc_info=exc)
-    return RagmeshError(grpc.StatusCode.INTERNAL, "INTERNAL_ERROR", f"internal error: {type(exc).__name__}")
+    return RagmeshError(grpc.StatusCode.INTERNAL, Reason.INTERNAL_ERROR, f"internal error: {type(exc).__name__}")

@@ -34,6 +34,7 @@ from ragmesh.search.v1 import search_service_pb2_grpc as search_grpc
 from ragmesh_common import validation
 from ragmesh_common.clients import ServiceClient
 from ragmesh_common.errors import RagmeshError, invalid_argument, not_found
+from ragmesh_common.reasons import Reason
 from ragmesh_store.aio import store_call
 from ragmesh_store.documents import reassemble
 from ragmesh_store.versions import Version, Versions, write_versions
@@ -101,22 +102,26 @@ class Reindexer:
         tolerance = self.tolerance if options.tolerance is None else options.tolerance
         retention = self.retention_seconds if options.retention_seconds is None else options.retention_seconds
         if not 0 <= tolerance <= 1:
-            raise invalid_argument("TOLERANCE_OUT_OF_RANGE", "tolerance must be between 0 and 1", field="tolerance")
+            raise invalid_argument(
+                Reason.TOLERANCE_OUT_OF_RANGE, "tolerance must be between 0 and 1", field="tolerance"
+            )
         if not 0 <= retention <= MAX_RETENTION_SECONDS:
             raise invalid_argument(
-                "RETENTION_OUT_OF_RANGE",
+                Reason.RETENTION_OUT_OF_RANGE,
                 f"retention_seconds must be between 0 and {MAX_RETENTION_SECONDS} (a year)",
                 field="retention_seconds",
             )
         if not await store_call(self.store.collection_exists, collection):
-            raise not_found("COLLECTION_NOT_FOUND", f"collection {collection!r} does not exist", collection=collection)
+            raise not_found(
+                Reason.COLLECTION_NOT_FOUND, f"collection {collection!r} does not exist", collection=collection
+            )
         async with self._switching:
             versions = await self.indexer.versions(collection)
             building = versions.in_state("building")
             if building is not None:
                 raise RagmeshError(
                     grpc.StatusCode.FAILED_PRECONDITION,
-                    "REINDEX_IN_PROGRESS",
+                    Reason.REINDEX_IN_PROGRESS,
                     f"collection {collection!r} is being re-indexed into version {building.version} by job "
                     f"{building.job_id}; wait for it or cancel it",
                     domain="indexer.ragmesh",
@@ -129,11 +134,11 @@ class Reindexer:
             )
             if not 16 <= tokens <= 8192:
                 raise invalid_argument(
-                    "CHUNK_TOKENS_OUT_OF_RANGE", "chunk_tokens must be between 16 and 8192", field="chunk_tokens"
+                    Reason.CHUNK_TOKENS_OUT_OF_RANGE, "chunk_tokens must be between 16 and 8192", field="chunk_tokens"
                 )
             if not 0 <= overlap < tokens // 2:
                 raise invalid_argument(
-                    "CHUNK_OVERLAP_OUT_OF_RANGE",
+                    Reason.CHUNK_OVERLAP_OUT_OF_RANGE,
                     f"chunk_overlap_tokens must be at least 0 and less than half of chunk_tokens ({tokens})",
                     field="chunk_overlap_tokens",
                 )
@@ -224,7 +229,7 @@ class Reindexer:
         if new is None or new.state != "building":
             raise RagmeshError(
                 grpc.StatusCode.ABORTED,
-                "REINDEX_ABANDONED",
+                Reason.REINDEX_ABANDONED,
                 f"version {info['to_version']} of {collection!r} is no longer being built",
                 domain="indexer.ragmesh",
             )
@@ -284,7 +289,7 @@ class Reindexer:
                     "EvaluateCollection", search_pb.EvaluateCollectionRequest(collection=collection, version=version)
                 )
             except RagmeshError as exc:
-                if exc.reason == "GOLDEN_SET_NOT_FOUND":
+                if exc.reason == Reason.GOLDEN_SET_NOT_FOUND:
                     return None, None
                 raise
             evaluation = response.evaluations[0]
@@ -322,7 +327,7 @@ class Reindexer:
             if built is None:
                 raise RagmeshError(
                     grpc.StatusCode.ABORTED,
-                    "REINDEX_ABANDONED",
+                    Reason.REINDEX_ABANDONED,
                     f"version {version} of {collection!r} is gone",
                     domain="indexer.ragmesh",
                 )
@@ -364,14 +369,16 @@ class Reindexer:
         """Switch back to the previous version. Returns (version now active, version replaced)."""
         collection = validation.collection_name(collection)
         if not await store_call(self.store.collection_exists, collection):
-            raise not_found("COLLECTION_NOT_FOUND", f"collection {collection!r} does not exist", collection=collection)
+            raise not_found(
+                Reason.COLLECTION_NOT_FOUND, f"collection {collection!r} does not exist", collection=collection
+            )
         async with self._switching:
             versions = await self.indexer.versions(collection)
             previous = versions.in_state("previous")
             if versions.in_state("building") is not None:
                 raise RagmeshError(
                     grpc.StatusCode.FAILED_PRECONDITION,
-                    "REINDEX_IN_PROGRESS",
+                    Reason.REINDEX_IN_PROGRESS,
                     f"collection {collection!r} is being re-indexed; wait for the job or cancel it",
                     domain="indexer.ragmesh",
                     metadata={"collection": collection},
@@ -379,7 +386,7 @@ class Reindexer:
             if previous is None:
                 raise RagmeshError(
                     grpc.StatusCode.FAILED_PRECONDITION,
-                    "NO_PREVIOUS_VERSION",
+                    Reason.NO_PREVIOUS_VERSION,
                     f"collection {collection!r} keeps no previous version to roll back to",
                     domain="indexer.ragmesh",
                     metadata={"collection": collection},

@@ -24,6 +24,7 @@ from ragmesh.embedder.v1 import embedder_service_pb2 as embedder_pb
 from ragmesh_common import validation
 from ragmesh_common.clients import ServiceClient
 from ragmesh_common.errors import RagmeshError, invalid_argument, not_found
+from ragmesh_common.reasons import Reason
 from ragmesh_common.telemetry import Attr, annotate, setup_telemetry
 from ragmesh_common.threads import named_pool
 from ragmesh_common.tokens import packed_ids
@@ -200,7 +201,7 @@ class Indexer:
                     )
             content = await self._content(document)
             if not content.text.strip():
-                raise invalid_argument("EMPTY_DOCUMENT", "the document has no text to index", field="document")
+                raise invalid_argument(Reason.EMPTY_DOCUMENT, "the document has no text to index", field="document")
             doc_id = document.doc_id or _default_doc_id(document, content)
             annotate({Attr.DOC_ID: doc_id})
             title = document.title or content.title or _first_heading(content.text)
@@ -222,7 +223,7 @@ class Indexer:
             if stored_hash == content_hash:
                 return _outcome("unchanged", doc_id, stored_chunks, collection, title, content, content_hash)
             if not chunks:
-                raise invalid_argument("EMPTY_DOCUMENT", "the document has no text to index", field="document")
+                raise invalid_argument(Reason.EMPTY_DOCUMENT, "the document has no text to index", field="document")
             payload = {
                 "doc_id": doc_id,
                 "chunk_count": len(chunks),
@@ -343,7 +344,7 @@ class Indexer:
         try:
             return await store_call(read_versions, self.store, collection, inline=self._inline)
         except RagmeshError as exc:
-            if exc.reason == "COLLECTION_NOT_FOUND":
+            if exc.reason == Reason.COLLECTION_NOT_FOUND:
                 return Versions(collection)
             raise
 
@@ -399,7 +400,7 @@ class Indexer:
                 if info.dimension != self.store.dimension:
                     raise RagmeshError(
                         grpc.StatusCode.FAILED_PRECONDITION,
-                        "EMBEDDING_DIMENSION_MISMATCH",
+                        Reason.EMBEDDING_DIMENSION_MISMATCH,
                         f"the embedder's model {info.model_id!r} makes {info.dimension}-dimensional vectors but "
                         f"the store holds {self.store.dimension}-dimensional ones",
                         metadata={"model_dimension": str(info.dimension), "store_dimension": str(self.store.dimension)},
@@ -463,7 +464,7 @@ class Indexer:
             source = "url"
         else:
             raise invalid_argument(
-                "DOCUMENT_CONTENT_MISSING", "give the document's text, file or url", field="document.content"
+                Reason.DOCUMENT_CONTENT_MISSING, "give the document's text, file or url", field="document.content"
             )
         converted = (await self.converter.call("Convert", request)).document
         path = document.file.path if document.file else ""
@@ -507,7 +508,7 @@ class Indexer:
                 inline=self._inline,
             )
         except RagmeshError as exc:
-            if exc.reason == "COLLECTION_NOT_FOUND":
+            if exc.reason == Reason.COLLECTION_NOT_FOUND:
                 return None
             raise
         return rows[0] if rows else None
@@ -570,7 +571,7 @@ class Indexer:
         if len(embeddings) != len(texts):
             raise RagmeshError(
                 grpc.StatusCode.INTERNAL,
-                "EMBEDDING_COUNT_MISMATCH",
+                Reason.EMBEDDING_COUNT_MISMATCH,
                 f"the embedder returned {len(embeddings)} embeddings for {len(texts)} chunks",
             )
         truncated = sum(e.truncated for _, e in embeddings)
@@ -588,7 +589,7 @@ class Indexer:
     async def delete_document(self, collection: str, doc_id: str) -> int:
         collection = validation.collection_name(collection)
         if not doc_id:
-            raise invalid_argument("DOCUMENT_ID_INVALID", "doc_id is required", field="doc_id")
+            raise invalid_argument(Reason.DOCUMENT_ID_INVALID, "doc_id is required", field="doc_id")
         validation.doc_id(doc_id)
         async with self.locks.hold((collection, doc_id)):
             active, *others = await self.targets(collection)
@@ -598,7 +599,7 @@ class Indexer:
                     await store_call(self.store.delete_document, target.physical, doc_id)
         if deleted == 0:
             raise not_found(
-                "DOCUMENT_NOT_FOUND",
+                Reason.DOCUMENT_NOT_FOUND,
                 f"document {doc_id!r} is not in collection {collection!r}",
                 collection=collection,
                 doc_id=doc_id,
@@ -615,7 +616,7 @@ class Indexer:
         name = _explicit_collection(name)
         if defaults and defaults.rrf_k is not None and not 1 <= defaults.rrf_k <= MAX_RRF_K:
             raise invalid_argument(
-                "RRF_K_OUT_OF_RANGE",
+                Reason.RRF_K_OUT_OF_RANGE,
                 f"default_rrf_k must be between 1 and {MAX_RRF_K}",
                 field="default_rrf_k",
                 rrf_k=defaults.rrf_k,
@@ -648,21 +649,21 @@ def unless_gone() -> Iterator[None]:
     try:
         yield
     except RagmeshError as exc:
-        if exc.reason != "COLLECTION_NOT_FOUND":
+        if exc.reason != Reason.COLLECTION_NOT_FOUND:
             raise
 
 
 def _explicit_collection(name: str) -> str:
     """Creating or deleting a collection needs its name spelled out (no implicit "default")."""
     if not name:
-        raise invalid_argument("COLLECTION_NAME_INVALID", "the collection name is required", field="name")
+        raise invalid_argument(Reason.COLLECTION_NAME_INVALID, "the collection name is required", field="name")
     return validation.collection_name(name, field="name")
 
 
 def _check_size(size: int, limit: int) -> None:
     if size > limit:
         raise invalid_argument(
-            "PAYLOAD_TOO_LARGE",
+            Reason.PAYLOAD_TOO_LARGE,
             f"the document is {size} bytes; the limit is {limit}",
             field="document",
             size_bytes=size,
@@ -722,7 +723,7 @@ def _with_tail(point: ChunkPoint, tail: str) -> ChunkPoint:
 
 
 def _internal(message: str) -> RagmeshError:
-    return RagmeshError(grpc.StatusCode.INTERNAL, "INTERNAL_ERROR", message)
+    return RagmeshError(grpc.StatusCode.INTERNAL, Reason.INTERNAL_ERROR, message)
 
 
 def _outcome(

@@ -10,6 +10,7 @@ from ragmesh.indexer.v1 import indexer_service_pb2 as pb
 from ragmesh.indexer.v1 import indexer_service_pb2_grpc as pb_grpc
 from ragmesh_common import validation
 from ragmesh_common.errors import RagmeshError
+from ragmesh_common.reasons import Reason
 
 from . import conversions
 from .conversions import DOMAIN
@@ -89,7 +90,7 @@ class IndexerServicer(pb_grpc.IndexerServiceServicer):
     # --- jobs ----------------------------------------------------------------------------------------------
     def _jobs(self) -> Jobs:
         if self.jobs is None:
-            raise RagmeshError(grpc.StatusCode.UNIMPLEMENTED, "JOBS_DISABLED", "this indexer runs no jobs")
+            raise RagmeshError(grpc.StatusCode.UNIMPLEMENTED, Reason.JOBS_DISABLED, "this indexer runs no jobs")
         return self.jobs
 
     async def CreateJob(self, request: pb.CreateJobRequest, context: object) -> pb.CreateJobResponse:

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 
 from ragmesh_common import validation
 from ragmesh_common.errors import RagmeshError, invalid_argument, not_found
+from ragmesh_common.reasons import Reason
 from ragmesh_common.relevance import mean_at_10
 from ragmesh_store import Store
 from ragmesh_store.aio import store_call
@@ -71,10 +72,10 @@ def fingerprint(queries: Sequence[GoldenQuery]) -> str:
 def checked_queries(queries: Sequence[GoldenQuery], max_query_chars: int) -> list[GoldenQuery]:
     """The set's queries, or INVALID_ARGUMENT with the first rule broken (the field named)."""
     if not queries:
-        raise invalid_argument("GOLDEN_SET_EMPTY", "the golden set has no queries", field="queries")
+        raise invalid_argument(Reason.GOLDEN_SET_EMPTY, "the golden set has no queries", field="queries")
     if len(queries) > MAX_QUERIES:
         raise invalid_argument(
-            "GOLDEN_SET_TOO_LARGE",
+            Reason.GOLDEN_SET_TOO_LARGE,
             f"the golden set has {len(queries)} queries; the limit is {MAX_QUERIES}",
             field="queries",
             limit=MAX_QUERIES,
@@ -82,7 +83,7 @@ def checked_queries(queries: Sequence[GoldenQuery], max_query_chars: int) -> lis
     total = sum(len(q.relevant) for q in queries)
     if total > MAX_JUDGMENTS:
         raise invalid_argument(
-            "GOLDEN_SET_TOO_LARGE",
+            Reason.GOLDEN_SET_TOO_LARGE,
             f"the golden set has {total} judgments; the limit is {MAX_JUDGMENTS}",
             field="queries",
             limit=MAX_JUDGMENTS,
@@ -92,13 +93,13 @@ def checked_queries(queries: Sequence[GoldenQuery], max_query_chars: int) -> lis
         where = f"queries[{i}]"
         if not q.query_id or len(q.query_id) > QUERY_ID_MAX_CHARS or not q.query_id.strip():
             raise invalid_argument(
-                "GOLDEN_QUERY_INVALID",
+                Reason.GOLDEN_QUERY_INVALID,
                 f"{where}: query_id must be 1..{QUERY_ID_MAX_CHARS} characters, not blank",
                 field=f"{where}.query_id",
             )
         if q.query_id in seen:
             raise invalid_argument(
-                "GOLDEN_QUERY_DUPLICATE",
+                Reason.GOLDEN_QUERY_DUPLICATE,
                 f"{where}: query_id {q.query_id[:80]!r} is used by an earlier query",
                 field=f"{where}.query_id",
                 query_id=q.query_id[:80],
@@ -106,14 +107,14 @@ def checked_queries(queries: Sequence[GoldenQuery], max_query_chars: int) -> lis
         seen.add(q.query_id)
         if not q.text.strip() or len(q.text) > max_query_chars:
             raise invalid_argument(
-                "GOLDEN_QUERY_INVALID",
+                Reason.GOLDEN_QUERY_INVALID,
                 f"{where}: the text must be 1..{max_query_chars} characters, not blank",
                 field=f"{where}.text",
                 query_id=q.query_id[:80],
             )
         if len(q.relevant) > MAX_JUDGMENTS_PER_QUERY:
             raise invalid_argument(
-                "GOLDEN_SET_TOO_LARGE",
+                Reason.GOLDEN_SET_TOO_LARGE,
                 f"{where} has {len(q.relevant)} judgments; the limit is {MAX_JUDGMENTS_PER_QUERY} per query",
                 field=f"{where}.relevant",
                 limit=MAX_JUDGMENTS_PER_QUERY,
@@ -122,7 +123,7 @@ def checked_queries(queries: Sequence[GoldenQuery], max_query_chars: int) -> lis
             validation.doc_id(doc_id, field=f"{where}.relevant")
             if not 0 <= grade <= MAX_GRADE:
                 raise invalid_argument(
-                    "GOLDEN_GRADE_INVALID",
+                    Reason.GOLDEN_GRADE_INVALID,
                     f"{where}: document {doc_id[:80]!r} has grade {grade}; "
                     f"grades are 0..{MAX_GRADE} (0: judged not relevant)",
                     field=f"{where}.relevant",
@@ -131,7 +132,7 @@ def checked_queries(queries: Sequence[GoldenQuery], max_query_chars: int) -> lis
                 )
         if not any(grade > 0 for grade in q.relevant.values()):
             raise invalid_argument(
-                "GOLDEN_QUERY_INVALID",
+                Reason.GOLDEN_QUERY_INVALID,
                 f"{where}: query {q.query_id[:80]!r} has no relevant document (a grade above 0): nothing to find",
                 field=f"{where}.relevant",
                 query_id=q.query_id[:80],
@@ -170,7 +171,7 @@ class GoldenSets:
         record = await store_call(self.store.collection_record, collection, GOLDEN_RECORD)
         if not isinstance(record, dict) or not record.get("queries"):
             raise not_found(
-                "GOLDEN_SET_NOT_FOUND",
+                Reason.GOLDEN_SET_NOT_FOUND,
                 f"collection {collection!r} has no golden set; store one first "
                 "(PUT /api/v1/collections/{name}/golden, `ragmesh golden upload`)",
                 collection=collection,
@@ -194,7 +195,9 @@ class GoldenSets:
 
     async def _require_collection(self, collection: str) -> None:
         if not await store_call(self.store.collection_exists, collection):
-            raise not_found("COLLECTION_NOT_FOUND", f"collection {collection!r} does not exist", collection=collection)
+            raise not_found(
+                Reason.COLLECTION_NOT_FOUND, f"collection {collection!r} does not exist", collection=collection
+            )
 
     async def _require_documents(self, collection: str, queries: Sequence[GoldenQuery]) -> None:
         """NOT_FOUND GOLDEN_DOCUMENT_NOT_FOUND when a document graded relevant is not in the collection (a set
@@ -211,7 +214,7 @@ class GoldenSets:
             named = ", ".join(f"{d!r} (query {q!r})" for q, d in missing[:_NAMED])
             more = f" and {len(missing) - _NAMED} more" if len(missing) > _NAMED else ""
             raise not_found(
-                "GOLDEN_DOCUMENT_NOT_FOUND",
+                Reason.GOLDEN_DOCUMENT_NOT_FOUND,
                 f"{len(missing)} relevant document(s) of the golden set are "
                 f"not in collection {collection!r}: {named}{more}; ingest them first (their doc_ids must "
                 "match)",
@@ -230,7 +233,7 @@ class GoldenSets:
         golden = await self.get(collection)
         if version < 0:
             raise invalid_argument(
-                "VERSION_INVALID",
+                Reason.VERSION_INVALID,
                 f"version must be 0 (the active one) or a version number, not {version}",
                 field="version",
                 version=version,
@@ -316,7 +319,7 @@ class GoldenSets:
         collection = validation.collection_name(collection)
         if not 0 <= limit <= MAX_LIST_LIMIT:
             raise invalid_argument(
-                "LIMIT_OUT_OF_RANGE", f"limit must be between 0 and {MAX_LIST_LIMIT}", field="limit", limit=limit
+                Reason.LIMIT_OUT_OF_RANGE, f"limit must be between 0 and {MAX_LIST_LIMIT}", field="limit", limit=limit
             )
         runs = [e for e in await self._history(collection) if mode is None or e.mode == mode]
         return runs[-limit:] if limit else runs

@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol
 
 import httpx
 from ragmesh_common.errors import unavailable
+from ragmesh_common.reasons import Reason
 
 RerankApi = Literal["cohere", "tei"]
 
@@ -54,7 +55,7 @@ class HttpReranker:
             return _scores(response.json(), len(texts))
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
             raise unavailable(
-                "RERANKER_UNAVAILABLE",
+                Reason.RERANKER_UNAVAILABLE,
                 f"the reranker at {self.url} failed: {exc}"[:500],
                 service="reranker",
                 url=self.url,

@@ -19,6 +19,7 @@ from ragmesh.embedder.v1 import embedder_service_pb2 as embedder_pb
 from ragmesh_common import validation
 from ragmesh_common.clients import ServiceClient
 from ragmesh_common.errors import RagmeshError, invalid_argument, not_found
+from ragmesh_common.reasons import Reason
 from ragmesh_common.vectors import dense_rows
 from ragmesh_store import (
     METADATA_PREFIX,
@@ -175,7 +176,7 @@ def _scalar(key: str, value: Any, path: str) -> str | int | float | bool:
 
 
 def _bad_filter(key: str, message: str) -> RagmeshError:
-    return invalid_argument("FILTER_INVALID", message, field=f"filters.{key[:70]}", key=key[:70])
+    return invalid_argument(Reason.FILTER_INVALID, message, field=f"filters.{key[:70]}", key=key[:70])
 
 
 class Searcher:
@@ -250,10 +251,10 @@ class Searcher:
         `fusion`), each collection answered by one version (its active one, or the one `request.versions` pins).
         Fusion and rrf_k come from the request, else the collection's search defaults, else the service's."""
         if not request.query.strip():
-            raise invalid_argument("QUERY_EMPTY", "the query is empty", field="query")
+            raise invalid_argument(Reason.QUERY_EMPTY, "the query is empty", field="query")
         if len(request.query) > self.max_query_chars:
             raise invalid_argument(
-                "QUERY_TOO_LONG",
+                Reason.QUERY_TOO_LONG,
                 f"the query has {len(request.query)} characters; the limit is {self.max_query_chars}",
                 field="query",
                 limit=self.max_query_chars,
@@ -261,14 +262,20 @@ class Searcher:
         top_k = request.top_k or DEFAULT_TOP_K
         if not 1 <= top_k <= MAX_TOP_K:
             raise invalid_argument(
-                "TOP_K_OUT_OF_RANGE", f"top_k must be between 1 and {MAX_TOP_K}", field="top_k", top_k=request.top_k
+                Reason.TOP_K_OUT_OF_RANGE,
+                f"top_k must be between 1 and {MAX_TOP_K}",
+                field="top_k",
+                top_k=request.top_k,
             )
         names = list(
             dict.fromkeys(validation.collection_name(c, field="collections") for c in request.collections or [""])
         )
         if request.rrf_k is not None and not 1 <= request.rrf_k <= MAX_RRF_K:
             raise invalid_argument(
-                "RRF_K_OUT_OF_RANGE", f"rrf_k must be between 1 and {MAX_RRF_K}", field="rrf_k", rrf_k=request.rrf_k
+                Reason.RRF_K_OUT_OF_RANGE,
+                f"rrf_k must be between 1 and {MAX_RRF_K}",
+                field="rrf_k",
+                rrf_k=request.rrf_k,
             )
         filters = parse_filters(request.filters)
         mode = request.mode or self.default_mode
@@ -437,12 +444,12 @@ class Searcher:
         without repeating overlaps."""
         collection = validation.collection_name(collection)
         if not doc_id:
-            raise invalid_argument("DOCUMENT_ID_INVALID", "doc_id is required", field="doc_id")
+            raise invalid_argument(Reason.DOCUMENT_ID_INVALID, "doc_id is required", field="doc_id")
         validation.doc_id(doc_id)
         chunks = await store_call(self._document_chunks, collection, doc_id, inline=self._inline)
         if not chunks:
             raise not_found(
-                "DOCUMENT_NOT_FOUND",
+                Reason.DOCUMENT_NOT_FOUND,
                 f"document {doc_id!r} is not in collection {collection!r}",
                 collection=collection,
                 doc_id=doc_id,
@@ -487,7 +494,7 @@ def version_not_found(versions: Versions, version: int) -> RagmeshError:
     """NOT_FOUND VERSION_NOT_FOUND: the collection has no such version."""
     kept = ", ".join(str(v.version) for v in versions.versions)
     return not_found(
-        "VERSION_NOT_FOUND",
+        Reason.VERSION_NOT_FOUND,
         f"collection {versions.name!r} has no version {version} (it keeps {kept}; {versions.active} is active)",
         collection=versions.name,
         version=version,

@@ -12,6 +12,7 @@ from ragmesh.search.v1 import search_service_pb2 as pb
 from ragmesh.search.v1 import search_service_pb2_grpc as pb_grpc
 from ragmesh_common.errors import invalid_argument
 from ragmesh_common.messages import message_from
+from ragmesh_common.reasons import Reason
 from ragmesh_common.telemetry import Attr, annotate
 from ragmesh_store.base import Fusion
 
@@ -188,7 +189,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
 
 def _mode(value: pb.SearchMode, field: str) -> SearchMode:
     if value not in _MODES:
-        raise invalid_argument("MODE_INVALID", f"{field} is not a search mode ({value})", field=field, mode=value)
+        raise invalid_argument(Reason.MODE_INVALID, f"{field} is not a search mode ({value})", field=field, mode=value)
     return _MODES[value]
 
 
