@@ -87,49 +87,22 @@ class MeshClients:
 
     def __init__(self, settings: GatewaySettings) -> None:
         self.settings = settings
-        timeout = settings.gateway_timeout_seconds
-        size = settings.grpc_max_message_bytes
-        addr = settings.addresses
-        self.converter = ServiceClient(
-            "converter",
-            addr["converter"],
-            ConverterServiceStub,
-            timeout=timeout,
-            max_message_bytes=size,
-            caller="gateway",
-        )
-        self.embedder = ServiceClient(
-            "embedder",
-            addr["embedder"],
-            EmbedderServiceStub,
-            timeout=timeout,
-            max_message_bytes=size,
-            caller="gateway",
-        )
-        self.indexer = ServiceClient(
-            "indexer",
-            addr["indexer"],
-            IndexerServiceStub,
-            timeout=timeout,
-            max_message_bytes=size,
-            caller="gateway",
-        )
-        self.search_client = ServiceClient(
-            "search",
-            addr["search"],
-            SearchServiceStub,
-            timeout=timeout,
-            max_message_bytes=size,
-            caller="gateway",
-        )
-        self.answer = ServiceClient(
-            "answer",
-            addr["answer"],
-            AnswerServiceStub,
-            timeout=settings.gateway_answer_timeout_seconds,
-            max_message_bytes=size,
-            caller="gateway",
-        )
+
+        def client(name: str, stub: type, timeout: float = settings.gateway_timeout_seconds) -> ServiceClient:
+            return ServiceClient(
+                name,
+                settings.addresses[name],
+                stub,
+                timeout=timeout,
+                max_message_bytes=settings.grpc_max_message_bytes,
+                caller="gateway",
+            )
+
+        self.converter = client("converter", ConverterServiceStub)
+        self.embedder = client("embedder", EmbedderServiceStub)
+        self.indexer = client("indexer", IndexerServiceStub)
+        self.search_client = client("search", SearchServiceStub)
+        self.answer = client("answer", AnswerServiceStub, settings.gateway_answer_timeout_seconds)
 
     @property
     def services(self) -> dict[str, ServiceClient]:
