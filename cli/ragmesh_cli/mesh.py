@@ -83,7 +83,7 @@ async def run(names: Sequence[str], *, local: bool) -> None:
     try:
         store = None
         for name in [n for n in names if n in GRPC_SERVICES]:
-            settings = load(settings_class(name))
+            settings: Any = load(settings_class(name))  # the settings class of whichever service `name` is
             module = importlib.import_module(f"ragmesh_{name}.server")
             if name in ("indexer", "search") and {"indexer", "search"} <= set(names):
                 if store is None:

@@ -20,6 +20,7 @@ import importlib
 import json
 import time
 from collections.abc import AsyncIterator, Iterable
+from typing import Any
 
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
@@ -40,7 +41,7 @@ RETRYABLE = grpc.StatusCode.UNAVAILABLE  # the one code an idempotent call is re
 
 def _service_config(full_service: str, idempotent: Iterable[str]) -> str:
     # round_robin: behind a headless Kubernetes Service, spread calls over every pod (the embedder scales out).
-    config: dict = {"loadBalancingConfig": [{"round_robin": {}}]}
+    config: dict[str, object] = {"loadBalancingConfig": [{"round_robin": {}}]}
     methods = [{"service": full_service, "method": m} for m in idempotent]
     if not methods:
         return json.dumps(config)
@@ -66,7 +67,8 @@ def _service_config(full_service: str, idempotent: Iterable[str]) -> str:
 def _service_descriptor(stub_cls: type) -> ServiceDescriptor:
     # FooServiceStub lives in ragmesh.<svc>.v1.<file>_pb2_grpc; its package holds the descriptor.
     pb2 = importlib.import_module(stub_cls.__module__.removesuffix("_grpc"))
-    return pb2.DESCRIPTOR.services_by_name[stub_cls.__name__.removesuffix("Stub")]
+    descriptor: ServiceDescriptor = pb2.DESCRIPTOR.services_by_name[stub_cls.__name__.removesuffix("Stub")]
+    return descriptor
 
 
 def idempotent_methods(service: ServiceDescriptor) -> frozenset[str]:
@@ -140,7 +142,7 @@ class ServiceClient:
             )
         return budget
 
-    async def call(self, method: str, request, *, timeout: float | None = None):
+    async def call(self, method: str, request: inprocess.Request, *, timeout: float | None = None) -> Any:
         """A unary or client-streaming call; raises RagmeshError on failure. A service of this process
         (`ragmesh up`) answers it directly (`inprocess`)."""
         local = inprocess.served(self.target)
@@ -160,7 +162,9 @@ class ServiceClient:
         err.retried = method in self.idempotent and err.code == RETRYABLE
         return err
 
-    async def stream(self, method: str, request, *, timeout: float | None = None) -> AsyncIterator:
+    async def stream(
+        self, method: str, request: inprocess.Request, *, timeout: float | None = None
+    ) -> AsyncIterator[Any]:
         """A server-streaming call; yields responses, raises RagmeshError on failure."""
         local = inprocess.served(self.target)
         if local is not None:
@@ -184,7 +188,7 @@ class ServiceClient:
         stub = health_pb2_grpc.HealthStub(self.channel)
         try:
             # types-grpcio-health-checking declares HealthStub without its methods (set in __init__ at run time)
-            reply = await stub.Check(  # type: ignore[attr-defined]
+            reply: health_pb2.HealthCheckResponse = await stub.Check(  # type: ignore[attr-defined]
                 health_pb2.HealthCheckRequest(service=self.full_name), timeout=timeout
             )
         except grpc.RpcError:
@@ -207,6 +211,8 @@ async def model_dimension(embedder: ServiceClient, wait_seconds: float) -> int:
         reraise=True,
     ):
         with attempt:
-            info = await embedder.call("GetModelInfo", embedder_pb.GetModelInfoRequest(), timeout=5)
+            info: embedder_pb.GetModelInfoResponse = await embedder.call(
+                "GetModelInfo", embedder_pb.GetModelInfoRequest(), timeout=5
+            )
             return info.dimension
     raise AssertionError("unreachable")

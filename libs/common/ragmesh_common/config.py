@@ -12,7 +12,7 @@ Environment variables:
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -94,11 +94,14 @@ class ServiceSettings(BaseSettings):
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 
 
+S = TypeVar("S", bound=BaseSettings)
+
+
 class ConfigError(SystemExit):
     """Raised at start-up when the environment does not make valid settings; the message says which."""
 
 
-def load(settings_cls: type[BaseSettings], **overrides):
+def load(settings_cls: type[S], **overrides: Any) -> S:
     """Build a settings object from the environment, failing fast with a message that names the variable."""
     try:
         return settings_cls(**overrides)

@@ -14,6 +14,7 @@ from typing import cast
 
 import grpc
 from google.protobuf import any_pb2
+from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 
 from .reasons import Reason
@@ -89,7 +90,7 @@ class RagmeshError(Exception):
         return status
 
 
-def _pack(message) -> any_pb2.Any:
+def _pack(message: Message) -> any_pb2.Any:
     packed = any_pb2.Any()
     packed.Pack(message)
     return packed

@@ -32,11 +32,13 @@ import contextvars
 import functools
 import random
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any, Protocol
 
 import grpc
+from google.protobuf.message import Message
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from pydantic import Field
@@ -44,6 +46,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .deadlines import current_deadline
 from .errors import RagmeshError, from_rpc_error, received, transport_error
+from .handlers import Behavior, Handler
 from .reasons import Reason
 from .status import status_error
 from .telemetry import GrpcServerMetrics, Telemetry
@@ -51,6 +54,8 @@ from .telemetry import GrpcServerMetrics, Telemetry
 # The retry policy of `clients._service_config`, as gRPC applies it (gRFC A6): attempts, first and longest backoff.
 _ATTEMPTS, _BACKOFF, _BACKOFF_MAX, _MULTIPLIER = 4, 0.1, 2.0, 2.0
 _END = object()
+# A call's request: one message, or (for a streaming request) the messages, sync or async.
+Request = Message | AsyncIterable[Message] | Iterable[Message]
 
 
 class InProcessSettings(BaseSettings):
@@ -87,7 +92,7 @@ class LocalService:
 
     name: str
     domain: str
-    handlers: Mapping[str, grpc.RpcMethodHandler]
+    handlers: Mapping[str, Handler]
     telemetry: Telemetry
 
     @functools.cached_property
@@ -114,7 +119,7 @@ def served(target: str) -> LocalService | None:
 
 
 # --- the caller's side --------------------------------------------------------------------------------------
-async def unary(local: LocalService, client: Caller, method: str, request, timeout: float | None):
+async def unary(local: LocalService, client: Caller, method: str, request: Request, timeout: float | None) -> Any:
     """`client.call(method, request)` served by `local`; raises RagmeshError as the gRPC path does."""
     path = f"/{client.full_name}/{method}"
     handler = _handler(local, client, path)
@@ -150,7 +155,9 @@ async def unary(local: LocalService, client: Caller, method: str, request, timeo
     raise AssertionError("unreachable")
 
 
-async def stream(local: LocalService, client: Caller, method: str, request, timeout: float | None) -> AsyncGenerator:
+async def stream(
+    local: LocalService, client: Caller, method: str, request: Request, timeout: float | None
+) -> AsyncGenerator[Any, None]:
     """`client.stream(method, request)` served by `local`: each response as the callee yields it (none read
     ahead); closing early cancels the callee, as a cancelled gRPC call does."""
     path = f"/{client.full_name}/{method}"
@@ -176,7 +183,7 @@ async def stream(local: LocalService, client: Caller, method: str, request, time
             await loop.create_task(_close(responses), context=context)
 
 
-async def _until(task: asyncio.Task, deadline: float, client: Caller):
+async def _until(task: asyncio.Task[Any], deadline: float, client: Caller) -> Any:
     """The task's result; past the deadline (on the loop's clock) the task is cancelled and the call fails as
     gRPC's would."""
     try:
@@ -188,15 +195,15 @@ async def _until(task: asyncio.Task, deadline: float, client: Caller):
         ) from None
 
 
-async def _step(responses: AsyncIterator):
+async def _step(responses: AsyncIterator[Any]) -> Any:
     return await anext(responses, _END)
 
 
-async def _close(responses) -> None:
+async def _close(responses: AsyncGenerator[Any, None]) -> None:
     await responses.aclose()
 
 
-def _handler(local: LocalService, client: Caller, path: str) -> grpc.RpcMethodHandler:
+def _handler(local: LocalService, client: Caller, path: str) -> Handler:
     handler = local.handlers.get(path)
     if handler is None:  # as gRPC answers a method the server does not serve
         raise transport_error(
@@ -211,7 +218,7 @@ def _misuse(client: Caller, path: str, what: str) -> RagmeshError:
     )
 
 
-def _check_size(client: Caller, request) -> None:
+def _check_size(client: Caller, request: Message) -> None:
     size = request.ByteSize()
     if size > client.max_message_bytes:  # the message gRPC's channel gives for the same request
         raise transport_error(
@@ -222,7 +229,7 @@ def _check_size(client: Caller, request) -> None:
         )
 
 
-def _sent(request, streaming: bool, client: Caller):
+def _sent(request: Any, streaming: bool, client: Caller) -> Any:
     """The request as the servicer gets it: a message checked against the client's size limit now, or a stream
     whose messages are checked as they are read."""
     if streaming:
@@ -231,7 +238,9 @@ def _sent(request, streaming: bool, client: Caller):
     return request
 
 
-async def _async_iter(requests, client: Caller):
+async def _async_iter(
+    requests: AsyncIterable[Message] | Iterable[Message], client: Caller
+) -> AsyncGenerator[Message, None]:
     """A request stream as the servicer reads it: an async iterator, whatever the caller passed, each message
     within the client's size limit (a larger one fails the call, as gRPC's channel fails it)."""
     if hasattr(requests, "__aiter__"):
@@ -259,7 +268,9 @@ class _client_span:  # noqa: N801 - a context manager used like a function
             )
         return self.span
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self.span is None:
             return
         code = (
@@ -277,7 +288,9 @@ class _client_span:  # noqa: N801 - a context manager used like a function
 
 
 # --- the callee's side: what its server interceptors do for a call over gRPC -----------------------------
-async def _serve_unary(local: LocalService, path: str, behavior, request, expires: float, parent):
+async def _serve_unary(
+    local: LocalService, path: str, behavior: Behavior, request: Request, expires: float, parent: trace.Span | None
+) -> Any:
     with _Served(local, path, expires, parent) as served_call:
         try:
             return await behavior(request, None)
@@ -285,7 +298,9 @@ async def _serve_unary(local: LocalService, path: str, behavior, request, expire
             raise served_call.failed(exc) from None
 
 
-async def _serve_stream(local: LocalService, path: str, behavior, request, expires: float, parent):
+async def _serve_stream(
+    local: LocalService, path: str, behavior: Behavior, request: Request, expires: float, parent: trace.Span | None
+) -> AsyncGenerator[Any, None]:
     with _Served(local, path, expires, parent) as served_call:
         try:
             async for response in behavior(request, None):
@@ -331,7 +346,9 @@ class _Served:
         self.code = sent.code
         return received(sent)
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if isinstance(exc, asyncio.CancelledError):
             self.code = grpc.StatusCode.CANCELLED
         elapsed = time.perf_counter() - self.started

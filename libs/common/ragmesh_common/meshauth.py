@@ -7,17 +7,21 @@ and grpcurl still work. Unset (the default): no check."""
 from __future__ import annotations
 
 import hmac
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any, NoReturn
 
 import grpc
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import RagmeshError
-from .handlers import rewrap_handler
+from .handlers import Handler, rewrap_handler
 from .reasons import Reason
 
 METADATA_KEY = "x-ragmesh-mesh-token"
 OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+# A request stream as a client interceptor gets it.
+Requests = AsyncIterable[Any] | Iterable[Any]
 
 
 class MeshAuthSettings(BaseSettings):
@@ -46,7 +50,11 @@ class MeshTokenServerInterceptor(grpc.aio.ServerInterceptor):
         self._token = token.encode()
         self._domain = domain
 
-    async def intercept_service(self, continuation, handler_call_details):
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Handler | None:
         method = handler_call_details.method
         if method.startswith(OPEN_SERVICES):
             return await continuation(handler_call_details)
@@ -63,10 +71,10 @@ class MeshTokenServerInterceptor(grpc.aio.ServerInterceptor):
             self._domain,
         )
 
-        async def refuse(request, context):
+        async def refuse(request: object, context: grpc.aio.ServicerContext[Any, Any]) -> NoReturn:
             await context.abort(error.code, error.message, error.trailing_metadata())
 
-        async def refuse_stream(request, context):
+        async def refuse_stream(request: object, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[None]:
             await context.abort(error.code, error.message, error.trailing_metadata())
             yield  # pragma: no cover - abort raises
 
@@ -91,14 +99,34 @@ class MeshTokenClientInterceptor(
             details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
         )
 
-    async def intercept_unary_unary(self, continuation, client_call_details, request):
+    async def intercept_unary_unary(
+        self,
+        continuation: Callable[[grpc.aio.ClientCallDetails, Any], Awaitable[grpc.aio.UnaryUnaryCall[Any, Any]]],
+        client_call_details: grpc.aio.ClientCallDetails,
+        request: Any,
+    ) -> grpc.aio.UnaryUnaryCall[Any, Any]:
         return await continuation(self._details(client_call_details), request)
 
-    async def intercept_unary_stream(self, continuation, client_call_details, request):
+    async def intercept_unary_stream(
+        self,
+        continuation: Callable[[grpc.aio.ClientCallDetails, Any], Awaitable[grpc.aio.UnaryStreamCall[Any, Any]]],
+        client_call_details: grpc.aio.ClientCallDetails,
+        request: Any,
+    ) -> grpc.aio.UnaryStreamCall[Any, Any]:
         return await continuation(self._details(client_call_details), request)
 
-    async def intercept_stream_unary(self, continuation, client_call_details, request_iterator):
+    async def intercept_stream_unary(
+        self,
+        continuation: Callable[[grpc.aio.ClientCallDetails, Requests], Awaitable[grpc.aio.StreamUnaryCall[Any, Any]]],
+        client_call_details: grpc.aio.ClientCallDetails,
+        request_iterator: Requests,
+    ) -> grpc.aio.StreamUnaryCall[Any, Any]:
         return await continuation(self._details(client_call_details), request_iterator)
 
-    async def intercept_stream_stream(self, continuation, client_call_details, request_iterator):
+    async def intercept_stream_stream(
+        self,
+        continuation: Callable[[grpc.aio.ClientCallDetails, Requests], Awaitable[grpc.aio.StreamStreamCall[Any, Any]]],
+        client_call_details: grpc.aio.ClientCallDetails,
+        request_iterator: Requests,
+    ) -> grpc.aio.StreamStreamCall[Any, Any]:
         return await continuation(self._details(client_call_details), request_iterator)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any, NoReturn
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -18,7 +19,7 @@ from grpc_reflection.v1alpha import reflection
 
 from . import deadlines, inprocess
 from .config import ServiceSettings
-from .handlers import rewrap_handler
+from .handlers import Behavior, Handler, rewrap_handler
 from .meshauth import MeshTokenServerInterceptor, mesh_token
 from .ports import port_free, port_in_use
 from .status import status_error
@@ -32,15 +33,19 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self, domain: str) -> None:
         self.domain = domain
 
-    async def intercept_service(self, continuation, handler_call_details):
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Handler | None:
         handler = await continuation(handler_call_details)
         if handler is None:
             return None
         method = handler_call_details.method
         return rewrap_handler(handler, lambda b: self._wrap_unary(b, method), lambda b: self._wrap_stream(b, method))
 
-    def _wrap_unary(self, behavior, method: str):
-        async def wrapper(request, context):
+    def _wrap_unary(self, behavior: Behavior, method: str) -> Behavior:
+        async def wrapper(request: object, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             deadlines.record(context)
             try:
                 return await behavior(request, context)
@@ -49,8 +54,8 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
 
         return wrapper
 
-    def _wrap_stream(self, behavior, method: str):
-        async def wrapper(request, context):
+    def _wrap_stream(self, behavior: Behavior, method: str) -> Behavior:
+        async def wrapper(request: object, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
             deadlines.record(context)
             try:
                 async for response in behavior(request, context):
@@ -60,7 +65,7 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
 
         return wrapper
 
-    async def _abort(self, context, exc: Exception, method: str):
+    async def _abort(self, context: grpc.aio.ServicerContext[Any, Any], exc: Exception, method: str) -> NoReturn:
         if isinstance(exc, asyncio.CancelledError) or _is_abort(exc):
             raise exc
         err = status_error(exc, self.domain, method)
@@ -86,7 +91,7 @@ class Service:
     closers: list[Callable[[], object]] = field(default_factory=list)
     domain: str = ""
     # The servicers' method handlers by path ("/pkg.Service/Method"), for calls served in process.
-    handlers: dict[str, grpc.RpcMethodHandler] = field(default_factory=dict)
+    handlers: dict[str, Handler] = field(default_factory=dict)
     # The targets clients of this process reach it at directly (`serve_in_process`).
     in_process_targets: list[str] = field(default_factory=list)
 
@@ -174,13 +179,13 @@ class _RecordingServer:
 
     def __init__(self, server: grpc.aio.Server) -> None:
         self._server = server
-        self.handlers: dict[str, grpc.RpcMethodHandler] = {}
+        self.handlers: dict[str, Handler] = {}
 
-    def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, Handler]) -> None:
         self.handlers.update({f"/{service}/{method}": handler for method, handler in handlers.items()})
         self._server.add_registered_method_handlers(service, handlers)
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._server, name)
 
 

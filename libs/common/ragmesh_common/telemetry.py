@@ -27,18 +27,25 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Tracer, TracerProvider
 from prometheus_client import CollectorRegistry, Gauge, Histogram, ProcessCollector
 
-from .handlers import rewrap_handler
+from .handlers import Behavior, Handler, rewrap_handler
+
+if TYPE_CHECKING:
+    import httpx
+    from fastapi import FastAPI
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 log = logging.getLogger(__name__)
 M = TypeVar("M")
+S = TypeVar("S")
 
 # gRPC services never traced and not measured: probes and tooling, not user requests.
 UNTRACED_GRPC_SERVICES = ("grpc.health.v1.Health", "grpc.reflection.")
@@ -87,7 +94,7 @@ def _tracer_provider(service_name: str, use_env_service_name: bool) -> TracerPro
     return provider
 
 
-def _span_exporter():
+def _span_exporter() -> SpanExporter:
     """The OTLP exporter named by OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL; it reads its endpoint itself."""
     protocol = (
         os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc"
@@ -109,7 +116,8 @@ def _untraced(method: str) -> bool:
     return method.lstrip("/").startswith(UNTRACED_GRPC_SERVICES)
 
 
-def _grpc_filter():
+def _grpc_filter() -> Callable[[Any], bool]:
+    """A condition on a call's details, a server's or a client's: true for the calls to trace."""
     from opentelemetry.instrumentation.grpc import filters
 
     return filters.negate(filters.any_of(*(filters.service_prefix(s) for s in UNTRACED_GRPC_SERVICES)))
@@ -158,14 +166,14 @@ class Telemetry:
 
         return list(aio_client_interceptors(tracer_provider=self.tracer_provider, filter_=_grpc_filter()))
 
-    def instrument_httpx(self, client) -> None:
+    def instrument_httpx(self, client: httpx.AsyncClient | httpx.Client) -> None:
         """Trace (and propagate the context of) the requests of one httpx client."""
         if self.tracing:
             from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 
             HTTPXClientInstrumentor.instrument_client(client, tracer_provider=self.tracer_provider)
 
-    def instrument_fastapi(self, app) -> None:
+    def instrument_fastapi(self, app: FastAPI) -> None:
         """Server spans for every request except the probes and /metrics."""
         if self.tracing:
             from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
@@ -177,7 +185,7 @@ class Telemetry:
                 exclude_spans=["receive", "send"],
             )
 
-    def traced_store(self, store):
+    def traced_store(self, store: S) -> S | TracedStore:
         """The store with every call in a span of its own (see TracedStore)."""
         return TracedStore(store, self.tracer("ragmesh.store")) if self.tracing else store
 
@@ -208,17 +216,17 @@ class TracedStore:
     """Wraps a store (ragmesh_store.Store): each method call is a CLIENT span `store.<method>` with the
     collection, so a trace shows the time spent in Qdrant. Attributes pass through unchanged."""
 
-    def __init__(self, store, tracer: Tracer) -> None:
+    def __init__(self, store: object, tracer: Tracer) -> None:
         self._store = store
         self._tracer = tracer
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         value = getattr(self._store, name)
         if not callable(value) or name.startswith("_") or name == "close":
             return value
 
         @functools.wraps(value)
-        def traced(*args, **kwargs):
+        def traced(*args: Any, **kwargs: Any) -> Any:
             attributes: dict[str, Any] = {"db.system.name": "qdrant", Attr.STORE_OPERATION: name}
             if args and isinstance(args[0], str):
                 attributes[Attr.COLLECTION] = args[0]
@@ -256,16 +264,20 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self, metrics: GrpcServerMetrics) -> None:
         self.metrics = metrics
 
-    async def intercept_service(self, continuation, handler_call_details):
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Handler | None:
         handler = await continuation(handler_call_details)
         if handler is None or _untraced(handler_call_details.method):
             return handler
         service, _, method = handler_call_details.method.lstrip("/").rpartition("/")
         return rewrap_handler(handler, self._unary(service, method), self._stream(service, method))
 
-    def _unary(self, service: str, method: str):
-        def wrap(behavior):
-            async def measured(request, context):
+    def _unary(self, service: str, method: str) -> Callable[[Behavior], Behavior]:
+        def wrap(behavior: Behavior) -> Behavior:
+            async def measured(request: object, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
                 with self._measure(service, method, context):
                     return await behavior(request, context)
 
@@ -273,9 +285,9 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
 
         return wrap
 
-    def _stream(self, service: str, method: str):
-        def wrap(behavior):
-            async def measured(request, context):
+    def _stream(self, service: str, method: str) -> Callable[[Behavior], Behavior]:
+        def wrap(behavior: Behavior) -> Behavior:
+            async def measured(request: object, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
                 with self._measure(service, method, context):
                     async for response in behavior(request, context):
                         yield response
@@ -284,28 +296,32 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
 
         return wrap
 
-    def _measure(self, service: str, method: str, context):
+    def _measure(self, service: str, method: str, context: grpc.aio.ServicerContext[Any, Any]) -> _Measured:
         return _Measured(self.metrics, service, method, context)
 
 
 class _Measured:
     """Context manager: in-flight +1/-1 and one latency observation labelled with the final status code."""
 
-    def __init__(self, metrics: GrpcServerMetrics, service: str, method: str, context) -> None:
+    def __init__(
+        self, metrics: GrpcServerMetrics, service: str, method: str, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> None:
         self.metrics, self.service, self.method, self.context = metrics, service, method, context
 
     def __enter__(self) -> None:
         self.metrics.in_flight.labels(self.service, self.method).inc()
         self.started = time.perf_counter()
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         elapsed = time.perf_counter() - self.started
         self.metrics.in_flight.labels(self.service, self.method).dec()
         code = _status_code(self.context, exc)
         self.metrics.latency.labels(self.service, self.method, code).observe(elapsed)
 
 
-def _status_code(context, exc: BaseException | None) -> str:
+def _status_code(context: grpc.aio.ServicerContext[Any, Any], exc: BaseException | None) -> str:
     """The call's status code name: what the handler set or aborted with, CANCELLED, or UNKNOWN."""
     try:
         code = context.code()

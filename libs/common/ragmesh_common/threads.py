@@ -16,6 +16,7 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 log = logging.getLogger(__name__)
@@ -25,7 +26,7 @@ NAME_BYTES = 15  # the kernel's TASK_COMM_LEN, less the terminating NUL
 
 
 @functools.cache
-def _prctl():
+def _prctl() -> Callable[..., int] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from google.protobuf import struct_pb2
@@ -85,7 +86,9 @@ def whole_number(value: float) -> int | float:
     return int(value) if value.is_integer() and -_INT64 <= value < _INT64 else value
 
 
-def flat_metadata(struct: struct_pb2.Struct | dict | None, *, field: str = "metadata") -> dict[str, Scalar]:
+def flat_metadata(
+    struct: struct_pb2.Struct | Mapping[str, Any] | None, *, field: str = "metadata"
+) -> dict[str, Scalar]:
     """Return flat user metadata (key -> string, number or boolean) or raise METADATA_INVALID."""
     if struct is None:
         return {}

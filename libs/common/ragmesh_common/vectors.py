@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import sys
 from array import array
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ragmesh.embedder.v1.embedder_service_pb2 import EmbedResponse, EmbedStreamResponse
 
 
-def dense_rows(response) -> list[list[float]]:
+def dense_rows(response: EmbedResponse | EmbedStreamResponse) -> list[list[float]]:
     """One list of floats per text, in request order, from an EmbedResponse or EmbedStreamResponse: its packed
     `dense_matrix` when set, else each embedding's `dense`."""
     if not response.HasField("dense_matrix"):

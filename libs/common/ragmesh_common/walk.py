@@ -190,7 +190,7 @@ def _skip_dir(name: str) -> bool:
     return name in DEFAULT_SKIP_DIRS or any(fnmatch.fnmatchcase(name, g) for g in DEFAULT_SKIP_DIR_GLOBS)
 
 
-def _ignore_spec(folder: Path) -> pathspec.PathSpec | None:
+def _ignore_spec(folder: Path) -> pathspec.GitIgnoreSpec | None:
     lines: list[str] = []
     for name in IGNORE_FILES:
         try:
@@ -200,7 +200,7 @@ def _ignore_spec(folder: Path) -> pathspec.PathSpec | None:
     return pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
 
 
-def _ignored(rel: str, is_dir: bool, specs: list[tuple[str, pathspec.PathSpec]]) -> bool:
+def _ignored(rel: str, is_dir: bool, specs: list[tuple[str, pathspec.GitIgnoreSpec]]) -> bool:
     for base, spec in specs:
         if base and not rel.startswith(base + "/"):
             continue
@@ -275,7 +275,7 @@ def walk(root: Path, *, max_bytes: int) -> Walk:
 
 
 def _entries(
-    root: Path, folder: Path, specs: list[tuple[str, pathspec.PathSpec]], max_bytes: int
+    root: Path, folder: Path, specs: list[tuple[str, pathspec.GitIgnoreSpec]], max_bytes: int
 ) -> Iterator[WalkedFile | SkippedFile]:
     rel_folder = folder.relative_to(root).as_posix() if folder != root else ""
     spec = _ignore_spec(folder)
