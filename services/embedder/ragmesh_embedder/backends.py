@@ -15,7 +15,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import numpy as np
 from ragmesh_common.config import ConfigError
-from ragmesh_common.errors import unavailable
+from ragmesh_common.errors import RagmeshError, unavailable
 from ragmesh_common.reasons import Reason
 from ragmesh_common.tokens import tokenizer_fingerprint
 
@@ -178,7 +178,12 @@ def _torch_has_cuda() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def resolve_plan(settings: EmbedderSettings, *, ort_cuda=_ort_has_cuda, torch_cuda=_torch_has_cuda) -> Plan:
+def resolve_plan(
+    settings: EmbedderSettings,
+    *,
+    ort_cuda: Callable[[], bool] = _ort_has_cuda,
+    torch_cuda: Callable[[], bool] = _torch_has_cuda,
+) -> Plan:
     """Pick runtime, device and precision. CUDA goes through ONNX Runtime's CUDA execution provider when it is
     installed (onnxruntime-gpu), else through torch; `device=cuda` without either is a start-up error."""
     runtime, device = settings.runtime, "cpu"
@@ -379,7 +384,7 @@ class TorchBackend(_Tokenized):
         if plan.device == "cuda":
             self.unpadded, self.graphs, self.bucketed = cuda.start(self, self._model, settings, torch)
 
-    def forward(self, input_ids, attention_mask):
+    def forward(self, input_ids: Any, attention_mask: Any) -> Any:
         """The model on token ids and mask already on the device (torch tensors): the rows' sentence embeddings."""
         features = {"input_ids": input_ids, "attention_mask": attention_mask}
         if self._with_type_ids:
@@ -536,7 +541,7 @@ class OpenAIBackend(_Texts):
             raise self._failed(f"it returned {vectors.shape[1]}-dimensional vectors, expected {self.dimension}")
         return unit_rows(vectors)
 
-    def _failed(self, why: str, **metadata: object):
+    def _failed(self, why: str, **metadata: object) -> RagmeshError:
         return unavailable(
             Reason.EMBEDDING_BACKEND_FAILED,
             f"the embedding API at {self._base_url} failed: {why}",

@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain
+from typing import Any
 
 import grpc
 import numpy as np
@@ -49,7 +50,7 @@ class _Job:
     """One request on its way through the pipeline."""
 
     prepared: Prepared
-    future: asyncio.Future
+    future: asyncio.Future[Any]
     loop: asyncio.AbstractEventLoop
     out: np.ndarray | None = None  # (texts, dimension), allocated with the first rows
     taken: int = 0  # texts handed to the feeder's windows so far (a big request spans windows)

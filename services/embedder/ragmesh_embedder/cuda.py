@@ -159,17 +159,17 @@ class ShapeGraphs:
 
     def __init__(
         self,
-        forward: Callable,
-        torch,
+        forward: Callable[..., Any],
+        torch: Any,
         device: str,
         capture: Capture | None = None,
-        inputs: Callable[[tuple[int, ...]], tuple] | None = None,
+        inputs: Callable[[tuple[int, ...]], tuple[Any, ...]] | None = None,
     ) -> None:
         self._forward, self._torch, self._device = forward, torch, device
         self._capture = capture or self._cuda_capture
         self._inputs = inputs or self._padded_inputs
         # shape -> (its input tensors, the replay, its output tensor)
-        self._shapes: dict[tuple[int, ...], tuple[tuple, Callable[[], object], Any]] = {}
+        self._shapes: dict[tuple[int, ...], tuple[tuple[Any, ...], Callable[[], object], Any]] = {}
         self._lock = threading.Lock()
         self._pool: Any = None  # torch.cuda's graph memory pool and side stream, made at the first capture
         self._stream: Any = None
@@ -205,14 +205,14 @@ class ShapeGraphs:
             # A copy: the next replay of this shape overwrites `output`.
             return output.to("cpu", dtype=torch.float32, copy=True).numpy()
 
-    def _padded_inputs(self, shape: tuple[int, ...]) -> tuple:
+    def _padded_inputs(self, shape: tuple[int, ...]) -> tuple[Any, ...]:
         torch = self._torch
         ids = torch.zeros(shape, dtype=torch.int64, device=self._device)
         mask = torch.ones(shape, dtype=torch.int64, device=self._device)
         mask[:, -1] = 0  # padding, as micro-batches have: the runs before capture take the kernels it records
         return ids, mask
 
-    def _add(self, shape: tuple[int, ...]) -> tuple[tuple, Callable[[], object], Any]:
+    def _add(self, shape: tuple[int, ...]) -> tuple[tuple[Any, ...], Callable[[], object], Any]:
         tensors = self._inputs(shape)
         started = time.perf_counter()
         replay, output = self._capture(lambda: self._forward(*tensors))
@@ -240,7 +240,16 @@ class ShapeGraphs:
 UNPADDED_ATTENTION = "ragmesh_unpadded"
 
 
-def _unpadded_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+def _unpadded_attention(
+    module: Any,
+    query: Any,
+    key: Any,
+    value: Any,
+    attention_mask: Any,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    **kwargs: Any,
+) -> tuple[Any, None]:
     """transformers' attention interface on one packed row (a batch of 1: every text's tokens back to back): the
     kernel the call passes (`ragmesh_attend`) attends each text's tokens to its own, as `cu_seq_lens_q` bounds them.
     Returns (batch, tokens, heads, head size), as the interface's other functions do."""
@@ -254,7 +263,7 @@ def _unpadded_attention(module, query, key, value, attention_mask, scaling=None,
     return kwargs["ragmesh_attend"](q, k, v, kwargs["cu_seq_lens_q"], kwargs["max_length_q"])[None], None
 
 
-def flash_varlen(torch) -> Callable:
+def flash_varlen(torch: Any) -> Callable[..., Any]:
     """torch's variable-length attention (flash attention's kernel; torch >= 2.10, CUDA, fp16 or bf16) as an
     `Unpadded` kernel: (q, k, v of (tokens, heads, head size), cumulative text starts, longest text) -> output."""
     try:
@@ -266,7 +275,7 @@ def flash_varlen(torch) -> Callable:
             "torch or set RAGMESH_EMBEDDER_UNPADDED=false"
         ) from None
 
-    def attend(q, k, v, starts, longest: int):
+    def attend(q: Any, k: Any, v: Any, starts: Any, longest: int) -> Any:
         return varlen_attn(q, k, v, starts, starts, longest, longest)
 
     return attend
@@ -296,7 +305,7 @@ class Unpadded:
     to the batch size, so that a graph per token bucket serves every micro-batch: the padding tokens belong to no
     text (attention skips them; their pooling goes to a row that is dropped), the extra texts are empty."""
 
-    def __init__(self, model, model_path: str, torch, device: str, attend: Callable) -> None:
+    def __init__(self, model: Any, model_path: str, torch: Any, device: str, attend: Callable[..., Any]) -> None:
         import copy
 
         from transformers import AttentionInterface
@@ -345,7 +354,7 @@ class Unpadded:
         counts[:count, 0] = lengths
         return packed, starts, counts
 
-    def run(self, packed, starts, counts, longest: int):
+    def run(self, packed: Any, starts: Any, counts: Any, longest: int) -> Any:
         """The texts' sentence embeddings (float32, on the device, not normalised) from `arrays`' three, on the
         device; `longest` at least the longest text's token count."""
         torch = self._torch
@@ -380,7 +389,7 @@ class Unpadded:
         torch, device = self._torch, self._device
         self._buckets, self._texts = token_buckets(max(max_tokens, limit)), batch_size
 
-        def inputs(shape: tuple[int, ...]) -> tuple:
+        def inputs(shape: tuple[int, ...]) -> tuple[Any, ...]:
             # As `arrays` pads: every token of no text, every text empty (the kernels do not depend on the values).
             packed = torch.zeros(shape, dtype=torch.int64, device=device)
             packed[2] = batch_size

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +171,7 @@ def export_fp32(model_path: Path, target: Path) -> None:
             super().__init__()
             self.transformer = transformer
 
-        def forward(self, input_ids, attention_mask, token_type_ids):
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
             hidden = self.transformer(
                 input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
             ).last_hidden_state

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from functools import partial
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -112,7 +113,7 @@ class EmbedderMetrics:
 
     @staticmethod
     def observe_batch(
-        children: tuple, texts: int, tokens: int, padded_tokens: int, seconds: float, starved: float
+        children: tuple[Any, ...], texts: int, tokens: int, padded_tokens: int, seconds: float, starved: float
     ) -> None:
         """One micro-batch of a model, into that model's series (`children`, looked up once in `watch`)."""
         batch_size, padded, texts_total, tokens_total, busy, starved_total = children

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from opentelemetry.util.types import AttributeValue
 from qdrant_edge import Bm25
+from qdrant_edge import SparseVector as Bm25Vector
 from ragmesh_common.config import ConfigError
 from ragmesh_common.errors import invalid_argument, not_found
 from ragmesh_common.reasons import Reason
@@ -326,7 +327,7 @@ class Embedder:
             model.backend.close()
 
 
-def _sorted_sparse(vector) -> SparseVector:
+def _sorted_sparse(vector: Bm25Vector) -> SparseVector:
     pairs = sorted(zip(vector.indices, vector.values, strict=True))
     return SparseVector([index for index, _ in pairs], [value for _, value in pairs])
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
+import grpc
 from ragmesh.embedder.v1 import embedder_service_pb2 as pb2
 from ragmesh.embedder.v1 import embedder_service_pb2_grpc as pb2_grpc
 from ragmesh_common.errors import invalid_argument
@@ -12,6 +14,8 @@ from ragmesh_common.messages import message_from
 from ragmesh_common.reasons import Reason
 
 from .service import Embedder, Embeddings, InputType, TokenIds
+
+Context = grpc.aio.ServicerContext[Any, Any]
 
 # How many requests of one EmbedStream are embedded at once; beyond it the stream is not read, so a bulk
 # client is slowed by flow control instead of filling the queue.
@@ -59,10 +63,10 @@ def _packed(dense_format: int) -> bool:
     return dense_format == pb2.DENSE_FORMAT_PACKED_FLOAT32
 
 
-def _response_fields(embeddings: Embeddings, packed: bool) -> dict:
+def _response_fields(embeddings: Embeddings, packed: bool) -> dict[str, Any]:
     """The response's embeddings (and packed matrix), built from the arrays with no per-number Python work."""
     counts, truncated = embeddings.token_counts.tolist(), embeddings.truncated.tolist()
-    fields: dict = {}
+    fields: dict[str, Any] = {}
     if embeddings.dense is not None and packed:
         matrix = embeddings.dense
         fields["dense_matrix"] = pb2.DenseMatrix(
@@ -95,7 +99,7 @@ class EmbedderServicer(pb2_grpc.EmbedderServiceServicer):
     def __init__(self, embedder: Embedder) -> None:
         self._embedder = embedder
 
-    async def _embed(self, request: pb2.EmbedRequest | pb2.EmbedStreamRequest) -> dict:
+    async def _embed(self, request: pb2.EmbedRequest | pb2.EmbedStreamRequest) -> dict[str, Any]:
         model = self._embedder.model(request.model)
         dense, sparse = _kinds(request.kinds)
         packed = _packed(request.dense_format)
@@ -119,21 +123,21 @@ class EmbedderServicer(pb2_grpc.EmbedderServiceServicer):
             "model": model.name,
         }
 
-    async def Embed(self, request: pb2.EmbedRequest, context) -> pb2.EmbedResponse:
+    async def Embed(self, request: pb2.EmbedRequest, context: Context) -> pb2.EmbedResponse:
         return pb2.EmbedResponse(**await self._embed(request))
 
     async def _answer(self, request: pb2.EmbedStreamRequest) -> pb2.EmbedStreamResponse:
         return pb2.EmbedStreamResponse(request_id=request.request_id, **await self._embed(request))
 
     async def EmbedStream(
-        self, request_iterator: AsyncIterator[pb2.EmbedStreamRequest], context
+        self, request_iterator: AsyncIterator[pb2.EmbedStreamRequest], context: Context
     ) -> AsyncIterator[pb2.EmbedStreamResponse]:
         """Requests are embedded concurrently and answered as they finish (match them by request_id).
         The first bad request ends the stream with its error."""
         requests = aiter(request_iterator)
-        next_request: asyncio.Future | None = None
+        next_request: asyncio.Future[Any] | None = None
         reading = True
-        in_flight: set[asyncio.Task] = set()
+        in_flight: set[asyncio.Task[Any]] = set()
         try:
             while True:
                 if reading and next_request is None and len(in_flight) < STREAM_MAX_IN_FLIGHT:
@@ -155,7 +159,7 @@ class EmbedderServicer(pb2_grpc.EmbedderServiceServicer):
             for pending in (*in_flight, *([next_request] if next_request else [])):
                 pending.cancel()
 
-    async def GetModelInfo(self, request: pb2.GetModelInfoRequest, context) -> pb2.GetModelInfoResponse:
+    async def GetModelInfo(self, request: pb2.GetModelInfoRequest, context: Context) -> pb2.GetModelInfoResponse:
         info = self._embedder.model_info(request.model)
         return message_from(
             pb2.GetModelInfoResponse,
