@@ -114,6 +114,16 @@ def _edges(spans: list[Span]) -> set[tuple[str, str, str, str]]:
     }
 
 
+def _a_rest_search(s: Span) -> bool:
+    """The gateway's SERVER span of a REST search that succeeded."""
+    return (
+        s.service == "ragmesh-gateway"
+        and s.kind == SERVER
+        and s.name.endswith("/search")
+        and s.attributes.get("http.response.status_code", s.attributes.get("http.status_code")) == 200
+    )
+
+
 def _crosses(spans: list[Span], caller: str, callee: str, rpc: str) -> bool:
     """A CLIENT span of `caller` is the parent of `callee`'s SERVER span for the RPC."""
     by_id = {s.span_id: s for s in spans}
@@ -257,12 +267,7 @@ def test_one_request_is_one_trace_across_processes_and_every_process_has_metrics
         # --- REST search: gateway -> search -> embedder, + store ---------------------------------------------
         search = _trace_of(
             otlp,
-            lambda s: (
-                s.service == "ragmesh-gateway"
-                and s.kind == SERVER
-                and s.name.endswith("/search")
-                and s.attributes.get("http.response.status_code", s.attributes.get("http.status_code")) == 200
-            ),
+            _a_rest_search,
             lambda spans: (
                 _crosses(spans, "ragmesh-search", "ragmesh-embedder", "Embed")
                 and any(s.name == "store.hybrid_evidence" for s in spans)
@@ -463,12 +468,7 @@ def test_ragmesh_up_is_one_trace_with_every_hop_whether_calls_are_in_process_or_
         assert len({s.trace_id for s in ingest}) == 1
         search = _trace_of(
             otlp,
-            lambda s: (
-                s.service == "ragmesh-gateway"
-                and s.kind == SERVER
-                and s.name.endswith("/search")
-                and s.attributes.get("http.response.status_code", s.attributes.get("http.status_code")) == 200
-            ),
+            _a_rest_search,
             lambda spans: (
                 _crosses(spans, "ragmesh-search", "ragmesh-embedder", "Embed")
                 and _crosses(spans, "ragmesh-gateway", "ragmesh-search", "Search")
