@@ -28,6 +28,7 @@ from ragmesh.search.v1.search_service_pb2_grpc import SearchServiceStub
 from ragmesh_common import validation
 from ragmesh_common.clients import ServiceClient
 from ragmesh_common.errors import RagmeshError, failed_precondition, invalid_argument
+from ragmesh_common.messages import struct
 from ragmesh_common.reasons import Reason
 
 from . import conversions
@@ -265,7 +266,7 @@ class MeshClients:
             rrf_k=rrf_k,
         )
         if filters:
-            request.filters.CopyFrom(conversions.struct(filters))
+            request.filters.CopyFrom(struct(filters))
         if score_threshold is not None:
             request.score_threshold = score_threshold
         response = await self.search_client.call("Search", request)
@@ -494,7 +495,7 @@ class MeshClients:
             "session_id": session_id or "",
         }
         if filters:
-            question["filters"] = conversions.struct(filters)
+            question["filters"] = struct(filters)
         return question
 
     @_unicode_checked
@@ -569,7 +570,7 @@ def _document(
     )
     flat = validation.flat_metadata(dict(metadata or {}), field=f"{field_prefix}metadata")
     if flat:
-        document.metadata.CopyFrom(conversions.struct(flat))
+        document.metadata.CopyFrom(struct(flat))
     return document
 
 

@@ -6,7 +6,6 @@ message read here reaches its model (or is listed there as not exposed, with the
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from typing import Any, Literal, cast, get_args
 
 import grpc
@@ -92,13 +91,6 @@ VERSION_STATES: dict[str, VersionStateName] = {s: s for s in get_args(VersionSta
 
 
 # --- values -------------------------------------------------------------------------------------------------
-def struct(values: Mapping[str, Any]) -> struct_pb2.Struct:
-    """Plain JSON values (a mapping) as a Struct."""
-    message = struct_pb2.Struct()
-    message.update(dict(values))
-    return message
-
-
 def plain(message: struct_pb2.Struct) -> dict[str, Any]:
     """A Struct as plain JSON values; whole numbers come back as ints (Struct carries every number as double)."""
 

@@ -1,15 +1,25 @@
-"""Building a proto message (or a pydantic model) from an object whose attributes carry its field names."""
+"""Building a proto message (or a pydantic model) from an object whose attributes carry its field names, and a
+Struct from plain JSON values."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
+from google.protobuf import struct_pb2
 from google.protobuf.message import Message
 from pydantic import BaseModel
 
 M = TypeVar("M", bound=Message)
 B = TypeVar("B", bound=BaseModel)
+
+
+def struct(values: Mapping[str, Any] | None) -> struct_pb2.Struct:
+    """Plain JSON values (a mapping; None is empty) as a Struct."""
+    message = struct_pb2.Struct()
+    if values:
+        message.update(dict(values))
+    return message
 
 
 def message_from(message_cls: type[M], source: object, /, *, skip: Iterable[str] = (), **values: Any) -> M:

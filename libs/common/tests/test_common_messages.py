@@ -44,3 +44,15 @@ def test_a_model_is_built_the_same_way():
     assert model_from(_Cited, _Source(), uri="ragmesh://c/d") == _Cited(number=2, title="t", uri="ragmesh://c/d")
     with pytest.raises(AttributeError, match="uri"):
         model_from(_Cited, _Source())
+
+
+def test_struct_carries_plain_values_and_none_is_empty():
+    from google.protobuf.json_format import MessageToDict
+    from ragmesh_common.messages import struct
+
+    assert MessageToDict(struct({"kind": "space", "year": 2020, "tags": ["a", "b"]})) == {
+        "kind": "space",
+        "year": 2020.0,
+        "tags": ["a", "b"],
+    }
+    assert MessageToDict(struct(None)) == {} and MessageToDict(struct({})) == {}

@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
-from google.protobuf import struct_pb2
 from ragmesh.embedder.v1 import embedder_service_pb2 as embedder_pb
 from ragmesh.search.v1 import search_service_pb2 as search_pb
 from ragmesh_common import validation
 from ragmesh_common.clients import ServiceClient
 from ragmesh_common.errors import RagmeshError, invalid_argument
+from ragmesh_common.messages import struct
 from ragmesh_common.reasons import Reason
 
 from . import context as ctx
@@ -268,7 +268,7 @@ class Answerer:
             query=query, collections=collections, top_k=top_k, mode=self.search_mode, score_threshold=self.min_relevance
         )
         if filters:
-            request.filters.CopyFrom(_struct(filters))
+            request.filters.CopyFrom(struct(filters))
         reply = await self.search.call("Search", request)
         if not reply.results:
             self.metrics.no_results.inc()
@@ -346,9 +346,3 @@ class Answerer:
         picked = [i for i in ranked[: self.extractive_sentences] if scores[i] >= floor] or ranked[:1]
         for n, i in enumerate(picked):
             yield ("" if n == 0 else " ") + ctx.with_citation(texts[i], candidates[texts[i]])
-
-
-def _struct(values: Mapping[str, Any]) -> struct_pb2.Struct:
-    struct = struct_pb2.Struct()
-    struct.update(dict(values))
-    return struct

@@ -6,12 +6,11 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from google.protobuf import struct_pb2
 from google.protobuf.json_format import MessageToDict
 from ragmesh.search.v1 import search_service_pb2 as pb
 from ragmesh.search.v1 import search_service_pb2_grpc as pb_grpc
 from ragmesh_common.errors import invalid_argument
-from ragmesh_common.messages import message_from
+from ragmesh_common.messages import message_from, struct
 from ragmesh_common.reasons import Reason
 from ragmesh_common.telemetry import Attr, annotate
 from ragmesh_store.base import Fusion
@@ -37,13 +36,6 @@ _FUSIONS: dict[pb.Fusion, Fusion] = {
     pb.FUSION_ADAPTIVE: "adaptive",
 }
 _FUSION_ENUMS: dict[str, pb.Fusion] = {name: value for value, name in _FUSIONS.items()}
-
-
-def _struct(data: Mapping[str, Any] | None) -> struct_pb2.Struct:
-    struct = struct_pb2.Struct()
-    if data:
-        struct.update(dict(data))
-    return struct
 
 
 class SearchServicer(pb_grpc.SearchServiceServicer):
@@ -78,7 +70,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
                     score=f.hit.score,
                     title=p.get("title", ""),
                     collection=f.collection,
-                    metadata=_struct(p.get("metadata")),
+                    metadata=struct(p.get("metadata")),
                     source=p.get("source", ""),
                     filename=p.get("filename", ""),
                     url=p.get("url", ""),
@@ -113,7 +105,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
                 )
                 for c in document.chunks
             ],
-            metadata=_struct(p.get("metadata")),
+            metadata=struct(p.get("metadata")),
             source=p.get("source", ""),
             filename=p.get("filename", ""),
             url=p.get("url", ""),
