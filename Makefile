@@ -6,7 +6,7 @@ PIP    := $(BIN)/python -m pip
 # torch is installed on its own first, pinned, so nothing later pulls a CUDA build.
 TORCH  ?= torch==2.13.0
 PKGS   := -e libs/api -e libs/common -e libs/store -e services/converter -e services/embedder \
-          -e services/indexer -e services/search -e services/answer -e gateway -e 'cli[bridge]'
+          -e services/indexer -e services/search -e services/answer -e services/graph -e gateway -e 'cli[bridge]'
 STAMP  := $(VENV)/.installed
 
 .PHONY: install up test test-fast lint docs protos bench clean

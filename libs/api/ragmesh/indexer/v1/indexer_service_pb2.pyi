@@ -37,6 +37,88 @@ INGEST_STATUS_INDEXED: IngestStatus
 INGEST_STATUS_UNCHANGED: IngestStatus
 INGEST_STATUS_FAILED: IngestStatus
 
+class EntityInput(_message.Message):
+    __slots__ = ("type", "primary_key", "properties", "labels", "alternative_keys", "relations")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_KEY_FIELD_NUMBER: _ClassVar[int]
+    PROPERTIES_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    ALTERNATIVE_KEYS_FIELD_NUMBER: _ClassVar[int]
+    RELATIONS_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    primary_key: _containers.RepeatedScalarFieldContainer[str]
+    properties: _struct_pb2.Struct
+    labels: _containers.RepeatedScalarFieldContainer[str]
+    alternative_keys: _containers.RepeatedScalarFieldContainer[str]
+    relations: _containers.RepeatedCompositeFieldContainer[EntityRelation]
+    def __init__(self, type: _Optional[str] = ..., primary_key: _Optional[_Iterable[str]] = ..., properties: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., labels: _Optional[_Iterable[str]] = ..., alternative_keys: _Optional[_Iterable[str]] = ..., relations: _Optional[_Iterable[_Union[EntityRelation, _Mapping]]] = ...) -> None: ...
+
+class EntityRelation(_message.Message):
+    __slots__ = ("type", "target_id")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_ID_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    target_id: str
+    def __init__(self, type: _Optional[str] = ..., target_id: _Optional[str] = ...) -> None: ...
+
+class IngestEntitiesRequest(_message.Message):
+    __slots__ = ("collection", "entities", "files", "max_property_chars")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    MAX_PROPERTY_CHARS_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    entities: _containers.RepeatedCompositeFieldContainer[EntityInput]
+    files: _containers.RepeatedCompositeFieldContainer[FileInput]
+    max_property_chars: int
+    def __init__(self, collection: _Optional[str] = ..., entities: _Optional[_Iterable[_Union[EntityInput, _Mapping]]] = ..., files: _Optional[_Iterable[_Union[FileInput, _Mapping]]] = ..., max_property_chars: _Optional[int] = ...) -> None: ...
+
+class IngestEntitiesResponse(_message.Message):
+    __slots__ = ("entities", "relations", "entity_types", "relation_types", "entity_ids", "dangling_relations", "omitted_properties")
+    class EntityTypesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class RelationTypesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    RELATIONS_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_TYPES_FIELD_NUMBER: _ClassVar[int]
+    RELATION_TYPES_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_IDS_FIELD_NUMBER: _ClassVar[int]
+    DANGLING_RELATIONS_FIELD_NUMBER: _ClassVar[int]
+    OMITTED_PROPERTIES_FIELD_NUMBER: _ClassVar[int]
+    entities: int
+    relations: int
+    entity_types: _containers.ScalarMap[str, int]
+    relation_types: _containers.ScalarMap[str, int]
+    entity_ids: _containers.RepeatedScalarFieldContainer[str]
+    dangling_relations: _containers.RepeatedScalarFieldContainer[str]
+    omitted_properties: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, entities: _Optional[int] = ..., relations: _Optional[int] = ..., entity_types: _Optional[_Mapping[str, int]] = ..., relation_types: _Optional[_Mapping[str, int]] = ..., entity_ids: _Optional[_Iterable[str]] = ..., dangling_relations: _Optional[_Iterable[str]] = ..., omitted_properties: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DeleteEntitiesRequest(_message.Message):
+    __slots__ = ("collection", "ids")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, collection: _Optional[str] = ..., ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DeleteEntitiesResponse(_message.Message):
+    __slots__ = ("deleted_ids",)
+    DELETED_IDS_FIELD_NUMBER: _ClassVar[int]
+    deleted_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, deleted_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class UrlList(_message.Message):
     __slots__ = ("urls",)
     URLS_FIELD_NUMBER: _ClassVar[int]

@@ -117,6 +117,16 @@ class IndexerServiceStub:
                 request_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.RollbackCollectionRequest.SerializeToString,
                 response_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.RollbackCollectionResponse.FromString,
                 _registered_method=True)
+        self.IngestEntities = channel.unary_unary(
+                '/ragmesh.indexer.v1.IndexerService/IngestEntities',
+                request_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.IngestEntitiesRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.IngestEntitiesResponse.FromString,
+                _registered_method=True)
+        self.DeleteEntities = channel.unary_unary(
+                '/ragmesh.indexer.v1.IndexerService/DeleteEntities',
+                request_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.DeleteEntitiesRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.DeleteEntitiesResponse.FromString,
+                _registered_method=True)
 
 
 class IndexerServiceServicer:
@@ -242,6 +252,26 @@ class IndexerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def IngestEntities(self, request, context):
+        """IngestEntities stores graph entities twice (dual storage): as nodes of the collection's graph (through the
+        graph service) and as searchable documents (payload is_graph_entity, graph_entity_type). It takes entities,
+        or files it reads entities from: Kubernetes YAML or JSON (one or many documents, List kinds included), or
+        JSON Lines of EntityInput objects. Nested properties are flattened with dot notation, lists of objects
+        become child entities, and properties longer than max_property_chars stay out of the graph (but in the
+        text). Each batch is written to the graph, then to the vector store; when the second write fails, the
+        first is undone, so no entity is ever in one store only. Re-ingesting an entity replaces it in both.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteEntities(self, request, context):
+        """DeleteEntities removes entities, their child entities and their relations from both stores.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IndexerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -319,6 +349,16 @@ def add_IndexerServiceServicer_to_server(servicer, server):
                     servicer.RollbackCollection,
                     request_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.RollbackCollectionRequest.FromString,
                     response_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.RollbackCollectionResponse.SerializeToString,
+            ),
+            'IngestEntities': grpc.unary_unary_rpc_method_handler(
+                    servicer.IngestEntities,
+                    request_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.IngestEntitiesRequest.FromString,
+                    response_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.IngestEntitiesResponse.SerializeToString,
+            ),
+            'DeleteEntities': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteEntities,
+                    request_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.DeleteEntitiesRequest.FromString,
+                    response_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.DeleteEntitiesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -734,6 +774,60 @@ class IndexerService:
             '/ragmesh.indexer.v1.IndexerService/RollbackCollection',
             ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.RollbackCollectionRequest.SerializeToString,
             ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.RollbackCollectionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def IngestEntities(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.indexer.v1.IndexerService/IngestEntities',
+            ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.IngestEntitiesRequest.SerializeToString,
+            ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.IngestEntitiesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteEntities(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.indexer.v1.IndexerService/DeleteEntities',
+            ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.DeleteEntitiesRequest.SerializeToString,
+            ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.DeleteEntitiesResponse.FromString,
             options,
             channel_credentials,
             insecure,

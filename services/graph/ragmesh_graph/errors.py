@@ -1,0 +1,3 @@
+"""The graph service's error domain (google.rpc.ErrorInfo.domain of the errors it raises)."""
+
+DOMAIN = "graph.ragmesh"
