@@ -676,11 +676,24 @@ def eval_(
         typer.Option(help=("Also store the judged queries measured as the collection's golden set (at most 1000).")),
     ] = False,
     json_path: Annotated[Path | None, typer.Option("--json", help="Also write the results as JSON here.")] = None,
+    answers: Annotated[
+        bool,
+        typer.Option(
+            "--answers",
+            help=(
+                "Also ask every judged query through the answer service and score its citations: how often they "
+                "include a judged-relevant document, and the share of citations that are relevant."
+            ),
+        ),
+    ] = False,
     indexer: Annotated[str, typer.Option(envvar="RAGMESH_INDEXER_ADDR", help="Indexer address.")] = default_addr(
         "indexer"
     ),
     search_addr: Annotated[str, typer.Option("--search", envvar="RAGMESH_SEARCH_ADDR", help="Search address.")] = (
         default_addr("search")
+    ),
+    answer_addr: Annotated[str, typer.Option("--answer", envvar="RAGMESH_ANSWER_ADDR", help="Answer address.")] = (
+        default_addr("answer")
     ),
 ) -> None:
     """Measure retrieval quality on BEIR datasets through the running mesh: nDCG@10, recall@10/100, MRR@10,
@@ -707,7 +720,16 @@ def eval_(
 
     _run(
         eval_cli.run(
-            dataset, mode, collection, reuse, limit_queries, json_path, indexer, search_addr, save_golden=save_golden
+            dataset,
+            mode,
+            collection,
+            reuse,
+            limit_queries,
+            json_path,
+            indexer,
+            search_addr,
+            save_golden=save_golden,
+            answer_addr=answer_addr if answers else "",
         )
     )
 
