@@ -21,11 +21,11 @@ import shutil
 import threading
 import uuid
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import ladybug
@@ -54,6 +54,8 @@ from .base import (
     Value,
 )
 
+T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # The ontology's schema (its own database).
 _ONTOLOGY_SCHEMA = (
@@ -214,6 +216,14 @@ class _Graph:
             closable.close()
 
 
+def _by(items: Iterable[T], key: Callable[[T], K]) -> dict[K, list[T]]:
+    """`items` grouped by `key`, in the order keys are first seen."""
+    groups: dict[K, list[T]] = {}
+    for item in items:
+        groups.setdefault(key(item), []).append(item)
+    return groups
+
+
 def _literal(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
@@ -314,20 +324,27 @@ class LadybugGraphStore:
                     )
                 for relation_type, source, target in plan.new_pairs:
                     conn.execute(f"ALTER TABLE {quoted(relation_type)} ADD FROM {quoted(source)} TO {quoted(target)}")
-                for entity, row in plan.rows:
-                    table = quoted(entity.type)
+                # One statement per entity type and per (relation, from type, to type), over all their rows. Each
+                # value is CAST to its column's type: the engine types a parameter by its values, and a column
+                # that is NULL in every row would otherwise be taken for a STRING.
+                for entity_type, rows_of_type in _by(plan.rows, lambda r: r[0].type).items():
+                    table = quoted(entity_type)
+                    ids = [entity.id for entity, _ in rows_of_type]
                     if self._has_relations(graph, plan):
-                        conn.execute(f"MATCH (a:{table} {{{ID}: $id}})-[r]->() DELETE r", {"id": entity.id})
-                    names = list(row)
-                    sets = ", ".join(f"n.{quoted(name)} = $p{i}" for i, name in enumerate(names))
-                    values = {f"p{i}": row[name] for i, name in enumerate(names)}
-                    conn.execute(f"MERGE (n:{table} {{{ID}: $id}}) SET {sets}", {"id": entity.id, **values})
-                for entity, relation in plan.relations:
-                    source, target = quoted(entity.type), quoted(relation.target_type)
+                        conn.execute(f"UNWIND $ids AS i MATCH (a:{table} {{{ID}: i}})-[r]->() DELETE r", {"ids": ids})
+                    kinds = {name: kind for name, kind in plan.columns[entity_type].values() if name != ID}
+                    names = list(kinds)
+                    sets = ", ".join(f"n.{quoted(n)} = CAST(row.p{i} AS {kinds[n]})" for i, n in enumerate(names))
+                    rows = [{ID: e.id, **{f"p{i}": row[n] for i, n in enumerate(names)}} for e, row in rows_of_type]
+                    conn.execute(f"UNWIND $rows AS row MERGE (n:{table} {{{ID}: row.{ID}}}) SET {sets}", {"rows": rows})
+                for (relation_type, source, target), relations in _by(
+                    plan.relations, lambda r: (r[1].type, r[0].type, r[1].target_type)
+                ).items():
+                    a, b = quoted(source), quoted(target)
                     conn.execute(
-                        f"MATCH (a:{source} {{{ID}: $a}}), (b:{target} {{{ID}: $b}}) "
-                        f"CREATE (a)-[:{quoted(relation.type)} {{{quoted(INDEX)}: $i}}]->(b)",
-                        {"a": entity.id, "b": relation.target_id, "i": relation.index},
+                        f"UNWIND $rels AS r MATCH (a:{a} {{{ID}: r.a}}), (b:{b} {{{ID}: r.b}}) "
+                        f"CREATE (a)-[:{quoted(relation_type)} {{{quoted(INDEX)}: CAST(r.i AS INT64)}}]->(b)",
+                        {"rels": [{"a": e.id, "b": r.target_id, "i": r.index} for e, r in relations]},
                     )
             self._commit_schema(graph, plan, entities)
             graph.generation += 1
@@ -397,10 +414,12 @@ class LadybugGraphStore:
             full[PARENT_ID] = entity.parent_id or None
             plan.rows.append((entity, full))
         # Each relation's target: in the batch, or already in the graph.
+        outside = {r.target_id for e, _ in plan.rows for r in e.relations if r.target_id not in batch}
+        existing = self._existing(graph, outside)
         pairs = {t: set(p) for t, p in schema.pairs.items()}
         for entity, _ in plan.rows:
             for relation in entity.relations:
-                target_type = batch.get(relation.target_id) or self._existing_type(graph, relation.target_id)
+                target_type = batch.get(relation.target_id) or existing.get(relation.target_id)
                 if target_type is None:
                     plan.dangling.append(f"{entity.id} -[{relation.type}]-> {relation.target_id}")
                     continue
@@ -416,12 +435,14 @@ class LadybugGraphStore:
         return plan
 
     @staticmethod
-    def _existing_type(graph: _Graph, entity_id: str) -> str | None:
-        entity_type = entity_id.split("/", 1)[0]
-        if entity_type not in graph.schema.columns:
-            return None
-        found = _rows(graph.writer, f"MATCH (n:{quoted(entity_type)} {{{ID}: $id}}) RETURN count(n)", {"id": entity_id})
-        return entity_type if found[0][0] else None
+    def _existing(graph: _Graph, ids: set[str]) -> dict[str, str]:
+        """The type of each of `ids` the graph holds."""
+        found: dict[str, str] = {}
+        for entity_type, of_type in _by(sorted(ids), lambda i: i.split("/", 1)[0]).items():
+            if entity_type in graph.schema.columns:
+                statement = f"MATCH (n:{quoted(entity_type)}) WHERE n.{ID} IN $ids RETURN n.{ID}"
+                found.update((row[0], entity_type) for row in _rows(graph.writer, statement, {"ids": of_type}))
+        return found
 
     @staticmethod
     def _commit_schema(graph: _Graph, plan: _Plan, entities: Sequence[Entity]) -> None:
