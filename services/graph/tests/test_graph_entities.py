@@ -254,6 +254,10 @@ _REFUSED = [
     (_with(_OK, properties=[pb.Property(name="spec", value=value({"replicas": 3}))]), "entities[0].properties[spec]"),
     (_with(_OK, properties=[pb.Property(name="m", value=value([[1]]))]), "entities[0].properties[m]"),
     (_with(_OK, properties=[pb.Property(name="name", value=value("again"))]), "entities[0].properties[name]"),
+    (
+        _with(_OK, primary_key=[pb.Property(name="namespace", value=value(["shop"])), _OK.primary_key[1]]),
+        "entities[0].primary_key",
+    ),
 ]
 
 
@@ -295,3 +299,14 @@ async def test_reading_a_collection_without_a_graph_is_graph_not_found(graph, rp
         error = await rpc_error(call)
         assert (error.code, error.reason) == (grpc.StatusCode.NOT_FOUND, "GRAPH_NOT_FOUND")
     assert not (graph.settings.graphs_dir / "none").exists()  # reading makes no graph
+
+
+async def test_too_many_entities_or_a_malformed_id_to_delete_is_refused(graph, rpc_error):
+    many = [entity(f"Pod/a/p{i}") for i in range(10_001)]
+    error = await rpc_error(graph.UpsertEntities(pb.UpsertEntitiesRequest(collection="k8s", entities=many)))
+    assert (error.reason, [v.field for v in error.field_violations]) == ("ENTITY_INVALID", ["entities"])
+    await graph.upsert([_OK])
+    bad = pb.DeleteEntitiesRequest(collection="k8s", ids=["Deployment/shop/web", "no-type"])
+    error = await rpc_error(graph.DeleteEntities(bad))
+    assert (error.reason, [v.field for v in error.field_violations]) == ("ENTITY_INVALID", ["ids[1]"])
+    assert (await graph.get("Deployment/shop/web")).id == "Deployment/shop/web"  # nothing deleted

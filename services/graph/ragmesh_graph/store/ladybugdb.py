@@ -47,11 +47,11 @@ from .base import (
     Hop,
     Relation,
     Rows,
-    Scalar,
     Target,
     TypeRelation,
     UpsertResult,
     Value,
+    text,
 )
 
 T = TypeVar("T")
@@ -81,15 +81,6 @@ def column_type(value: Value) -> str:
     if isinstance(value, list):
         return "STRING[]"
     return "STRING"
-
-
-def text(value: Scalar) -> str:
-    """A scalar as a string column keeps it: true/false, 3 (not 3.0), or the string."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
 
 
 def fit(value: Value, kind: str) -> Value | None:
