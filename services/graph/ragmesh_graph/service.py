@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ragmesh_common import validation
-from ragmesh_common.errors import invalid_argument, not_found
+from ragmesh_common.errors import RagmeshError, invalid_argument, not_found
 from ragmesh_common.reasons import Reason
 from ragmesh_common.telemetry import Attr, annotate
 from ragmesh_common.threads import named_pool
@@ -325,8 +325,14 @@ class Graphs:
             collection = validation.collection_name(collection)
             annotate({Attr.COLLECTION: collection})
             return [await self._run(self.store.info, collection)]
-        names = await self._run(self.store.collections)
-        return [await self._run(self.store.info, name) for name in names]
+        graphs = []
+        for name in await self._run(self.store.collections):
+            try:
+                graphs.append(await self._run(self.store.info, name))
+            except RagmeshError as exc:  # deleted since it was listed
+                if exc.reason != Reason.GRAPH_NOT_FOUND:
+                    raise
+        return graphs
 
     async def explore_ontology(self, collection: str, entity_type: str, depth: int) -> OntologyNeighbourhood:
         collection = validation.collection_name(collection)

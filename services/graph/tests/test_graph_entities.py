@@ -3,9 +3,12 @@ properties, the ontology's counts, deletes, dropping a graph, a restart, and eve
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import pytest
 from ragmesh.graph.v1 import graph_service_pb2 as pb
+from ragmesh_common.errors import from_rpc_error
 
 from tests.support.graph import cluster, entity, props_of, value
 
@@ -310,3 +313,22 @@ async def test_too_many_entities_or_a_malformed_id_to_delete_is_refused(graph, r
     error = await rpc_error(graph.DeleteEntities(bad))
     assert (error.reason, [v.field for v in error.field_violations]) == ("ENTITY_INVALID", ["ids[1]"])
     assert (await graph.get("Deployment/shop/web")).id == "Deployment/shop/web"  # nothing deleted
+
+
+async def test_deleting_a_graph_while_it_is_read_fails_the_reads_cleanly(graph):
+    await graph.upsert(cluster())
+    reads = [
+        graph.ExploreEntity(pb.ExploreEntityRequest(collection="k8s", entity_id="Service/shop/web", depth=3))
+        for _ in range(20)
+    ] + [graph.Query(pb.QueryRequest(collection="k8s", query="MATCH (n) RETURN n")) for _ in range(10)]
+    dropped = graph.DeleteGraph(pb.DeleteGraphRequest(collection="k8s"))
+    results = await asyncio.gather(*reads[:15], dropped, *reads[15:], return_exceptions=True)
+    assert results[15].deleted
+    for result in results[:15] + results[16:]:
+        if isinstance(result, grpc.aio.AioRpcError):
+            assert from_rpc_error(result).reason in ("GRAPH_NOT_FOUND", "ENTITY_NOT_FOUND"), result
+        else:
+            assert isinstance(result, pb.ExploreEntityResponse | pb.QueryResponse)
+    # The service still serves: a new graph under the same name.
+    await graph.upsert([entity("Service/shop/web")])
+    assert (await graph.info()).entities == 1

@@ -170,6 +170,11 @@ class _Graph:
         self.writer = ladybug.Connection(self.data)
         self.ontology_writer = ladybug.Connection(self.ontology)
         self.lock = threading.Lock()
+        # Reads in flight, so that closing (DeleteGraph, shutdown) waits for them instead of pulling the database
+        # from under them.
+        self.readers = 0
+        self.closed = False
+        self.idle = threading.Condition()
         self.generation = 0
         self.readonly: dict[Target, tuple[int, ladybug.Database]] = {}
         for statement in _ONTOLOGY_SCHEMA:
@@ -193,6 +198,8 @@ class _Graph:
     def readonly_database(self, target: Target) -> ladybug.Database:
         """A read-only copy of the data or ontology database as of the latest write (reopened after each)."""
         with self.lock:
+            if self.closed:
+                raise _no_graph(self.root.name)
             opened = self.readonly.get(target)
             if opened is None or opened[0] != self.generation:
                 path = self.root / ("data" if target is Target.DATA else "ontology")
@@ -201,7 +208,26 @@ class _Graph:
                 self.readonly[target] = opened
             return opened[1]
 
+    @contextmanager
+    def reading(self, database: ladybug.Database | None = None) -> Iterator[ladybug.Connection]:
+        """A connection of its own to the data database (or `database`) for one read."""
+        with self.idle:
+            if self.closed:
+                raise _no_graph(self.root.name)
+            self.readers += 1
+        conn = ladybug.Connection(database or self.data)
+        try:
+            yield conn
+        finally:
+            conn.close()
+            with self.idle:
+                self.readers -= 1
+                self.idle.notify_all()
+
     def close(self) -> None:
+        with self.idle:
+            self.closed = True
+            self.idle.wait_for(lambda: self.readers == 0)
         self.readonly.clear()
         for closable in (self.writer, self.ontology_writer, self.data, self.ontology):
             closable.close()
@@ -274,9 +300,7 @@ class LadybugGraphStore:
             if graph is None:
                 root = self.graphs_dir / collection
                 if not create and not (root / "data").exists():
-                    raise not_found(
-                        Reason.GRAPH_NOT_FOUND, f"collection {collection!r} has no graph", collection=collection
-                    )
+                    raise _no_graph(collection)
                 graph = _Graph(root, self.options)
                 graph.info = self._read_info(collection, graph)
                 self._graphs[collection] = graph
@@ -298,6 +322,8 @@ class LadybugGraphStore:
     def upsert(self, collection: str, entities: Sequence[Entity]) -> UpsertResult:
         graph = self._graph(collection, create=True)
         with graph.lock:
+            if graph.closed:  # dropped meanwhile: write into a new graph
+                return self.upsert(collection, entities)
             plan = self._plan(graph, entities)
             conn = graph.writer
             with _transaction(conn):
@@ -449,7 +475,7 @@ class LadybugGraphStore:
     def delete(self, collection: str, ids: Sequence[str]) -> list[str]:
         graph = self._graph(collection)
         with graph.lock:
-            if not graph.schema.columns or not ids:
+            if graph.closed or not graph.schema.columns or not ids:
                 return []
             conn = graph.writer
             found = [r[0] for r in _rows(conn, f"MATCH (n) WHERE n.{ID} IN $ids RETURN n.{ID}", {"ids": list(ids)})]
@@ -542,24 +568,15 @@ class LadybugGraphStore:
         entity_type = entity_id.split("/", 1)[0]
         if entity_type not in graph.schema.columns:
             return None
-        conn = ladybug.Connection(graph.data)
-        found = _rows(conn, f"MATCH (n:{quoted(entity_type)} {{{ID}: $id}}) RETURN n", {"id": entity_id})
-        if not found:
-            return None
+        with graph.reading() as conn:
+            found = _rows(conn, f"MATCH (n:{quoted(entity_type)} {{{ID}: $id}}) RETURN n", {"id": entity_id})
+            if not found:
+                return None
+            relations = self._relations(graph, conn, entity_type, entity_id)
         node = found[0][0]
         values = {k: v for k, v in node.items() if not k.startswith("_") and k != ID and v is not None}
         key_names = graph.schema.primary_keys.get(entity_type, [])
         primary_key = [(name, values.pop(name)) for name in key_names if name in values]
-        relations: list[Relation] = []
-        if graph.schema.pairs:
-            for direction, arrow in ((Direction.OUTGOING, "-[r]->"), (Direction.INCOMING, "<-[r]-")):
-                for relation_type, other, other_type, index in _rows(
-                    conn,
-                    f"MATCH (n:{quoted(entity_type)} {{{ID}: $id}}){arrow}(m) "
-                    f"RETURN label(r), m.{ID}, label(m), r.{quoted(INDEX)} ORDER BY label(r), m.{ID}",
-                    {"id": entity_id},
-                ):
-                    relations.append(Relation(relation_type, other, other_type, direction, index))
         return Entity(
             id=entity_id,
             type=entity_type,
@@ -571,19 +588,34 @@ class LadybugGraphStore:
             parent_id=node.get(PARENT_ID) or "",
         )
 
+    @staticmethod
+    def _relations(graph: _Graph, conn: ladybug.Connection, entity_type: str, entity_id: str) -> list[Relation]:
+        """The entity's relations, outgoing then incoming, each by type and the other entity's id."""
+        relations: list[Relation] = []
+        if graph.schema.pairs:
+            for direction, arrow in ((Direction.OUTGOING, "-[r]->"), (Direction.INCOMING, "<-[r]-")):
+                for relation_type, other, other_type, index in _rows(
+                    conn,
+                    f"MATCH (n:{quoted(entity_type)} {{{ID}: $id}}){arrow}(m) "
+                    f"RETURN label(r), m.{ID}, label(m), r.{quoted(INDEX)} ORDER BY label(r), m.{ID}",
+                    {"id": entity_id},
+                ):
+                    relations.append(Relation(relation_type, other, other_type, direction, index))
+        return relations
+
     def hops(self, collection: str, ids: Sequence[str]) -> list[Hop]:
         graph = self._graph(collection)
         if not graph.schema.pairs or not ids:
             return []
-        conn = ladybug.Connection(graph.data)
         hops = []
-        for direction, arrow in ((Direction.OUTGOING, "-[r]->"), (Direction.INCOMING, "<-[r]-")):
-            for from_id, relation_type, to_id, to_type in _rows(
-                conn,
-                f"MATCH (a){arrow}(b) WHERE a.{ID} IN $ids RETURN a.{ID}, label(r), b.{ID}, label(b)",
-                {"ids": list(ids)},
-            ):
-                hops.append(Hop(from_id, relation_type, direction, to_id, to_type))
+        with graph.reading() as conn:
+            for direction, arrow in ((Direction.OUTGOING, "-[r]->"), (Direction.INCOMING, "<-[r]-")):
+                for from_id, relation_type, to_id, to_type in _rows(
+                    conn,
+                    f"MATCH (a){arrow}(b) WHERE a.{ID} IN $ids RETURN a.{ID}, label(r), b.{ID}, label(b)",
+                    {"ids": list(ids)},
+                ):
+                    hops.append(Hop(from_id, relation_type, direction, to_id, to_type))
         return hops
 
     # --- raw queries --------------------------------------------------------------------------------------
@@ -601,8 +633,7 @@ class LadybugGraphStore:
         keyword = readonly.first_keyword(statement)
         if keyword in readonly.DENIED_FIRST_KEYWORDS:
             raise _not_read_only(f"{keyword} statements touch the server's files")
-        conn = ladybug.Connection(graph.readonly_database(target))
-        try:
+        with graph.reading(graph.readonly_database(target)) as conn:
             conn.set_query_timeout(max(1, int(timeout_seconds * 1000)))
             params = dict(parameters)
             with warnings.catch_warnings():
@@ -629,8 +660,6 @@ class LadybugGraphStore:
                 raise _engine_error(str(exc)) from None
             finally:
                 result.close()
-        finally:
-            conn.close()
         return Rows(columns, rows[:row_limit], len(rows) > row_limit)
 
 
@@ -645,6 +674,10 @@ def _text_of(conn: ladybug.Connection, statement: str, parameters: Mapping[str, 
         return "\n".join(str(v) for row in result.get_all() for v in row)
     finally:
         result.close()
+
+
+def _no_graph(collection: str) -> RagmeshError:
+    return not_found(Reason.GRAPH_NOT_FOUND, f"collection {collection!r} has no graph", collection=collection)
 
 
 def _not_read_only(why: str) -> RagmeshError:
