@@ -155,6 +155,11 @@ class Reason(StrEnum):
         _C.INVALID_ARGUMENT,
         "The document has no bytes or no text to convert or index (scanned images are not OCR'd).",
     )
+    ENTITY_INVALID = (
+        "ENTITY_INVALID",
+        _C.INVALID_ARGUMENT,
+        "A graph entity is malformed: a bad type or relation type, a missing or bad key (the field says which).",
+    )
     FILE_NOT_FOUND = "FILE_NOT_FOUND", _C.NOT_FOUND, "A local path names no file (or folder)."
     FILE_UNREADABLE = "FILE_UNREADABLE", _C.NOT_FOUND, "A file of a folder job could not be read."
     FILTER_INVALID = (
@@ -194,6 +199,11 @@ class Reason(StrEnum):
         "GOLDEN_SET_TOO_LARGE",
         _C.INVALID_ARGUMENT,
         "The golden set has more queries, or more judgments, than the limit.",
+    )
+    GRAPH_FILE_INVALID = (
+        "GRAPH_FILE_INVALID",
+        _C.INVALID_ARGUMENT,
+        "A file of entities (Kubernetes YAML or JSON, JSON Lines) cannot be parsed; the file and line are given.",
     )
     INGEST_RESULT_MISSING = (
         "INGEST_RESULT_MISSING",
