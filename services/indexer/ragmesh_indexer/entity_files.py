@@ -37,6 +37,11 @@ class EntityFile:
     data: bytes
     filename: str = ""
     mime_type: str = ""
+    path: str = ""  # where it lies in the folder it was read from; named in errors
+
+    @property
+    def name(self) -> str:
+        return self.path or self.filename
 
 
 def read(files: Sequence[EntityFile], *, max_property_chars: int) -> list[GraphEntity]:
@@ -60,22 +65,22 @@ def read(files: Sequence[EntityFile], *, max_property_chars: int) -> list[GraphE
 
 def _documents(file: EntityFile, index: int) -> list[tuple[Any, str]]:
     """(document, its field prefix for errors) of a file."""
-    name = file.filename or f"files[{index}]"
+    name = file.name or f"files[{index}]"
     try:
         text = file.data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise _file_invalid(f"{name} is not UTF-8 text (byte {exc.start})", index, file.filename, 0) from None
-    lower = file.filename.lower()
+        raise _file_invalid(f"{name} is not UTF-8 text (byte {exc.start})", index, file.name, 0) from None
+    lower = (file.filename or file.path).lower()
     if lower.endswith((".jsonl", ".ndjson")) or file.mime_type in _JSONL_TYPES or _looks_like_jsonl(text, lower):
-        return _json_lines(text, index, file.filename)
+        return _json_lines(text, index, file.name)
     if lower.endswith(".json"):
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise _file_invalid(f"{name} is not JSON: {exc.msg}", index, file.filename, exc.lineno) from None
+            raise _file_invalid(f"{name} is not JSON: {exc.msg}", index, file.name, exc.lineno) from None
         values = value if isinstance(value, list) else [value]
         return [(v, f"files[{index}] document {i + 1}: ") for i, v in enumerate(values)]
-    return _yaml_documents(text, index, file.filename)
+    return _yaml_documents(text, index, file.name)
 
 
 def _looks_like_jsonl(text: str, lower: str) -> bool:
