@@ -219,6 +219,9 @@ class EntityIngest:
             else:
                 await self._undo(collection, ids)
             raise
+        except BaseException:  # cancelled while the graph wrote: it may have, the journal's retry will undo it
+            self._retry_later()
+            raise
         try:
             outcomes = await self.indexer.ingest_batch([_document(collection, e) for e in batch])
         except BaseException:
