@@ -5,7 +5,11 @@ refusal, and the feature off."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import shutil
+import subprocess
+from pathlib import Path
 
 import grpc
 import pytest
@@ -17,6 +21,7 @@ from ragmesh.search.v1 import search_service_pb2 as search_pb
 from ragmesh_common.reasons import Reason
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
+K8S = Path(__file__).resolve().parents[3] / "deploy" / "k8s"
 
 SHOP = """\
 apiVersion: apps/v1
@@ -254,7 +259,31 @@ async def test_with_the_graph_off_entities_are_refused(mesh_factory, rpc_error):
         assert error.reason == Reason.GRAPH_DISABLED
 
 
+def kustomize(path: Path) -> bytes:
+    return subprocess.run(
+        [shutil.which("kubectl") or "kubectl", "kustomize", str(path)], capture_output=True, check=True
+    ).stdout
+
+
 def _struct(values: dict) -> struct_pb2.Struct:
     struct = struct_pb2.Struct()
     struct.update(values)
     return struct
+
+
+@pytest.mark.parametrize("kustomization", ["", "overlays/prod"])
+async def test_this_repositorys_render_lands_whole_in_both_stores(mesh, indexer, graph, kustomization):
+    render = await asyncio.to_thread(kustomize, K8S / kustomization)
+    collection = f"render-{kustomization.replace('/', '-') or 'base'}"
+    reply = await indexer.IngestEntities(
+        pb.IngestEntitiesRequest(collection=collection, files=[pb.FileInput(data=render, filename="ragmesh.yaml")])
+    )
+    assert await graph_ids(graph, collection) == set(reply.entity_ids) == store_ids(mesh, collection)
+    # only what the render does not hold is dangling: the prod overlay's Secret comes from elsewhere
+    assert {line.rsplit(" ", 1)[1] for line in reply.dangling_relations} <= {"Secret/ragmesh/ragmesh-secrets"}
+    deployment = await graph.ExploreEntity(
+        graph_pb.ExploreEntityRequest(collection=collection, entity_id="Deployment/ragmesh/search")
+    )
+    incoming = {(n.relation, n.id) for n in deployment.neighbours if n.direction == graph_pb.DIRECTION_INCOMING}
+    assert ("SELECTS", "Service/ragmesh/search") in incoming
+    assert ("APPLIES_TO", "NetworkPolicy/ragmesh/search") in incoming
