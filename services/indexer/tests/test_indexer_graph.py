@@ -60,8 +60,11 @@ stringData: {token: do-not-store-me}
 """
 
 
-def shop(replicas: int = 2) -> pb.FileInput:
-    return pb.FileInput(data=SHOP.replace("REPLICAS", str(replicas)).encode(), filename="shop.yaml")
+def shop(replicas: int = 2, *, sidecar: bool = True) -> pb.FileInput:
+    text = SHOP.replace("REPLICAS", str(replicas))
+    if not sidecar:
+        text = text.replace("        - {name: sidecar, image: proxy:1}\n", "")
+    return pb.FileInput(data=text.encode(), filename="shop.yaml")
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -156,6 +159,14 @@ async def test_ingesting_again_replaces_in_both_stores(mesh, indexer, graph):
     [doc] = mesh.store.list_documents("again", {"doc_id": "Deployment/shop/frontend"}, ["text"])
     assert "spec.replicas: 5" in doc["text"]
     assert await graph_ids(graph, "again") == set(first.entity_ids) == store_ids(mesh, "again")
+
+
+async def test_a_child_the_entity_no_longer_has_is_gone_from_both_stores_after_a_reingest(mesh, indexer, graph):
+    await indexer.IngestEntities(pb.IngestEntitiesRequest(collection="stale", files=[shop()]))
+    assert "Container/shop/frontend/sidecar" in await graph_ids(graph, "stale")
+    reply = await indexer.IngestEntities(pb.IngestEntitiesRequest(collection="stale", files=[shop(sidecar=False)]))
+    assert "Container/shop/frontend/sidecar" not in reply.entity_ids
+    assert await graph_ids(graph, "stale") == set(reply.entity_ids) == store_ids(mesh, "stale")
 
 
 async def test_delete_removes_an_entity_and_its_children_from_both_stores(mesh, indexer, graph, rpc_error):
