@@ -293,18 +293,27 @@ class EntityIngest:
         return gone
 
     # --- the journal's retries ---------------------------------------------------------------------------------
-    async def _reconcile(self, collection: str | None = None, *, quiet: bool = False) -> None:
-        """Finish the undos the journal holds (one collection's, or all); raises unless `quiet`."""
-        for name in [collection] if collection is not None else list(self.journal.pending):
-            ids = self.journal.pending.get(name, [])
-            if not ids:
-                continue
-            try:
-                await self._delete_both(name, list(ids))
-            except Exception:
+    async def _reconcile(self, collection: str, *, quiet: bool = False) -> None:
+        """Finish the undos the journal holds for a collection; raises unless `quiet` (then only logs)."""
+        ids = list(self.journal.pending.get(collection, []))
+        if not ids:
+            return
+        try:
+            await self._delete_both(collection, ids)
+        except RagmeshError as exc:
+            if exc.code not in _REFUSED:
                 if not quiet:
                     raise
-                log.warning("graph entities of %r still to delete (%d ids): the graph is out of reach", name, len(ids))
+                log.warning("%d graph entities of %r still to delete: %s", len(ids), collection, exc)
+                return
+            # the graph will never take these ids: no use asking again
+            log.error("graph entities of %r cannot be deleted from the graph: %s", collection, exc)
+            await self._delete_documents(collection, ids)
+            self.journal.remove(collection, ids)
+        except Exception as exc:
+            if not quiet:
+                raise
+            log.warning("%d graph entities of %r still to delete: %s", len(ids), collection, exc)
 
     def _retry_later(self) -> None:
         if self._retry is None or self._retry.done():
