@@ -29,7 +29,7 @@ import logging
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -85,13 +85,20 @@ class IngestReport:
 class Journal:
     """Ids to delete from both stores, by collection, in a JSON file rewritten whole (atomically) on each change."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, on_change: Callable[[int], object] | None = None) -> None:
+        """`on_change` gets the number of ids pending after each change (and now)."""
         self.path = path
+        self.on_change = on_change
         try:
             raw = json.loads(path.read_text())
         except FileNotFoundError:
             raw = {}
         self.pending: dict[str, list[str]] = {c: list(ids) for c, ids in raw.items() if ids}
+        self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change(sum(map(len, self.pending.values())))
 
     def add(self, collection: str, ids: Iterable[str]) -> None:
         self.pending[collection] = list(dict.fromkeys([*self.pending.get(collection, []), *ids]))
@@ -114,6 +121,7 @@ class Journal:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
+        self._changed()
 
 
 class EntityIngest:
@@ -243,6 +251,7 @@ class EntityIngest:
             await self._undo(collection, ids)
             raise failed
         self.journal.remove(collection, ids)
+        self.indexer.metrics.graph_entities.inc(len(ids))
         return list(reply.dangling_relations)
 
     async def _stale_children(self, collection: str, ids: list[str]) -> list[str]:
@@ -266,6 +275,7 @@ class EntityIngest:
         """Delete a batch from both stores now, or (the graph out of reach) leave it to the background retry."""
         try:
             await self._delete_both(collection, ids)
+            self.indexer.metrics.graph_undone.inc(len(ids))
         except Exception as exc:  # noqa: BLE001 - whatever stopped the undo, the journal keeps it
             log.warning("graph entities of %r left to delete later (%d ids): %s", collection, len(ids), exc)
             # what the store holds goes now; the graph's part waits for the graph
@@ -300,6 +310,7 @@ class EntityIngest:
             return
         try:
             await self._delete_both(collection, ids)
+            self.indexer.metrics.graph_undone.inc(len(ids))
         except RagmeshError as exc:
             if exc.code not in _REFUSED:
                 if not quiet:
