@@ -7,7 +7,8 @@ The rules, as a user sees them in the graph and in search:
 - The id is "<type>/<primary key values joined by '/'>" ("Deployment/default/frontend"). Key values are strings,
   numbers or booleans, never empty and never containing "/" (two different keys would share an id).
 - Nested objects are flattened with dots: {"spec": {"replicas": 2}} is the property "spec.replicas". A null is
-  no property. A list of scalars stays a list.
+  no property. A list of scalars stays a list, of one type (numbers if it mixes whole and fractional ones,
+  else strings when its items are of more than one type).
 - A list of objects becomes child entities, one per item, each linked from its parent by a HAS relation carrying
   the item's index. The child's type is the parent's type followed by the list's key (its last dotted part)
   singularised and capitalised (`child_type`): an Order's "lines" -> "OrderLine", a Service's "ports" ->
@@ -263,9 +264,13 @@ def _flatten(obj: Mapping[str, Any], field: str) -> tuple[dict[str, Value], dict
             elif any(isinstance(v, Mapping) for v in value):
                 raise entity_invalid("a list holds objects or scalars, not both", at(field, f"{prefix}"))
             else:  # scalars (a nested list is kept as its JSON)
-                flat[prefix] = [
-                    _scalar(v) if not isinstance(v, list) else json.dumps(v) for v in value if v is not None
-                ]
+                items = [_scalar(v) if not isinstance(v, list) else json.dumps(v) for v in value if v is not None]
+                kinds = {type(v) for v in items}
+                if kinds == {int, float}:  # [1, 2.5]: numbers
+                    items = [float(v) for v in items]
+                elif len(kinds) > 1:  # ["--port", 8080]: one type, as the graph's columns have
+                    items = [_text(v) for v in items]
+                flat[prefix] = items
         else:
             flat[prefix] = _scalar(value)
 
