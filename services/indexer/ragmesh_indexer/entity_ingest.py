@@ -130,12 +130,11 @@ class EntityIngest:
     def __init__(
         self,
         indexer: Indexer,
-        graph: ServiceClient | None,
+        graph: ServiceClient,
         journal: Journal,
         *,
         batch_entities: int = 256,
     ) -> None:
-        """`graph` None: the graph feature is off (every call is refused with GRAPH_DISABLED)."""
         self.indexer = indexer
         self.graph = graph
         self.journal = journal
@@ -145,7 +144,7 @@ class EntityIngest:
 
     def start(self) -> None:
         """Finish the undos a previous run left (in the background: the graph may not be up yet)."""
-        if self.graph is not None and self.journal.pending:
+        if self.journal.pending:
             self._retry_later()
 
     async def close(self) -> None:
@@ -156,7 +155,7 @@ class EntityIngest:
 
     # --- the calls ---------------------------------------------------------------------------------------------
     async def ingest(self, collection: str, entities: Sequence[GraphEntity]) -> IngestReport:
-        graph = self._graph()
+        graph = self.graph
         collection = validation.collection_name(collection)
         check_unique(entities)
         report = IngestReport(
@@ -192,7 +191,7 @@ class EntityIngest:
 
     async def delete(self, collection: str, ids: Sequence[str]) -> list[str]:
         """Delete the entities and their children from both stores; returns the ids deleted."""
-        graph = self._graph()
+        graph = self.graph
         collection = validation.collection_name(collection)
         for i, entity_id in enumerate(ids):
             if not validation.DOC_ID_RE.fullmatch(entity_id) or "/" not in entity_id:
@@ -284,7 +283,7 @@ class EntityIngest:
             self._retry_later()
 
     async def _delete_both(self, collection: str, ids: list[str]) -> None:
-        graph = self._graph()
+        graph = self.graph
         reply = await graph.call("DeleteEntities", graph_pb.DeleteEntitiesRequest(collection=collection, ids=ids))
         await self._delete_documents(collection, [*ids, *reply.deleted_ids])
         self.journal.remove(collection, ids)
@@ -342,11 +341,6 @@ class EntityIngest:
                 delay = min(delay * 2, _RETRY_MAX_S)
 
     # --- helpers -----------------------------------------------------------------------------------------------
-    def _graph(self) -> ServiceClient:
-        if self.graph is None:
-            raise graph_disabled()
-        return self.graph
-
     def _lock(self, collection: str) -> asyncio.Lock:
         return self._locks.setdefault(collection, asyncio.Lock())
 
