@@ -336,7 +336,7 @@ def _container_relations(
             for source in container.get("envFrom") or []:
                 if cm := _name(source, "configMapRef"):
                     reads.append(("ConfigMap", cm))
-                    values.extend(str(v) for v in config_maps.get((p.namespace, cm), {}).values())
+                    values.extend(v for v in config_maps.get((p.namespace, cm), {}).values() if isinstance(v, str))
                 if secret := _name(source, "secretRef"):
                     reads.append(("Secret", secret))
             for env in container.get("env") or []:
@@ -349,8 +349,8 @@ def _container_relations(
                     reads.append(("ConfigMap", cm))
                     key = _mapping(value_from.get("configMapKeyRef")).get("key")
                     known = config_maps.get((p.namespace, cm), {})
-                    if isinstance(key, str) and key in known:
-                        values.append(str(known[key]))
+                    if isinstance(key, str) and isinstance(known.get(key), str):
+                        values.append(known[key])
                 if secret := _name(value_from, "secretKeyRef"):
                     reads.append(("Secret", secret))
             for mount in container.get("volumeMounts") or []:

@@ -302,3 +302,13 @@ def test_a_bad_document_is_refused_naming_file_document_and_field(text, field):
     error = refused(text)
     assert error.reason == Reason.ENTITY_INVALID
     assert [v.field for v in error.field_violations] == [field]
+
+
+def test_a_yaml_alias_bomb_is_refused_before_it_is_walked():
+    lines = ["apiVersion: v1", "kind: ConfigMap", "metadata: {name: lol}", "a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]  # 10^9 leaves
+    lines += ["data: {bomb: *a8}"]
+    with pytest.raises(RagmeshError) as caught:
+        read([EntityFile("\n".join(lines).encode(), "lol.yaml")], max_property_chars=250)
+    assert caught.value.reason == Reason.ENTITY_INVALID
+    assert caught.value.field_violations[0].field == "files[0] document 1: "
