@@ -29,7 +29,7 @@ import logging
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -164,7 +164,7 @@ class EntityIngest:
             relation_types=Counter(link.type for e in entities for link in e.relations),
             omitted=[f"{e.id}#{name}" for e in entities for name in e.omitted],
         )
-        async with self._lock(collection):
+        async with self._lock(collection), self._retry_on_failure():
             await self._reconcile(collection, quiet=True)
             cut = list(batches(entities, self.batch_entities))
             position = {e.id: b for b, batch in enumerate(cut) for e in batch}
@@ -198,7 +198,7 @@ class EntityIngest:
                 raise entity_invalid(f"{entity_id[:70]!r} is not an entity id ('<type>/<key>')", f"ids[{i}]")
         if not ids:
             return []
-        async with self._lock(collection):
+        async with self._lock(collection), self._retry_on_failure():
             await self._reconcile(collection, quiet=True)
             self.journal.add(collection, ids)
             try:
@@ -208,9 +208,7 @@ class EntityIngest:
             except RagmeshError as exc:
                 if exc.code in _REFUSED:  # nothing was deleted
                     self.journal.remove(collection, ids)
-                else:  # it may have been: the store follows once the graph answers
-                    self._retry_later()
-                raise
+                raise  # else it may have been: the store follows once the graph answers
             deleted = list(reply.deleted_ids)
             self.journal.add(collection, deleted)
             gone = await self._delete_documents(collection, [*ids, *deleted])
@@ -236,10 +234,7 @@ class EntityIngest:
                 self.journal.remove(collection, ids)
             else:
                 await self._undo(collection, ids)
-            raise
-        except BaseException:  # cancelled while the graph wrote: it may have, the journal's retry will undo it
-            self._retry_later()
-            raise
+            raise  # (cancelled meanwhile: the graph may have written it; the journal's retry undoes it)
         try:
             outcomes = await self.indexer.ingest_batch([_document(collection, e) for e in batch])
         except BaseException:
@@ -275,12 +270,11 @@ class EntityIngest:
         try:
             await self._delete_both(collection, ids)
             self.indexer.metrics.graph_undone.inc(len(ids))
-        except Exception as exc:  # noqa: BLE001 - whatever stopped the undo, the journal keeps it
+        except Exception as exc:  # noqa: BLE001 - whatever stopped the undo, the journal keeps it (and is retried)
             log.warning("graph entities of %r left to delete later (%d ids): %s", collection, len(ids), exc)
             # what the store holds goes now; the graph's part waits for the graph
             with contextlib.suppress(Exception):
                 await self._delete_documents(collection, ids)
-            self._retry_later()
 
     async def _delete_both(self, collection: str, ids: list[str]) -> None:
         graph = self.graph
@@ -324,6 +318,16 @@ class EntityIngest:
             if not quiet:
                 raise
             log.warning("%d graph entities of %r still to delete: %s", len(ids), collection, exc)
+
+    @contextlib.asynccontextmanager
+    async def _retry_on_failure(self) -> AsyncIterator[None]:
+        """A call that fails (or is cancelled) with undos left in the journal has them retried in the background."""
+        try:
+            yield
+        except BaseException:
+            if self.journal.pending:
+                self._retry_later()
+            raise
 
     def _retry_later(self) -> None:
         if self._retry is None or self._retry.done():
