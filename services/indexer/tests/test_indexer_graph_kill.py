@@ -125,3 +125,34 @@ async def test_a_graph_killed_mid_ingest_leaves_no_entity_in_one_store_only(mesh
         assert 3 * BATCH <= len(in_graph) < ENTITIES  # the batches before the kill stayed, the rest never came
     finally:
         proc.stop()
+
+
+async def test_a_delete_the_graph_dies_under_finishes_in_both_stores_once_it_is_back(mesh_factory, tmp_path):
+    port = free_port()
+    addr = f"127.0.0.1:{port}"
+    graph_dir = tmp_path / "graph-data"
+    proc = graph_process(graph_dir, port, tmp_path / "graph-1.log").start()
+    try:
+        await asyncio.to_thread(wait_serving, addr, [proc])
+        mesh = await mesh_factory(indexer={"graph_enabled": True, "graph_addr": addr})
+        indexer = mesh.stub("indexer")
+        file = pb.FileInput(data=b"\n".join(entities_file().data.splitlines()[:20]), filename="items.jsonl")
+        await indexer.IngestEntities(pb.IngestEntitiesRequest(collection="items", files=[file]))
+        proc.popen.send_signal(signal.SIGKILL)
+        proc.popen.wait(10)
+
+        with pytest.raises(grpc.aio.AioRpcError) as failed:
+            await indexer.DeleteEntities(pb.DeleteEntitiesRequest(collection="items", ids=["Item/3", "Item/4"]))
+        assert failed.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert pending() == 2  # the delete is not forgotten
+
+        proc = graph_process(graph_dir, port, tmp_path / "graph-2.log").start()
+        await asyncio.to_thread(wait_serving, addr, [proc])
+        deadline = time.monotonic() + 120
+        while pending() and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        assert pending() == 0
+        in_graph, in_store = await graph_ids(addr), store_ids(mesh)
+        assert in_graph == in_store == {f"Item/{i}" for i in range(20)} - {"Item/3", "Item/4"}
+    finally:
+        proc.stop()
