@@ -1,6 +1,7 @@
 """The graph service killed (SIGKILL) in the middle of a many-batch IngestEntities: the call fails saying so, and
-once the graph service is back every entity is in both stores or in neither. The graph runs as its own process
-(`ragmesh serve graph`), the rest of the mesh in this one."""
+once the graph service is back every entity is in both stores or in neither; killed before a DeleteEntities, the
+delete is finished in both stores once it is back. The graph runs as its own process (`ragmesh serve graph`),
+the rest of the mesh in this one."""
 
 from __future__ import annotations
 
