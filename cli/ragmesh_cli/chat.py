@@ -132,13 +132,17 @@ GRAPH_TOOLS = [
 
 
 def _plain(value: Any) -> Any:
-    """Whole numbers as ints (protobuf's Value carries every number as a double)."""
+    """A graph answer as the model reads it: whole numbers as ints (protobuf's Value carries every number as a
+    double), directions as "outgoing"/"incoming"."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, list):
         return [_plain(v) for v in value]
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {
+            k: v.removeprefix("DIRECTION_").lower() if k == "direction" and isinstance(v, str) else _plain(v)
+            for k, v in value.items()
+        }
     return value
 
 

@@ -720,9 +720,9 @@ EntityId = Annotated[str, Field(min_length=1, max_length=1024, description=ENTIT
 GraphDepth = Annotated[Depth, Field(description=f"Hops out, 1..{GRAPH_MAX_DEPTH} (1: direct relations only).")]
 _CYPHER_HELP = (
     "One read-only Cypher statement (LadybugDB/Kùzu dialect). Each entity type is a node table and each relation "
-    "type a relation table; every node has `id` ('<type>/<key>/...') and its properties as columns with dots "
-    "replaced by underscores where needed. Statements that write (CREATE, MERGE, SET, DELETE, COPY, ...) are "
-    "refused with QUERY_NOT_READ_ONLY and change nothing."
+    "type a relation table; every node has `id` ('<type>/<key>/...') and one column per property, named as the "
+    "property (dotted names in backquotes: d.`spec.replicas`). Statements that write (CREATE, MERGE, SET, "
+    "DELETE, COPY, ...) are refused with QUERY_NOT_READ_ONLY and change nothing."
 )
 RowLimit = Annotated[
     int | None, Field(ge=1, le=GRAPH_MAX_ROWS, description="At most this many rows (default: the service's, 1000).")
@@ -746,7 +746,8 @@ def graph_tools(
         """Start here. What a collection holds: its datasources (synced folders, URL lists), the entity types
         of its graph with how many entities each has, their properties and primary keys, and the relation types
         between them as (from_type)-[TYPE]->(to_type) with counts. An entity id is '<type>/<primary key values
-        joined by '/'>'; for Kubernetes objects '<Kind>/<namespace>/<name>', e.g. 'Deployment/ragmesh/search'."""
+        joined by '/'>'; for Kubernetes objects '<Kind>/<namespace>/<name>', e.g. 'Deployment/ragmesh/search', and
+        for a workload's container 'Container/<namespace>/<workload>/<container>'."""
         return await clients().graph_types(collection)
 
     @tool("read", read)
@@ -772,8 +773,9 @@ def graph_tools(
         has the relation that reached it, its `direction` seen from `via_id` (the entity the hop came from) and
         its depth: 'outgoing' means via_id -[relation]-> neighbour, 'incoming' means neighbour -[relation]->
         via_id. E.g. 'which Services send traffic to Deployment/ragmesh/search': its neighbours with relation
-        SELECTS and direction incoming; 'what does this Container call': its neighbours with relation
-        REFERENCES and direction outgoing."""
+        SELECTS and direction incoming; 'what does the gateway's container call': the neighbours of
+        'Container/ragmesh/gateway/server' with relation REFERENCES and direction outgoing (the Services its
+        environment names)."""
         return await clients().explore_entity(collection, entity_id, depth=depth, limit=limit)
 
     @tool("read", read)

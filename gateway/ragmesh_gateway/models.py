@@ -1005,7 +1005,8 @@ ENTITY_TYPE_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*$"
 RELATION_TYPE_PATTERN = r"^[A-Z][A-Z0-9_]*$"
 ENTITY_ID_DESCRIPTION = (
     "The entity's id: '<type>/<primary key values joined by '/'>', e.g. 'Deployment/ragmesh/search' (a "
-    "Kubernetes object is '<kind>/<namespace>/<name>'; a child entity such as a container adds its own key)."
+    "Kubernetes object is '<kind>/<namespace>/<name>', a container of a workload "
+    "'Container/<namespace>/<workload>/<container>')."
 )
 Depth = Annotated[
     int,
