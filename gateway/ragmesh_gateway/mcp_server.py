@@ -353,6 +353,7 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
         instructions=(
             "Retrieval over the documents stored in ragmesh. Use `search` to find short snippets, then "
             "`fetch_document` with a snippet's doc_id for the whole text. `list_collections` shows what exists."
+            + (GRAPH_INSTRUCTIONS if settings.graph_enabled else "")
         ),
         version="1.0.0",
         log_level=settings.log_level,
@@ -716,6 +717,11 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
 
 
 # --- the graph (RAGMESH_GRAPH_ENABLED) ------------------------------------------------------------------------
+GRAPH_INSTRUCTIONS = (
+    " Collections may also hold an entity graph (e.g. Kubernetes objects and their relations): start with "
+    "`fetch_datasources_and_entity_types`, then explore entities by id (`graph_explore_data_entity`), read one "
+    "whole (`graph_fetch_data_entity_details`), or query with read-only Cypher (`graph_raw_query_data`)."
+)
 EntityId = Annotated[str, Field(min_length=1, max_length=1024, description=ENTITY_ID_DESCRIPTION)]
 GraphDepth = Annotated[Depth, Field(description=f"Hops out, 1..{GRAPH_MAX_DEPTH} (1: direct relations only).")]
 _CYPHER_HELP = (

@@ -70,8 +70,10 @@ async def test_without_the_graph_its_routes_and_tools_do_not_exist():
         async with mcp_client(url) as client:
             tools = {tool.name for tool in (await client.list_tools()).tools}
             called = await client.call_tool("graph_raw_query_data", {"query": "MATCH (n) RETURN n"})
+            instructions = client.instructions or ""
         ready = assert_error(await rest.get("/ready"), 503, "SERVICES_NOT_READY")
     assert "search" in tools and not tools & (GRAPH_READ_TOOLS | GRAPH_WRITE_TOOLS)
+    assert "search" in instructions and "graph" not in instructions
     assert called.is_error and called.structured_content["error"]["reason"] == "TOOL_NOT_FOUND"
     assert "graph" not in ready["details"]["services"].split(",")
 
@@ -81,10 +83,12 @@ async def test_with_the_graph_the_routes_and_described_read_only_tools_exist():
         spec = (await rest.get("/openapi.json")).json()
         async with mcp_client(url) as client:
             tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            instructions = client.instructions or ""
         ready = assert_error(await rest.get("/ready"), 503, "SERVICES_NOT_READY")
     assert GRAPH_PATHS <= set(spec["paths"])
     assert set(spec["paths"]["/api/v1/collections/{name}/graph/entities/{entity_id}"]) == {"get", "delete"}
     assert GRAPH_READ_TOOLS | GRAPH_WRITE_TOOLS <= set(tools)
+    assert "fetch_datasources_and_entity_types" in instructions
     for name in GRAPH_READ_TOOLS:
         tool = tools[name]
         assert tool.annotations.read_only_hint is True, name
