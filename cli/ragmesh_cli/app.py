@@ -23,6 +23,7 @@ app = typer.Typer(
     help="ragmesh: a RAG platform as a gRPC microservices mesh.", no_args_is_help=True, pretty_exceptions_enable=False
 )
 
+_GRAPH_OPTION = typer.Option("--graph-addr", envvar="RAGMESH_GRAPH_ADDR", help="Graph address.")
 
 # Documents per IngestDocuments call, and the most bytes one call may carry.
 _BATCH_DOCS = 16
@@ -603,7 +604,7 @@ def chat(
             help="Also give the model the graph tools (explore entities, paths, read-only Cypher).",
         ),
     ] = False,
-    graph_addr: Annotated[str, typer.Option("--graph-addr", envvar="RAGMESH_GRAPH_ADDR", help="Graph address.")] = "",
+    graph_addr: Annotated[str, _GRAPH_OPTION] = default_addr("graph"),
 ) -> None:
     """Chat in the terminal about a collection of a running mesh: the model searches it and reads documents
     through tools (`search`, `fetch_document`; with --graph also the collection's entity graph), answers citing
@@ -637,7 +638,7 @@ def chat(
             collection=collection,
             top_k=top_k,
             max_rounds=max_rounds,
-            graph_addr=(graph_addr or _graph_addr()) if graph else None,
+            graph_addr=graph_addr if graph else None,
         )
     )
     raise typer.Exit(code)
@@ -780,15 +781,8 @@ graph_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(graph_app, name="graph")
-_GRAPH_OPTION = typer.Option("--graph-addr", envvar="RAGMESH_GRAPH_ADDR", help="Graph address.")
 _GRAPH_COLLECTION = typer.Option("--collection", "-c", help="The collection.")
 _JSON_OPTION = typer.Option("--json", help="Print the answer as JSON (for scripts) instead of tables.")
-
-
-def _graph_addr() -> str:
-    from .graph_cli import GRAPH_ADDR
-
-    return GRAPH_ADDR
 
 
 @graph_app.command("ingest")
@@ -819,12 +813,12 @@ def graph_ingest(
 def graph_types(
     collection: Annotated[str, typer.Option("--collection", "-c", help="Only this collection (default: all).")] = "",
     as_json: Annotated[bool, _JSON_OPTION] = False,
-    graph: Annotated[str, _GRAPH_OPTION] = "",
+    graph: Annotated[str, _GRAPH_OPTION] = default_addr("graph"),
 ) -> None:
     """List the entity types (with counts and primary keys) and the relation types of each graph."""
     from . import graph_cli
 
-    raise typer.Exit(_run_code(graph_cli.types(collection, graph or _graph_addr(), as_json=as_json)))
+    raise typer.Exit(_run_code(graph_cli.types(collection, graph, as_json=as_json)))
 
 
 @graph_app.command("explore")
@@ -833,15 +827,13 @@ def graph_explore(
     collection: Annotated[str, _GRAPH_COLLECTION] = "default",
     depth: Annotated[int, typer.Option(min=1, max=3, help="Hops out (1..3).")] = 1,
     as_json: Annotated[bool, _JSON_OPTION] = False,
-    graph: Annotated[str, _GRAPH_OPTION] = "",
+    graph: Annotated[str, _GRAPH_OPTION] = default_addr("graph"),
 ) -> None:
     """Show an entity's neighbours, nearest first: the relation that reached each, drawn from the entity it
     came from (`<-[SELECTS]-` : the neighbour selects it)."""
     from . import graph_cli
 
-    raise typer.Exit(
-        _run_code(graph_cli.explore(collection, entity_id, depth, graph or _graph_addr(), as_json=as_json))
-    )
+    raise typer.Exit(_run_code(graph_cli.explore(collection, entity_id, depth, graph, as_json=as_json)))
 
 
 @graph_app.command("entity")
@@ -849,12 +841,12 @@ def graph_entity(
     entity_id: Annotated[str, typer.Argument(help="The entity's id, e.g. Deployment/ragmesh/search.")],
     collection: Annotated[str, _GRAPH_COLLECTION] = "default",
     as_json: Annotated[bool, _JSON_OPTION] = False,
-    graph: Annotated[str, _GRAPH_OPTION] = "",
+    graph: Annotated[str, _GRAPH_OPTION] = default_addr("graph"),
 ) -> None:
     """Show every property and every relation (both directions) of an entity."""
     from . import graph_cli
 
-    raise typer.Exit(_run_code(graph_cli.entity(collection, entity_id, graph or _graph_addr(), as_json=as_json)))
+    raise typer.Exit(_run_code(graph_cli.entity(collection, entity_id, graph, as_json=as_json)))
 
 
 @graph_app.command("paths")
@@ -864,15 +856,13 @@ def graph_paths(
     collection: Annotated[str, _GRAPH_COLLECTION] = "default",
     max_depth: Annotated[int, typer.Option(min=1, max=6, help="The longest path, in hops.")] = 4,
     as_json: Annotated[bool, _JSON_OPTION] = False,
-    graph: Annotated[str, _GRAPH_OPTION] = "",
+    graph: Annotated[str, _GRAPH_OPTION] = default_addr("graph"),
 ) -> None:
     """Print every shortest path of relation types between two entity types, in Cypher notation. Exits 1 when
     they are not connected."""
     from . import graph_cli
 
-    raise typer.Exit(
-        _run_code(graph_cli.paths(collection, from_type, to_type, max_depth, graph or _graph_addr(), as_json=as_json))
-    )
+    raise typer.Exit(_run_code(graph_cli.paths(collection, from_type, to_type, max_depth, graph, as_json=as_json)))
 
 
 @graph_app.command("query")
@@ -882,7 +872,7 @@ def graph_query(
     ontology: Annotated[bool, typer.Option(help="Query the ontology (entity types) instead of the entities.")] = False,
     row_limit: Annotated[int, typer.Option(min=1, max=10_000, help="At most this many rows.")] = 1000,
     as_json: Annotated[bool, _JSON_OPTION] = False,
-    graph: Annotated[str, _GRAPH_OPTION] = "",
+    graph: Annotated[str, _GRAPH_OPTION] = default_addr("graph"),
 ) -> None:
     """Run one read-only Cypher statement and print the rows. A statement that writes is refused
     (QUERY_NOT_READ_ONLY) and changes nothing."""
@@ -893,7 +883,7 @@ def graph_query(
             graph_cli.query(
                 collection,
                 statement,
-                graph or _graph_addr(),
+                graph,
                 ontology=ontology,
                 row_limit=row_limit,
                 as_json=as_json,

@@ -22,8 +22,6 @@ from rich.table import Table
 
 from .console import err, out
 
-# Where the graph service listens by default (RAGMESH_GRAPH_ADDR).
-GRAPH_ADDR = "127.0.0.1:50056"
 # Ingesting files converts, embeds and stores every entity: the ingest deadline.
 INGEST_TIMEOUT_SECONDS = 600.0
 ARROWS: dict[int, tuple[str, str]] = {pb.DIRECTION_OUTGOING: ("-[", "]->"), pb.DIRECTION_INCOMING: ("<-[", "]-")}

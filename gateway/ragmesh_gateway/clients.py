@@ -36,6 +36,8 @@ from ragmesh_common.reasons import Reason
 from . import conversions
 from .config import GatewaySettings
 from .models import (
+    GRAPH_MAX_DEPTH,
+    GRAPH_MAX_PATH_DEPTH,
     AskResponse,
     BatchDocument,
     CollectionInfo,
@@ -563,8 +565,9 @@ class MeshClients:
         return response.deleted_turns
 
     # --- graph ---------------------------------------------------------------------------------------------
-    # Depths, limits and ids are checked by the graph service (DEPTH_OUT_OF_RANGE, ENTITY_INVALID, ...): its
-    # reasons reach the caller as they are.
+    # Ids, types and queries are checked by the graph service (ENTITY_INVALID, QUERY_INVALID, ...): its reasons
+    # reach the caller as they are. Depths are checked here too: the service takes 0 as its default, which the
+    # API's callers may not send.
     async def graph_types(self, collection: str) -> GraphTypesResponse:
         """A collection's datasources (from the indexer) and its graph's entity and relation types (empty
         when it has no graph), fetched in parallel."""
@@ -592,7 +595,7 @@ class MeshClients:
     async def explore_ontology(self, collection: str, entity_type: str, *, depth: int = 1) -> OntologyResponse:
         """An entity type and the relation types within `depth` (1..3) hops of it."""
         request = graph_pb.ExploreOntologyRequest(
-            collection=_collection(collection), entity_type=entity_type, depth=depth
+            collection=_collection(collection), entity_type=entity_type, depth=_depth(depth, GRAPH_MAX_DEPTH)
         )
         return conversions.ontology(await self.graph.call("ExploreOntology", request))
 
@@ -602,7 +605,7 @@ class MeshClients:
     ) -> ExploreResponse:
         """An entity and its neighbours within `depth` (1..3) hops, nearest first (at most `limit`; 0: 100)."""
         request = graph_pb.ExploreEntityRequest(
-            collection=_collection(collection), entity_id=entity_id, depth=depth, limit=limit
+            collection=_collection(collection), entity_id=entity_id, depth=_depth(depth, GRAPH_MAX_DEPTH), limit=limit
         )
         return conversions.explored(await self.graph.call("ExploreEntity", request))
 
@@ -618,7 +621,10 @@ class MeshClients:
     ) -> PathsResponse:
         """Every shortest path of relation types between two entity types (relations in either direction)."""
         request = graph_pb.ShortestPathsRequest(
-            collection=_collection(collection), from_type=from_type, to_type=to_type, max_depth=max_depth
+            collection=_collection(collection),
+            from_type=from_type,
+            to_type=to_type,
+            max_depth=_depth(max_depth, GRAPH_MAX_PATH_DEPTH, field="max_depth"),
         )
         return conversions.type_paths(await self.graph.call("ShortestPaths", request))
 
@@ -708,6 +714,15 @@ def _collection(name: str, *, field: str = "collection") -> str:
             Reason.COLLECTION_NAME_INVALID, "the collection name is empty", field=field, collection=""
         )
     return validation.collection_name(name, field=field)
+
+
+def _depth(depth: int, maximum: int, *, field: str = "depth") -> int:
+    """A graph walk's depth: 1..maximum, else INVALID_ARGUMENT DEPTH_OUT_OF_RANGE (the graph service's reason)."""
+    if not 1 <= depth <= maximum:
+        raise invalid_argument(
+            Reason.DEPTH_OUT_OF_RANGE, f"{field} must be 1..{maximum}, not {depth}", field=field, maximum=maximum
+        )
+    return depth
 
 
 def _doc_id(doc_id: str) -> str:

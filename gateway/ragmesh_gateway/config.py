@@ -31,9 +31,6 @@ from ragmesh_common.paths import existing_folders, split_commas
 
 from .auth import ApiKey, parse_api_keys
 
-# The graph service's default address (its port in ragmesh_common.config.DEFAULT_PORTS once the service is there).
-GRAPH_DEFAULT_ADDR = "127.0.0.1:50056"
-
 
 def is_loopback(host: str) -> bool:
     """True for addresses only this machine can reach (127.0.0.0/8, ::1, localhost)."""
@@ -91,7 +88,7 @@ class GatewaySettings(BaseSettings):
         default_addr("answer"), min_length=1, description="Where the answer service listens (host:port)."
     )
     graph_addr: str = Field(
-        GRAPH_DEFAULT_ADDR, min_length=1, description="Where the graph service listens (host:port)."
+        default_addr("graph"), min_length=1, description="Where the graph service listens (host:port)."
     )
     graph_enabled: bool = Field(
         False,

@@ -440,8 +440,19 @@ QUERY_TARGETS: dict[QueryTargetName, graph_pb.QueryTarget] = {
 
 
 def _value(value: struct_pb2.Value) -> Any:
-    """A Value as a plain JSON value (whole numbers as ints)."""
-    return plain(struct_pb2.Struct(fields={"v": value})).get("v")
+    """A Value as a plain JSON value, whole numbers as ints at every depth (a node in a query's rows is an
+    object of its properties)."""
+
+    def unwrap(v: Any) -> Any:
+        if isinstance(v, float):
+            return validation.whole_number(v)
+        if isinstance(v, list):
+            return [unwrap(x) for x in v]
+        if isinstance(v, dict):
+            return {k: unwrap(x) for k, x in v.items()}
+        return v
+
+    return unwrap(MessageToDict(value))
 
 
 def _properties(properties: Iterable[graph_pb.Property]) -> dict[str, Any]:

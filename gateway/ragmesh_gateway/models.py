@@ -1001,8 +1001,11 @@ GRAPH_MAX_NEIGHBOURS = 1000
 GRAPH_MAX_QUERY_CHARS = 10_000
 GRAPH_MAX_ROWS = 10_000
 GRAPH_MAX_ENTITIES = 10_000
-ENTITY_TYPE_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*$"
-RELATION_TYPE_PATTERN = r"^[A-Z][A-Z0-9_]*$"
+# The graph service's rules (ragmesh_graph.service: TYPE_RE, RELATION_RE, check_entity_id).
+ENTITY_TYPE_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,63}$"
+RELATION_TYPE_PATTERN = r"^[A-Z][A-Z0-9_]{0,63}$"
+ENTITY_ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,63}/.+$"
+ENTITY_ID_MAX_CHARS = 1024
 ENTITY_ID_DESCRIPTION = (
     "The entity's id: '<type>/<primary key values joined by '/'>', e.g. 'Deployment/ragmesh/search' (a "
     "Kubernetes object is '<kind>/<namespace>/<name>', a container of a workload "
@@ -1020,8 +1023,13 @@ PathDepth = Annotated[
 ]
 EntityTypeName = Annotated[
     str,
-    WithJsonSchema({"type": "string", "pattern": ENTITY_TYPE_PATTERN, "minLength": 1, "maxLength": 128}),
+    WithJsonSchema({"type": "string", "pattern": ENTITY_TYPE_PATTERN, "minLength": 1, "maxLength": 64}),
     Field(description="An entity type, e.g. 'Deployment'."),
+]
+EntityId = Annotated[
+    str,
+    WithJsonSchema({"type": "string", "pattern": ENTITY_ID_PATTERN, "minLength": 3, "maxLength": ENTITY_ID_MAX_CHARS}),
+    Field(description=ENTITY_ID_DESCRIPTION),
 ]
 Direction = Literal["outgoing", "incoming"]
 QueryTargetName = Literal["data", "ontology"]
@@ -1166,12 +1174,14 @@ class EntityRelationInput(BaseModel):
     model_config = _Strict
 
     type: str = Field(
-        min_length=1,
-        max_length=128,
-        pattern=RELATION_TYPE_PATTERN,
-        description="The relation type, UPPER_SNAKE_CASE.",
+        min_length=1, max_length=64, pattern=RELATION_TYPE_PATTERN, description="The relation type, UPPER_SNAKE_CASE."
     )
-    target_id: str = Field(min_length=1, max_length=1024, description="The id of the entity it points to.")
+    target_id: str = Field(
+        min_length=3,
+        max_length=ENTITY_ID_MAX_CHARS,
+        pattern=ENTITY_ID_PATTERN,
+        description="The id of the entity it points to.",
+    )
 
 
 class EntityInput(BaseModel):
@@ -1180,7 +1190,7 @@ class EntityInput(BaseModel):
     model_config = _Strict
 
     type: str = Field(
-        min_length=1, max_length=128, pattern=ENTITY_TYPE_PATTERN, description="The entity type, e.g. 'Deployment'."
+        min_length=1, max_length=64, pattern=ENTITY_TYPE_PATTERN, description="The entity type, e.g. 'Deployment'."
     )
     primary_key: list[str] = Field(
         min_length=1,

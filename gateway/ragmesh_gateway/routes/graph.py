@@ -20,11 +20,11 @@ from ..auth import require_scope
 from ..deps import Clients
 from ..errors import ERROR_RESPONSES, UPLOAD_ERROR_RESPONSES, ErrorResponse
 from ..models import (
-    ENTITY_ID_DESCRIPTION,
     GRAPH_MAX_NEIGHBOURS,
     CollectionName,
     DeleteEntitiesResponse,
     Depth,
+    EntityId,
     EntityTypeName,
     ExploreResponse,
     GraphEntity,
@@ -40,7 +40,7 @@ from ..models import (
 
 router = APIRouter(prefix="/api/v1/collections/{name}/graph", tags=["graph"], responses=ERROR_RESPONSES)
 
-EntityId = Annotated[str, Path(description=ENTITY_ID_DESCRIPTION)]
+EntityIdPath = Annotated[EntityId, Path()]
 _QUERY_REFUSED: dict[int | str, dict[str, Any]] = {
     403: {
         "model": ErrorResponse,
@@ -73,7 +73,7 @@ async def explore_ontology(
 @router.get("/explore/{entity_id:path}", response_model=ExploreResponse, dependencies=[require_scope("read")])
 async def explore_entity(
     name: CollectionName,
-    entity_id: EntityId,
+    entity_id: EntityIdPath,
     clients: Clients,
     depth: Annotated[Depth, Query()] = 1,
     limit: Annotated[
@@ -87,7 +87,7 @@ async def explore_entity(
 
 
 @router.get("/entities/{entity_id:path}", response_model=GraphEntity, dependencies=[require_scope("read")])
-async def get_entity(name: CollectionName, entity_id: EntityId, clients: Clients) -> GraphEntity:
+async def get_entity(name: CollectionName, entity_id: EntityIdPath, clients: Clients) -> GraphEntity:
     """An entity with every property and every relation, in both directions."""
     return await clients.get_entity(name, entity_id)
 
@@ -153,7 +153,7 @@ async def ingest_entity_files(
 @router.delete(
     "/entities/{entity_id:path}", response_model=DeleteEntitiesResponse, dependencies=[require_scope("write")]
 )
-async def delete_entity(name: CollectionName, entity_id: EntityId, clients: Clients) -> DeleteEntitiesResponse:
+async def delete_entity(name: CollectionName, entity_id: EntityIdPath, clients: Clients) -> DeleteEntitiesResponse:
     """Delete an entity, its child entities and every relation to or from them, from the graph and the search
     index. Deleting an unknown id deletes nothing."""
     return DeleteEntitiesResponse(deleted_ids=await clients.delete_entities(name, [entity_id]))
