@@ -173,3 +173,11 @@ async def test_mcp_tools_hold_keys_to_their_scope_and_collections():
     for result in (forbidden, also):
         assert result.is_error and result.structured_content["error"]["reason"] == "COLLECTION_FORBIDDEN"
         assert result.structured_content["error"]["code"] == "PERMISSION_DENIED"
+
+
+async def test_a_wrong_method_on_an_entity_names_every_method_it_has():
+    async with gateway(graph_enabled=True) as (_, rest):
+        for entity_id in ("Deployment/ragmesh/search", "malformed"):  # an id the service would refuse, too
+            response = await rest.put(f"/api/v1/collections/k8s/graph/entities/{entity_id}")
+            assert_error(response, 405, "METHOD_NOT_ALLOWED")
+            assert response.headers["allow"] == "DELETE, GET"

@@ -21,6 +21,7 @@ from ..deps import Clients
 from ..errors import ERROR_RESPONSES, UPLOAD_ERROR_RESPONSES, ErrorResponse
 from ..models import (
     GRAPH_MAX_NEIGHBOURS,
+    MAX_PROPERTY_CHARS,
     CollectionName,
     DeleteEntitiesResponse,
     Depth,
@@ -36,6 +37,7 @@ from ..models import (
     OntologyResponse,
     PathDepth,
     PathsResponse,
+    blank_is_omitted,
 )
 
 router = APIRouter(prefix="/api/v1/collections/{name}/graph", tags=["graph"], responses=ERROR_RESPONSES)
@@ -126,22 +128,45 @@ async def ingest_entities(name: CollectionName, body: GraphIngestRequest, client
     return await clients.ingest_entities(name, entities=body.entities, max_property_chars=body.max_property_chars)
 
 
+_FILES = "Kubernetes YAML or JSON (one or many documents, List kinds included), or JSON Lines of entities."
+# The multipart body as it is read: one or more `files` parts, and `max_property_chars` (blank: the default).
+_FILES_FORM = {
+    "required": True,
+    "content": {
+        "multipart/form-data": {
+            "schema": {
+                "type": "object",
+                "required": ["files"],
+                "properties": {
+                    "files": {
+                        "type": "array",
+                        "items": {"type": "string", "format": "binary"},
+                        "minItems": 1,
+                        "description": _FILES,
+                    },
+                    "max_property_chars": blank_is_omitted(
+                        GraphIngestRequest.model_json_schema()["properties"]["max_property_chars"]["anyOf"][0],
+                        "Longer properties stay out of the graph, in the text only (default 250).",
+                    ),
+                },
+            }
+        }
+    },
+}
+
+
 @router.post(
     "/ingest/files",
     response_model=GraphIngestResponse,
     dependencies=[require_scope("write")],
     responses=UPLOAD_ERROR_RESPONSES,
+    openapi_extra={"requestBody": _FILES_FORM},
 )
 async def ingest_entity_files(
     name: CollectionName,
-    files: Annotated[
-        list[UploadFile],
-        File(description="Kubernetes YAML or JSON (one or many documents, List kinds), or JSON Lines of entities."),
-    ],
+    files: Annotated[list[UploadFile], File(description=_FILES)],
     clients: Clients,
-    max_property_chars: Annotated[
-        int | None, Form(ge=1, le=1_000_000, description="Longer properties stay out of the graph (default 250).")
-    ] = None,
+    max_property_chars: Annotated[int | None, Form(ge=1, le=MAX_PROPERTY_CHARS)] = None,
 ) -> GraphIngestResponse:
     """Read entities from uploaded files and store them as `/ingest` does. Kubernetes objects become entities
     of their kind keyed by namespace and name, related by SELECTS, USES, HAS, REFERENCES, READS, SCALES,
