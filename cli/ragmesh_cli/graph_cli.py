@@ -74,7 +74,9 @@ async def ingest(files: Sequence[Path], collection: str, indexer_addr: str, *, a
     if as_json:
         _json(reply)
         return 0
-    table = Table("", "type", "count", title=f"{collection}: {reply.entities} entities, {reply.relations} relations")
+    table = Table(
+        "stored", "type", "count", title=f"{collection}: {reply.entities} entities, {reply.relations} relations"
+    )
     for name, count in sorted(reply.entity_types.items()):
         table.add_row("entity", name, str(count))
     for name, count in sorted(reply.relation_types.items()):
@@ -88,7 +90,11 @@ async def ingest(files: Sequence[Path], collection: str, indexer_addr: str, *, a
             soft_wrap=True,
         )
     if reply.omitted_properties:
-        err.print(f"{len(reply.omitted_properties)} long propert(ies) kept out of the graph (in the text only)")
+        err.print(
+            f"{len(reply.omitted_properties)} properties too long for the graph were kept in the text only, e.g. "
+            f"{reply.omitted_properties[0]}",
+            soft_wrap=True,
+        )
     return 0
 
 
