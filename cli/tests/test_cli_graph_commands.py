@@ -6,9 +6,11 @@ call the graph tools. `ragmesh graph ingest` of this repository's manifests is t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pexpect
@@ -107,59 +109,60 @@ async def test_query_reads_a_write_is_refused_and_errors_are_printed(mesh):
     assert [WEB, "3"] in cells(out)  # the refused write changed nothing
 
 
-async def test_chat_with_the_graph_gives_the_model_graph_tools(mesh, fake_chat):
-    fake_chat.reset()
-    fake_chat.script = [("graph_explore_data_entity", {"entity_id": WEB})]
+@contextlib.contextmanager
+def chat(mesh, fake_chat, *flags: str) -> Iterator[pexpect.spawn]:
+    """`ragmesh chat` on the collection with the fake model, in a pseudo-terminal; closed on exit."""
     child = pexpect.spawn(
         RAGMESH,
-        ["chat", "--collection", COLLECTION, "--model", "fake-chat", "--graph"],
+        ["chat", "--collection", COLLECTION, "--model", "fake-chat", *flags],
         env=env(mesh, RAGMESH_ANSWER_BASE_URL=fake_chat.url),
         encoding="utf-8",
         timeout=60,
         dimensions=(50, 200),
     )
     try:
-        await asyncio.to_thread(child.expect_exact, "with its graph")
-        await asyncio.to_thread(child.expect_exact, "you> ")
+        yield child
+    finally:
+        child.close()
+
+
+async def expect(child: pexpect.spawn, text: str) -> None:
+    """Wait for `text` without blocking the event loop that serves the mesh."""
+    await asyncio.to_thread(child.expect_exact, text)
+
+
+async def test_chat_with_the_graph_gives_the_model_graph_tools(mesh, fake_chat):
+    fake_chat.reset()
+    fake_chat.script = [("graph_explore_data_entity", {"entity_id": WEB})]
+    with chat(mesh, fake_chat, "--graph") as child:
+        await expect(child, "with its graph")
+        await expect(child, "you> ")
         child.sendline("Which Services send traffic to the web Deployment?")
-        await asyncio.to_thread(child.expect_exact, "graph_explore_data_entity")
-        await asyncio.to_thread(child.expect_exact, "ragmesh> Done: ")
-        await asyncio.to_thread(child.expect_exact, "you> ")
+        await expect(child, "graph_explore_data_entity")
+        await expect(child, "ragmesh> Done: ")
+        await expect(child, "you> ")
         # A write through the model's query tool is refused; the model is told why.
         fake_chat.script = [("graph_raw_query_data", {"query": "MATCH (d:Deployment) DETACH DELETE d"})]
         child.sendline("Delete the deployments")
-        await asyncio.to_thread(child.expect_exact, "graph_raw_query_data: QUERY_NOT_READ_ONLY")
-        await asyncio.to_thread(child.expect_exact, "you> ")
-        child.sendline("/exit")
-        await asyncio.to_thread(child.expect, pexpect.EOF)
-    finally:
-        child.close()
-    first = fake_chat.calls("tools")[0]
-    offered = {t["function"]["name"] for t in first["tools"]}
-    assert {"search", "graph_explore_data_entity", "graph_raw_query_data"} <= offered
-    explored = json.loads(fake_chat.calls("tools")[1]["messages"][-1]["content"])
+        await expect(child, "graph_raw_query_data: QUERY_NOT_READ_ONLY")
+        await expect(child, "you> ")
+    rounds = fake_chat.calls("tools")
+    assert {"search", "graph_explore_data_entity", "graph_raw_query_data"} <= {
+        t["function"]["name"] for t in rounds[0]["tools"]
+    }
+    explored = json.loads(rounds[1]["messages"][-1]["content"])
     selects = [n for n in explored["neighbours"] if n["relation"] == "SELECTS"]
     assert [n["id"] for n in selects] == ["Service/shop/web"]
     assert selects[0]["direction"] == "incoming"
+    refused = json.loads(rounds[-1]["messages"][-1]["content"])
+    assert refused["error"]["reason"] == "QUERY_NOT_READ_ONLY"
 
 
 async def test_chat_without_the_graph_offers_no_graph_tools(mesh, fake_chat):
     fake_chat.reset()
-    child = pexpect.spawn(
-        RAGMESH,
-        ["chat", "--collection", COLLECTION, "--model", "fake-chat"],
-        env=env(mesh, RAGMESH_ANSWER_BASE_URL=fake_chat.url),
-        encoding="utf-8",
-        timeout=60,
-        dimensions=(50, 200),
-    )
-    try:
-        await asyncio.to_thread(child.expect_exact, "you> ")
+    with chat(mesh, fake_chat) as child:
+        await expect(child, "you> ")
         child.sendline("What is the web deployment?")
-        await asyncio.to_thread(child.expect_exact, "you> ")
-        child.sendline("/exit")
-        await asyncio.to_thread(child.expect, pexpect.EOF)
-    finally:
-        child.close()
+        await expect(child, "you> ")
     offered = {t["function"]["name"] for t in fake_chat.calls("tools")[0]["tools"]}
     assert offered == {"search", "fetch_document"}

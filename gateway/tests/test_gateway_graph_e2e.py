@@ -6,56 +6,37 @@ test_gateway_graph_k8s.py's."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
-from typing import Any
-
 import httpx
-import httpx2
 import pytest
-from google.protobuf import struct_pb2
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CallToolResult
 from ragmesh.graph.v1 import graph_service_pb2 as pb
 from ragmesh_gateway.app import run_gateway
 
 from tests.support.gateway import assert_error, settings_for
+from tests.support.gateway import mcp_http_client as mcp
+from tests.support.gateway import tool_failed as failed
+from tests.support.gateway import tool_ok as ok
+from tests.support.graph import entity
 
 GRAPH = "/api/v1/collections/shop/graph"
 WEB = "Deployment/shop/web"
 
 
-def _property(name: str, value: str | float) -> pb.Property:
-    v = struct_pb2.Value()
-    if isinstance(value, str):
-        v.string_value = value
-    else:
-        v.number_value = value
-    return pb.Property(name=name, value=v)
-
-
-def _entity(kind: str, name: str, *relations: tuple[str, str], parent: str = "", **properties: Any) -> pb.Entity:
-    *workload, leaf = name.split("/")
-    keys = [_property("namespace", "shop"), *(_property("workload", w) for w in workload), _property("name", leaf)]
-    return pb.Entity(
-        id=f"{kind}/shop/{name}",
-        type=kind,
-        primary_key=keys,
-        properties=[_property(k.replace("__", "."), v) for k, v in properties.items()],
-        relations=[pb.Relation(type=r, target_id=target) for r, target in relations],
-        parent_id=parent,
-    )
-
-
 ENTITIES = [
-    _entity("ServiceAccount", "web"),
-    _entity("Service", "db"),
-    _entity(
-        "Deployment", "web", ("USES", "ServiceAccount/shop/web"), ("HAS", "Container/shop/web/server"), spec__replicas=2
+    entity("ServiceAccount/shop/web"),
+    entity("Service/shop/db"),
+    entity(
+        WEB,
+        props={"spec.replicas": 2},
+        rels=[("USES", "ServiceAccount/shop/web"), ("HAS", "Container/shop/web/server")],
     ),
-    _entity("Service", "web", ("SELECTS", WEB)),
-    _entity("Container", "web/server", ("REFERENCES", "Service/shop/db"), parent=WEB, image="shop/web:1.0"),
+    entity("Service/shop/web", rels=[("SELECTS", WEB)]),
+    entity(
+        "Container/shop/web/server",
+        key=("namespace", "workload", "name"),
+        props={"image": "shop/web:1.0"},
+        rels=[("REFERENCES", "Service/shop/db")],
+        parent=WEB,
+    ),
 ]
 
 
@@ -76,29 +57,6 @@ async def gateway_url(mesh):
 async def rest(gateway_url):
     async with httpx.AsyncClient(base_url=gateway_url, timeout=60) as client:
         yield client
-
-
-@contextlib.asynccontextmanager
-async def mcp(url: str) -> AsyncIterator[Client]:
-    async with (
-        httpx2.AsyncClient(timeout=60) as http,
-        Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client,
-    ):
-        yield client
-
-
-def ok(result: CallToolResult) -> dict[str, Any]:
-    assert not result.is_error, result.content
-    assert result.structured_content is not None
-    return result.structured_content
-
-
-def failed(result: CallToolResult, reason: str) -> dict[str, Any]:
-    assert result.is_error, result.structured_content
-    error = result.structured_content["error"]
-    assert error["reason"] == reason, error
-    assert result.content[0].text.startswith(f"{reason}: ")
-    return error
 
 
 async def test_types_list_entity_types_relations_and_datasources(rest):

@@ -4,22 +4,19 @@ an assistant asks, answered with the official MCP client over streamable HTTP, a
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import httpx2
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CallToolResult
 from ragmesh_gateway.app import run_gateway
 
 from tests.support.gateway import assert_error, settings_for
+from tests.support.gateway import mcp_http_client as mcp
+from tests.support.gateway import tool_failed as failed
+from tests.support.gateway import tool_ok as ok
 
 ROOT = Path(__file__).resolve().parents[2]
 COLLECTION = "k8s"
@@ -57,29 +54,6 @@ async def ingested(rest, k8s_yaml) -> dict[str, Any]:
     response = await rest.post(f"{GRAPH}/ingest/files", files={"files": ("k8s.yaml", k8s_yaml, "application/yaml")})
     assert response.status_code == 200, response.text
     return response.json()
-
-
-@contextlib.asynccontextmanager
-async def mcp(url: str) -> AsyncIterator[Client]:
-    async with (
-        httpx2.AsyncClient(timeout=60) as http,
-        Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client,
-    ):
-        yield client
-
-
-def ok(result: CallToolResult) -> dict[str, Any]:
-    assert not result.is_error, result.content
-    assert result.structured_content is not None
-    return result.structured_content
-
-
-def failed(result: CallToolResult, reason: str) -> dict[str, Any]:
-    assert result.is_error, result.structured_content
-    error = result.structured_content["error"]
-    assert error["reason"] == reason, error
-    assert result.content[0].text.startswith(f"{reason}: ")
-    return error
 
 
 def neighbours(explored: dict[str, Any], relation: str, direction: str) -> set[str]:

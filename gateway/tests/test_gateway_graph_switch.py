@@ -9,11 +9,10 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import httpx
-import httpx2
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 from ragmesh_gateway.app import run_gateway
+
+from tests.support.gateway import mcp_http_client as mcp_client
 
 from .test_gateway_http import assert_error, closed_port_addr, dead_settings
 
@@ -45,16 +44,6 @@ async def gateway(**settings: object) -> AsyncIterator[tuple[str, httpx.AsyncCli
     async with run_gateway(dead_settings(graph_addr=closed_port_addr(), **settings)) as url:
         async with httpx.AsyncClient(base_url=url, timeout=30) as client:
             yield url, client
-
-
-@contextlib.asynccontextmanager
-async def mcp_client(url: str, key: str | None = None) -> AsyncIterator[Client]:
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=30) as http,
-        Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client,
-    ):
-        yield client
 
 
 async def test_without_the_graph_its_routes_and_tools_do_not_exist():
