@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 import typer
@@ -14,7 +15,7 @@ from rich.table import Table
 
 from . import evaluation, golden_cli
 from .console import err as console
-from .console import out
+from .console import out, print_table
 
 
 async def run(
@@ -28,10 +29,12 @@ async def run(
     search_addr: str,
     *,
     save_golden: bool = False,
+    answer_addr: str = "",
 ) -> None:
     """Measure every dataset (tables on stderr), then the summary line; JSON of all of it on stdout or in
     `json_path`. With `save_golden`, each dataset's judged queries (those measured) become its collection's
-    golden set, so `ragmesh eval --collection C` can score the collection again later without the dataset."""
+    golden set, so `ragmesh eval --collection C` can score the collection again later without the dataset. With
+    `answer_addr`, every judged query is also asked through that answer service and its citations scored."""
     from ragmesh.indexer.v1 import indexer_service_pb2_grpc as indexer_grpc
     from ragmesh.search.v1 import search_service_pb2 as search_pb
     from ragmesh.search.v1 import search_service_pb2_grpc as search_grpc
@@ -44,6 +47,11 @@ async def run(
         raise typer.BadParameter(str(exc)) from None
     indexer = ServiceClient("indexer", indexer_addr, indexer_grpc.IndexerServiceStub, timeout=3600)
     search = ServiceClient("search", search_addr, search_grpc.SearchServiceStub, timeout=60)
+    answer = None
+    if answer_addr:
+        from ragmesh.answer.v1 import answer_service_pb2_grpc as answer_grpc
+
+        answer = ServiceClient("answer", answer_addr, answer_grpc.AnswerServiceStub, timeout=300)
     results, comparisons = [], []
     try:
         for dataset_dir, dataset in zip(dataset_dirs, loaded, strict=True):
@@ -57,9 +65,14 @@ async def run(
                 console.print(golden_cli.stored(await search.call("SetGoldenSet", request)))
             results.append(evaluation.results_json(dataset_dir, name, scores))
             comparisons.append(evaluation.compare(scores))
+            if answer is not None:
+                attributed = await _answers(dataset_dir, dataset, name, limit_queries, answer)
+                results[-1]["answers"] = asdict(attributed)
     finally:
         await indexer.close()
         await search.close()
+        if answer is not None:
+            await answer.close()
     if len(dataset_dirs) > 1:
         console.print(evaluation.summary_line(comparisons))
     document = json.dumps(results[0] if len(results) == 1 else evaluation.summary_json(results), indent=2)
@@ -67,6 +80,30 @@ async def run(
         await asyncio.to_thread(json_path.write_text, document + "\n", encoding="utf-8")
     else:
         out.print_json(document)
+
+
+async def _answers(
+    dataset_dir: Path, dataset: evaluation.Dataset, collection: str, limit_queries: int, answer: ServiceClient
+) -> evaluation.AnswerScores:
+    """Ask every judged query; print how often the answer cites a judged-relevant document."""
+    query_ids = dataset.judged_queries(limit_queries or None)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("asking", total=len(query_ids))
+        scores = await evaluation.run_answers(dataset, query_ids, collection, answer, lambda: progress.advance(task, 1))
+    table = Table(title=f"{dataset_dir.name}: answers to {scores.queries} queries ({scores.generator})")
+    for column in ("answered", "cites relevant", "citation precision", "sources relevant", "citations", "p50 ms"):
+        table.add_column(column, justify="right")
+    table.add_row(
+        f"{scores.answered}/{scores.queries}",
+        f"{scores.cited_relevant:.3f}",
+        f"{scores.citation_precision:.3f}",
+        f"{scores.retrieved_relevant:.3f}",
+        f"{scores.citations_per_answer:.2f}",
+        f"{scores.latency_p50_ms:.0f}",
+    )
+    print_table(console, table)
+    return scores
 
 
 async def _evaluate(
@@ -113,7 +150,7 @@ async def _evaluate(
             f"{s.latency_p50_ms:.1f}",
             f"{s.latency_p95_ms:.1f}",
         )
-    console.print(table)
+    print_table(console, table)
     if (comparison := evaluation.compare(scores)) is not None:
         console.print(comparison.line())
     return scores

@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from ragmesh_common.clients import ServiceClient
+from ragmesh_common.errors import RagmeshError
+from ragmesh_common.reasons import Reason
 from ragmesh_common.relevance import mrr_at_k, ndcg_at_k, ndcg_retrieved_at_k, recall_at_k
 
 # Modes `ragmesh eval` runs by default: the single modes, the presets and the fusion variants.
@@ -326,3 +328,89 @@ def summary_json(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "datasets": list(results),
         "summary": {"default_at_least_best_single": sum(c["holds"] for c in held), "compared": len(held)},
     }
+
+
+# --- answers: are the cited sources the judged-relevant ones? -------------------------------------------------
+@dataclass(frozen=True)
+class AnswerScores:
+    """How answers are attributed over the judged queries asked through the answer service (Ask)."""
+
+    generator: str  # "extractive", or "model <name>"
+    queries: int
+    answered: int  # the others were NO_RESULTS: nothing relevant enough was retrieved
+    cited_relevant: float  # share of answers whose cited sources include a judged-relevant document
+    citation_precision: float  # share of all citations that name a judged-relevant document
+    retrieved_relevant: float  # share of answers whose sources (cited or not) include one: the ceiling of the above
+    citations_per_answer: float
+    latency_p50_ms: float
+    latency_p95_ms: float
+
+
+@dataclass(frozen=True)
+class AskedQuery:
+    """One answer's sources, by document id."""
+
+    cited: list[str]
+    sources: list[str]
+
+
+def score_answers(
+    generator: str,
+    asked: Mapping[str, AskedQuery | None],
+    qrels: Mapping[str, Mapping[str, int]],
+    latencies_ms: Sequence[float],
+) -> AnswerScores:
+    """`asked`: query id -> its answer's sources, or None when there was no answer (NO_RESULTS)."""
+    answers = {q: a for q, a in asked.items() if a is not None}
+
+    def relevant(q: str, doc_id: str) -> bool:
+        return qrels.get(q, {}).get(doc_id, 0) > 0
+
+    citations = [(q, d) for q, a in answers.items() for d in a.cited]
+    n = len(answers)
+    return AnswerScores(
+        generator=generator,
+        queries=len(asked),
+        answered=n,
+        cited_relevant=sum(any(relevant(q, d) for d in a.cited) for q, a in answers.items()) / n if n else 0.0,
+        citation_precision=sum(relevant(q, d) for q, d in citations) / len(citations) if citations else 0.0,
+        retrieved_relevant=sum(any(relevant(q, d) for d in a.sources) for q, a in answers.items()) / n if n else 0.0,
+        citations_per_answer=len(citations) / n if n else 0.0,
+        latency_p50_ms=percentile(latencies_ms, 50),
+        latency_p95_ms=percentile(latencies_ms, 95),
+    )
+
+
+async def run_answers(
+    dataset: Dataset,
+    query_ids: Sequence[str],
+    collection: str,
+    answer: ServiceClient,
+    progress: Callable[[], None] = lambda: None,
+) -> AnswerScores:
+    """Every query through the answer service's Ask (its default top_k and search mode), scored on the sources
+    the answer cites."""
+    from ragmesh.answer.v1 import answer_service_pb2 as pb
+
+    asked: dict[str, AskedQuery | None] = {}
+    latencies: list[float] = []
+    generator = "extractive"
+    for qid in query_ids:
+        started = time.perf_counter()
+        try:
+            reply = (
+                await answer.call("Ask", pb.AskRequest(query=dataset.queries[qid], collections=[collection]))
+            ).answer
+        except RagmeshError as exc:
+            if exc.reason != Reason.NO_RESULTS:
+                raise
+            asked[qid] = None
+        else:
+            asked[qid] = AskedQuery(
+                cited=[s.doc_id for s in reply.sources if s.cited], sources=[s.doc_id for s in reply.sources]
+            )
+            if reply.generator == pb.GENERATOR_MODEL:
+                generator = f"model {reply.model}"
+        latencies.append((time.perf_counter() - started) * 1000)
+        progress()
+    return score_answers(generator, asked, dataset.qrels, latencies)

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
+from ragmesh_cli import evaluation
 from ragmesh_cli.evaluation import (
     Dataset,
     SearchSpec,
@@ -141,3 +142,21 @@ def test_the_default_is_compared_per_query_with_the_better_single_mode():
         "hybrid (default) >= best single mode on 1 of 2 sets"
     )
     assert compare([sparse, dense]) is None  # the default was not run
+
+
+def test_answers_are_scored_on_the_documents_they_cite():
+    qrels = {"q1": {"a": 1}, "q2": {"b": 2}, "q3": {"c": 1}}
+    asked = {
+        "q1": evaluation.AskedQuery(cited=["a", "x"], sources=["a", "x"]),  # cites the relevant one (and another)
+        "q2": evaluation.AskedQuery(cited=["y"], sources=["y", "b"]),  # retrieved it, cited something else
+        "q3": None,  # NO_RESULTS
+    }
+    scores = evaluation.score_answers("extractive", asked, qrels, [10.0, 20.0, 30.0])
+    assert (scores.queries, scores.answered) == (3, 2)
+    assert scores.cited_relevant == 0.5  # q1 of the two answers
+    assert scores.citation_precision == 1 / 3  # a of a, x, y
+    assert scores.retrieved_relevant == 1.0
+    assert scores.citations_per_answer == 1.5
+    assert scores.latency_p50_ms == 20.0
+    empty = evaluation.score_answers("extractive", {"q": None}, qrels, [1.0])
+    assert (empty.answered, empty.cited_relevant, empty.citation_precision) == (0, 0.0, 0.0)

@@ -71,6 +71,25 @@ async def test_eval_measures_every_mode_on_a_msmarco_subset(mesh_factory, tmp_pa
             assert repeated[name][metric] == modes[name][metric]
 
 
+@pytest.mark.skipif(not (DATASET / "corpus.jsonl").is_file(), reason=f"{DATASET} is not available")
+@pytest.mark.asyncio(loop_scope="session")
+async def test_eval_answers_scores_the_citations_of_every_judged_query(mesh_factory, tmp_path, capsys):
+    mesh = await mesh_factory()
+    subset = _subset(DATASET, tmp_path / "answers-subset")
+    out = tmp_path / "results.json"
+    addrs = mesh.addrs
+    await eval_cli.run(
+        subset, ["sparse"], "", True, 0, out, addrs["indexer"], addrs["search"], answer_addr=addrs["answer"]
+    )
+    answers = json.loads(out.read_text())["answers"]
+    assert answers["generator"] == "extractive" and answers["queries"] == QUERIES
+    assert 0 < answers["answered"] <= QUERIES
+    # Real BM25 retrieves the judged passages among the distractors, and the answers cite some of them.
+    assert 0 < answers["cited_relevant"] <= answers["retrieved_relevant"] <= 1.0
+    assert 0 < answers["citation_precision"] <= 1.0 and answers["citations_per_answer"] >= 1.0
+    assert "cites relevant" in capsys.readouterr().err  # the table
+
+
 def test_eval_rejects_an_unknown_mode_and_a_folder_without_beir_files(tmp_path):
     runner = CliRunner(env={"COLUMNS": "400"})
     result = runner.invoke(app, ["eval", str(tmp_path), "--mode", "fuzzy"])
