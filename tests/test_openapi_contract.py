@@ -1,8 +1,9 @@
 """The contract is the spec: schemathesis (all checks; coverage, fuzzing and stateful phases; a fixed seed and a
-bounded example count) drives the real gateway over the in-process mesh (hash embedder) from its own
-/openapi.json, and finds nothing: no server error, no schema-valid request refused, no invalid one accepted, no
-response outside the spec. `schemathesis.toml` at the repository root says which answers are about a file's or
-a URL's content (415/422) for the three operations that take one."""
+bounded example count) drives the real gateway over the in-process mesh (hash embedder, and the graph service with
+RAGMESH_GRAPH_ENABLED, so that the graph routes are in the document) from its own /openapi.json, and finds
+nothing: no server error, no schema-valid request refused, no invalid one accepted, no response outside the spec.
+`schemathesis.toml` at the repository root says which answers are about content (a file, a URL, a Cypher text,
+an entity) for the operations that take one."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ MAX_EXAMPLES = "10"
 
 @pytest.fixture(scope="module")
 async def mesh(mesh_factory):
-    return await mesh_factory()
+    return await mesh_factory(graph=True)
 
 
 async def _schemathesis(url: str, tmp_path: Path) -> tuple[int, str]:
@@ -62,7 +63,7 @@ async def _schemathesis(url: str, tmp_path: Path) -> tuple[int, str]:
 async def test_schemathesis_finds_nothing(mesh, tmp_path):
     assert ST.exists(), "schemathesis is needed (requirements-dev.txt)"
     addrs = {f"{name}_addr": addr for name, addr in mesh.addrs.items()}
-    async with run_gateway(GatewaySettings(http_port=0, **addrs)) as url:
+    async with run_gateway(GatewaySettings(http_port=0, graph_enabled=True, **addrs)) as url:
         code, output = await _schemathesis(url, tmp_path)
     assert "Tested:" in output, output[-3000:]
     assert code == 0, output[-12000:]

@@ -4,18 +4,15 @@ fake chat model)."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from urllib.parse import quote
 
-import httpx2
 import pytest
-from mcp import Client, MCPError
-from mcp.client.streamable_http import streamable_http_client
+from mcp import MCPError
 from mcp.types import INVALID_PARAMS
 from ragmesh_gateway.app import run_gateway
 from ragmesh_gateway.config import GatewaySettings
 
+from tests.support.gateway import mcp_http_client as client
 from tests.support.zoo import NOTHING_RELEVANT, PANDA_ANSWER, ingest
 
 
@@ -27,15 +24,6 @@ async def gateway_url(mesh_factory, fake_chat):
     addrs = {f"{name}_addr": addr for name, addr in mesh.addrs.items()}
     async with run_gateway(GatewaySettings(http_port=0, **addrs)) as url:
         yield url
-
-
-@contextlib.asynccontextmanager
-async def client(url: str) -> AsyncIterator[Client]:
-    async with (
-        httpx2.AsyncClient(timeout=60) as http,
-        Client(streamable_http_client(f"{url}/mcp", http_client=http)) as c,
-    ):
-        yield c
 
 
 async def test_ask_answers_with_cited_sources_reporting_progress_as_the_model_streams(gateway_url):

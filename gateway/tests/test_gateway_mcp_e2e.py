@@ -11,19 +11,19 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, get_args
+from typing import get_args
 
 import httpx
-import httpx2
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CallToolResult
 from ragmesh.indexer.v1 import indexer_service_pb2 as indexer_pb
 from ragmesh_gateway.app import run_gateway
 from ragmesh_gateway.models import SearchModeName
 
+from tests.support.gateway import mcp_http_client as http_client
 from tests.support.gateway import settings_for
+from tests.support.gateway import tool_failed as failed
+from tests.support.gateway import tool_ok as ok
 
 KEY = "mcp-key"
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,16 +83,6 @@ def stdio_params(mesh, **env: str) -> StdioServerParameters:
     return StdioServerParameters(command=RAGMESH, args=["mcp"], env={**addrs, "RAGMESH_LOG_LEVEL": "INFO", **env})
 
 
-@contextlib.asynccontextmanager
-async def http_client(url: str, key: str | None = None) -> AsyncIterator[Client]:
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=60) as http,
-        Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client,
-    ):
-        yield client
-
-
 @pytest.fixture(params=["http", "stdio"])
 def connect(request, mesh, gateway_url):
     """`async with connect(read_only=False) as client`: the official client over HTTP or over stdio."""
@@ -111,24 +101,6 @@ def connect(request, mesh, gateway_url):
                 yield client
 
     return open_client
-
-
-def ok(result: CallToolResult) -> dict[str, Any]:
-    """The structured content of a successful call."""
-    assert not result.is_error, result.content
-    assert result.structured_content is not None
-    return result.structured_content
-
-
-def failed(result: CallToolResult, reason: str) -> dict[str, Any]:
-    """The error object of a failed call (the REST error shape), checked to carry `reason`."""
-    assert result.is_error, result.structured_content
-    error = result.structured_content["error"]
-    assert set(error) == {"code", "reason", "message", "details", "request_id", "trace_id"}
-    assert error["reason"] == reason, error
-    assert error["message"]
-    assert result.content[0].text.startswith(f"{reason}: ")
-    return error
 
 
 # --- both transports ------------------------------------------------------------------------------------------
