@@ -13,8 +13,9 @@ from typing import Annotated, Any, cast
 import typer
 from ragmesh_common.config import ConfigError, default_addr
 from ragmesh_common.errors import RagmeshError
+from rich.padding import Padding
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.text import Text
 
 from .console import err as console
 from .console import out
@@ -489,10 +490,13 @@ async def _search(query: str, collections: list[str], mode: str, top_k: int, tar
         raise typer.Exit(1) from None
     finally:
         await client.close()
-    table = Table("score", "document", "chunk", "text", show_lines=True)
-    for r in reply.results:
-        table.add_row(f"{r.score:.3f}", r.title or r.doc_id, str(r.chunk_index), r.text[:300])
-    out.print(table)
+    # One block per hit (its head on one line, its text indented below), so any terminal width reads it; a hit in
+    # a file names its lines as path:first-last, which editors and terminals open.
+    for n, r in enumerate(reply.results, 1):
+        where = f"{r.location.path}:{r.location.start_line}-{r.location.end_line}" if r.location.path else ""
+        head = [f"{n}.", f"{r.score:.3f}", r.title or r.doc_id, where or f"chunk {r.chunk_index}"]
+        out.print(Text("  ".join(x for x in head if x), style="bold"))
+        out.print(Padding(Text(r.text[:300]), (0, 0, 1, 4)))
 
 
 def _store_dir(data_dir: Path | None) -> Path:

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from . import evaluation, golden_cli
 from .console import err as console
-from .console import out
+from .console import out, print_table
 
 
 async def run(
@@ -113,7 +113,7 @@ async def _evaluate(
             f"{s.latency_p50_ms:.1f}",
             f"{s.latency_p95_ms:.1f}",
         )
-    console.print(table)
+    print_table(console, table)
     if (comparison := evaluation.compare(scores)) is not None:
         console.print(comparison.line())
     return scores

@@ -18,7 +18,7 @@ from ragmesh_common.clients import ServiceClient
 from rich.table import Table
 
 from . import evaluation
-from .console import err, out
+from .console import err, out, print_table
 from .conversions import METRICS, MODE_NAMES, MODES, evaluation_json
 
 
@@ -182,7 +182,7 @@ async def evaluate(collection: str, modes: Sequence[str], json_path: Path | None
         entry = evaluation_json(e)
         entry["previous"] = evaluation_json(before) if before else None
         results.append(entry)
-    err.print(table)
+    print_table(err, table)
     for e, entry in zip(reply.evaluations, results, strict=True):
         before = previous[e.mode]
         if before is None:

@@ -12,7 +12,7 @@ from ragmesh_common.clients import ServiceClient
 from ragmesh_common.walk import Walk, WalkedFile, size_groups, walk, zip_files
 from rich.table import Table
 
-from .console import err, out
+from .console import err, out, print_table
 from .conversions import STATE_NAMES
 from .indexer_jobs import FINAL, describe, follow, indexer_client
 
@@ -61,7 +61,7 @@ def summary(jobs: Sequence[pb.Job], *, details: bool = True) -> None:
             f"{job.documents_per_second:.1f}",
             f"{job.bytes_per_second / 1e6:.2f}",
         )
-    out.print(table)
+    print_table(out, table)
     if not details:
         return
     for job in jobs:
@@ -174,7 +174,7 @@ async def _expired(client: ServiceClient, collection: str, *, prune: bool) -> in
     table = Table("document", "fresh until", "datasource", title=f"expired in {collection}")
     for d in documents:
         table.add_row(d.doc_id, d.fresh_until, d.datasource_id)
-    out.print(table)
+    print_table(out, table)
     return 0
 
 

@@ -3,6 +3,7 @@ and names are printed as they are, never read as console markup."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,8 @@ from ragmesh_cli.app import app
 from typer.testing import CliRunner
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-DOCUMENTS = Path(__file__).resolve().parents[3] / "shared" / "documents"
+ROOT = Path(__file__).resolve().parents[2]
+DOCUMENTS = ROOT.parent / "shared" / "documents"
 
 TRICKY = "Call [bold]f[/bold] with xs[0] and [link=http://x]here[/link]; never [/] nor [red]"
 
@@ -46,8 +48,28 @@ async def test_ingest_prints_a_failed_files_name_and_reason_verbatim(mesh_factor
     assert "0 indexed, 0 unchanged, 1 failed" in result.stderr
 
 
-async def _invoke(runner: CliRunner, args: list[str]):
+async def _invoke(runner: CliRunner, args: list[str], columns: int = 250):
     """Run the command in a thread: it starts its own event loop (asyncio.run), and the mesh runs on this one."""
     import asyncio
 
-    return await asyncio.to_thread(runner.invoke, app, args, env={"COLUMNS": "250"})
+    return await asyncio.to_thread(runner.invoke, app, args, env={"COLUMNS": str(columns)})
+
+
+async def test_search_names_the_lines_of_a_code_hit_and_fits_80_columns(mesh_factory):
+    mesh = await mesh_factory()
+    path = "libs/common/ragmesh_common/walk.py"
+    source = ROOT / path
+    await mesh.stub("indexer").IngestDocument(
+        pb.IngestDocumentRequest(
+            document=pb.DocumentInput(
+                collection="code", file=pb.FileInput(data=source.read_bytes(), filename=source.name, path=path)
+            )
+        )
+    )
+    result = await _invoke(
+        CliRunner(), ["search", "skip secret files", "-c", "code", "--search", mesh.addrs["search"]], columns=80
+    )
+    assert result.exit_code == 0, result.output
+    assert re.search(re.escape(path) + r":\d+-\d+", result.stdout), result.stdout
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
+    assert "…" not in result.stdout.split("\n", 1)[0]  # the head line is whole, not squeezed

@@ -81,6 +81,7 @@ from .models import (
     RollbackResponse,
     SearchModeName,
     SearchRequest,
+    SourceLocation,
 )
 
 log = logging.getLogger(__name__)
@@ -176,6 +177,7 @@ class Snippet(BaseModel):
     snippet: str = Field(description=f"The chunk's text, at most {SNIPPET_MAX_CHARS} characters.")
     metadata: dict[str, Any] = Field(default_factory=dict)
     uri: str = Field("", description="The document as an MCP resource (ragmesh://collection/doc_id).")
+    location: str = Field("", description="For a chunk of a file: where it lies, path:first-last line.")
 
 
 class SearchResult(BaseModel):
@@ -222,6 +224,11 @@ class FetchedDocument(BaseModel):
     url: str = ""
     filename: str = ""
     mime_type: str = ""
+
+
+def lines_of(location: SourceLocation | None) -> str:
+    """`path:first-last`, the lines of a file a chunk holds (what editors and terminals open), or ""."""
+    return f"{location.path}:{location.start_line}-{location.end_line}" if location and location.path else ""
 
 
 def snippet(text: str, limit: int = SNIPPET_MAX_CHARS) -> str:
@@ -364,7 +371,13 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
             SearchResult,
             response,
             results=[
-                model_from(Snippet, hit, snippet=snippet(hit.text), uri=document_uri(hit.collection, hit.doc_id))
+                model_from(
+                    Snippet,
+                    hit,
+                    snippet=snippet(hit.text),
+                    uri=document_uri(hit.collection, hit.doc_id),
+                    location=lines_of(hit.location),
+                )
                 for hit in response.results
             ],
         )

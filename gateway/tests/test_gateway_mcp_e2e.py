@@ -19,12 +19,14 @@ import pytest
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
+from ragmesh.indexer.v1 import indexer_service_pb2 as indexer_pb
 from ragmesh_gateway.app import run_gateway
 from ragmesh_gateway.models import SearchModeName
 
 from tests.support.gateway import settings_for
 
 KEY = "mcp-key"
+ROOT = Path(__file__).resolve().parents[2]
 READ_TOOLS = {
     "search",
     "fetch_document",
@@ -407,3 +409,26 @@ async def test_browser_clients_may_send_and_read_the_mcp_session_headers(mesh):
     assert "mcp-session-id" in preflight.headers["access-control-allow-headers"].lower()
     assert initialized.status_code == 200 and initialized.headers["mcp-session-id"]
     assert "mcp-session-id" in initialized.headers["access-control-expose-headers"].lower()
+
+
+async def test_a_hit_in_a_source_file_says_where_it_lies(mesh, gateway_url):
+    path = "libs/common/ragmesh_common/walk.py"
+    source = ROOT / path
+    await mesh.stub("indexer").IngestDocument(
+        indexer_pb.IngestDocumentRequest(
+            document=indexer_pb.DocumentInput(
+                collection="code",
+                file=indexer_pb.FileInput(data=source.read_bytes(), filename=source.name, path=path),
+            )
+        )
+    )
+    async with http_client(gateway_url) as client:
+        hits = ok(await client.call_tool("search", {"query": "skip secret files", "collection": "code"}))["results"]
+    assert hits
+    lines = source.read_text().splitlines()
+    for hit in hits:
+        where, _, span = hit["location"].rpartition(":")
+        first, last = (int(n) for n in span.split("-"))
+        assert where == path and 1 <= first <= last <= len(lines)
+        # The lines named hold the snippet's first line.
+        assert hit["snippet"].split("\n")[0].strip() in "\n".join(lines[first - 1 : last])

@@ -9,9 +9,12 @@ boxes that are not empty and not blank."""
 from __future__ import annotations
 
 import io
+import re
 import shutil
+from pathlib import Path
 
 import pytest
+from ragmesh.indexer.v1 import indexer_service_pb2 as indexer_pb
 from ragmesh_gateway.app import run_gateway
 from ragmesh_gateway.config import GatewaySettings
 
@@ -22,6 +25,8 @@ pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="Debian's chromium is not installed (scripts/system-deps.sh installs it; needs apt)"
 )
 KEY = "web-key"
+WALK_PATH = "libs/common/ragmesh_common/walk.py"
+WALK = Path(__file__).resolve().parents[2] / WALK_PATH
 LAUNCH_ARGS = [
     "--no-sandbox",
     "--headless",
@@ -39,6 +44,15 @@ LAUNCH_ARGS = [
 async def site(mesh_factory, fake_chat):
     mesh = await mesh_factory(answer={"base_url": fake_chat.url, "model": "fake-chat", "min_relevance": 0.15})
     await ingest(mesh)
+    # A source file read from a folder: its chunks carry their path and lines.
+    await mesh.stub("indexer").IngestDocument(
+        indexer_pb.IngestDocumentRequest(
+            document=indexer_pb.DocumentInput(
+                collection="code",
+                file=indexer_pb.FileInput(data=WALK.read_bytes(), filename=WALK.name, path=WALK_PATH),
+            )
+        )
+    )
     addrs = {f"{name}_addr": addr for name, addr in mesh.addrs.items()}
     async with run_gateway(GatewaySettings(http_port=0, api_keys=KEY, **addrs)) as url:
         yield url
@@ -169,9 +183,23 @@ async def test_the_page_searches_uploads_and_shows_errors(page, tmp_path):
     await ask(page, "bread dough yeast")
     await page.wait_for_selector(".turn .sources li")
     assert await page.locator(".turn .sources li .title").first.text_content() == "Bread"
+    # The results are the reply: no empty answer block above them.
+    assert await page.locator(".turn .answer").first.is_hidden()
+
+    # A hit in a source file says where: path:first-last line.
+    await page.click("#collections button[data-name='code']")
+    await ask(page, "walk the folder and skip secret files")
+    hit_lines = page.locator(".turn").last.locator(".sources li .lines").first
+    await hit_lines.wait_for()
+    lines = await hit_lines.text_content()
+    assert re.fullmatch(re.escape(WALK_PATH) + r":\d+-\d+", lines), lines
+    await page.click("#collections button[data-name='zoo']")
 
     note = tmp_path / "otters.md"
-    note.write_text("# Otters\n\nSea otters hold hands while they sleep so they do not drift apart.")
+    note.write_text(
+        "# Otters\n\nSea otters hold hands (`hold_hands=True`, see [the study](https://example.org/otters)) while "
+        "they sleep so they do not drift apart."
+    )
     await page.set_input_files("#upload-file", str(note))
     await page.click("#upload-form button[type=submit]")
     await page.wait_for_function("() => document.querySelector('#upload-status').textContent.startsWith('indexed')")
@@ -183,3 +211,13 @@ async def test_the_page_searches_uploads_and_shows_errors(page, tmp_path):
     await ask(page, "xylophone zeppelin quartz")
     await page.wait_for_selector("#error:not([hidden])")
     assert await page.text_content("#error .reason") == "NO_RESULTS"
+
+    # A model's answer with Markdown: code as code, a link as a link, the rest as text.
+    await ask(page, "why do sea otters hold hands while they sleep")
+    reply = page.locator(".turn").last.locator(".answer")
+    await reply.locator("code").wait_for()
+    assert await reply.locator("code").text_content() == "hold_hands=True"
+    link = reply.locator("a[href='https://example.org/otters']")
+    assert await link.text_content() == "the study"
+    assert "](" not in await reply.text_content()
+    await page.wait_for_selector(".answer.streaming", state="detached")

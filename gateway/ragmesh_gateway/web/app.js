@@ -171,8 +171,33 @@ function addTurn(question, label) {
   return { id, turn, answer, sources, generator };
 }
 
-// The answer's text with each [n] a link to source n of the same turn.
+// The answer's text as the page shows it: code spans as code, Markdown links (http/https only) and emphasis
+// rendered, each [n] a link to source n of the same turn. Everything else is text nodes (never HTML).
+const INLINE = /(`+)([\s\S]*?[^`])\1(?!`)|\[([^\]\n]+)\]\((https?:\/\/[^\s)]+)\)|\*\*([^*\n]+)\*\*|(?<![\w*])\*([^*\s][^*\n]*)\*(?![\w*])/g;
+
 function renderAnswer(node, text, turnId) {
+  const parts = [];
+  let last = 0;
+  for (const match of text.matchAll(INLINE)) {
+    parts.push(...citations(text.slice(last, match.index), turnId));
+    if (match[1]) {
+      const code = match[2];
+      parts.push(el("code", { text: code.startsWith(" ") && code.endsWith(" ") && code.trim() ? code.slice(1, -1) : code }));
+    } else if (match[3]) {
+      parts.push(el("a", { href: match[4], target: "_blank", rel: "noopener noreferrer", text: match[3] }));
+    } else if (match[5]) {
+      parts.push(el("strong", {}, ...citations(match[5], turnId)));
+    } else {
+      parts.push(el("em", {}, ...citations(match[6], turnId)));
+    }
+    last = match.index + match[0].length;
+  }
+  parts.push(...citations(text.slice(last), turnId));
+  node.replaceChildren(...parts);
+}
+
+// Text with each [n] a link to source n of the turn.
+function citations(text, turnId) {
   const parts = [];
   let last = 0;
   for (const match of text.matchAll(CITATION)) {
@@ -195,7 +220,7 @@ function renderAnswer(node, text, turnId) {
     last = match.index + match[0].length;
   }
   parts.push(document.createTextNode(text.slice(last)));
-  node.replaceChildren(...parts);
+  return parts;
 }
 
 function documentLink(collection, docId) {
@@ -215,6 +240,7 @@ function renderSources(list, sources, turnId) {
   el("div", { class: "source-head" },
     el("span", { class: "num", text: `[${s.number}]` }),
     el("span", { class: "title", text: s.title || s.filename || s.doc_id }),
+    s.location ? el("span", { class: "lines", "data-testid": "lines", text: s.location }) : null,
     el("span", { class: "score", text: s.cited ? "cited" : `relevance ${Number(s.relevance_score || 0).toFixed(2)}` })),
   s.snippet ? el("div", { class: "snippet", text: s.snippet }) : null,
   documentLink(s.collection, s.doc_id))));
@@ -285,10 +311,11 @@ async function search(query) {
       body: JSON.stringify({ query, collection: state.collection, top_k: 8, group_by_document: true }),
     });
     view.answer.textContent = result.results.length ? "" : "Nothing found.";
+    view.answer.hidden = result.results.length > 0; // the results are the reply: no empty answer block above them
     renderSources(view.sources, result.results.map((hit, i) => ({
       number: i + 1, doc_id: hit.doc_id, collection: hit.collection, title: hit.title,
       snippet: hit.text.length > 300 ? `${hit.text.slice(0, 299)}…` : hit.text, relevance_score: hit.score,
-      cited: false,
+      cited: false, location: hit.location ? `${hit.location.path}:${hit.location.start_line}-${hit.location.end_line}` : "",
     })), view.id);
   } catch (error) {
     view.answer.textContent = "—";

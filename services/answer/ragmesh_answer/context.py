@@ -14,13 +14,21 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from markdown_it import MarkdownIt
+
 CHARS_PER_TOKEN = 4
 SNIPPET_CHARS = 300
 _CITATION = re.compile(r"\[(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 _LIST_MARK = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+")
-_MD_INLINE = re.compile(r"[*_`]{1,3}")
 _HEADING_MARK = re.compile(r"^\s*#{1,6}\s+")
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+_WORDS = re.compile(r"\w+")
+# Languages whose chunks are prose (anything else with a language is source code, quoted line by line).
+PROSE_LANGUAGES = frozenset({"", "markdown", "text", "rst", "asciidoc"})
+# CommonMark's inline parser: emphasis and links are read as Markdown reads them, so an underscore inside a word
+# (is_flag) or a bracket that is not a link stays as written.
+_MARKDOWN = MarkdownIt("commonmark")
 
 
 def estimate_tokens(text: str) -> int:
@@ -47,6 +55,7 @@ class Chunk:
     title: str = ""
     url: str = ""
     filename: str = ""
+    language: str = ""  # the file's language for chunks of files ("python", "markdown", ...), else ""
 
 
 @dataclass
@@ -138,34 +147,95 @@ def cited_numbers(answer: str) -> list[int]:
     return list(dict.fromkeys(numbers))
 
 
-def sentences(text: str, *, min_words: int = 4, max_chars: int = 400) -> list[str]:
-    """The sentences of a chunk worth quoting: headings, titles, questions, table rows and fragments dropped,
-    Markdown marks and list bullets removed, overlong ones cut at a word."""
+def plain_text(markdown: str) -> str:
+    """Inline Markdown as text: emphasis marks and link targets dropped (a link shows its text, an image its alt
+    text), code spans kept in backticks, every other character as written."""
+    parts: list[str] = []
+    for block in _MARKDOWN.parseInline(markdown):
+        for token in block.children or []:
+            if token.type in ("text", "image"):
+                parts.append(token.content)
+            elif token.type == "code_inline":
+                parts.append(code_span(token.content))
+            elif token.type in ("softbreak", "hardbreak"):
+                parts.append(" ")
+    return "".join(parts)
+
+
+def code_span(code: str) -> str:
+    """`code` as an inline code span whose content is exactly `code` (longer fences around backticks)."""
+    fence = "`" * (max((len(m) for m in re.findall(r"`+", code)), default=0) + 1)
+    pad = " " if code.startswith("`") or code.endswith("`") else ""
+    return f"{fence}{pad}{code}{pad}{fence}"
+
+
+def is_code(language: str) -> bool:
+    return language.lower() not in PROSE_LANGUAGES
+
+
+def sentences(text: str, *, language: str = "", min_words: int = 4, max_chars: int = 400) -> list[str]:
+    """The sentences of a chunk worth quoting. Prose: headings, titles, questions, table rows and fragments
+    dropped, Markdown emphasis, links and list bullets removed, overlong sentences cut at a word. Code (a chunk
+    of source code, or a fenced block in Markdown): whole lines, unchanged, as code spans."""
+    if is_code(language):
+        return code_lines(text.splitlines(), max_chars=max_chars)
+    out: list[str] = []
+    prose: list[str] = []
+    fence = ""
+    code: list[str] = []
+    for line in [*text.splitlines(), ""]:
+        marker = _FENCE.match(line)
+        if fence:
+            if marker and marker.group(1)[0] == fence[0] and len(marker.group(1)) >= len(fence):
+                out.extend(code_lines(code, max_chars=max_chars))
+                fence, code = "", []
+            else:
+                code.append(line)
+        elif marker:
+            out.extend(_prose(prose, min_words, max_chars))
+            fence, prose = marker.group(1), []
+        elif line.strip():
+            prose.append(line)
+        else:
+            out.extend(_prose(prose, min_words, max_chars))
+            prose = []
+    out.extend(code_lines(code, max_chars=max_chars))  # a fence left open runs to the end of the chunk
+    return out
+
+
+def code_lines(lines: Iterable[str], *, max_chars: int = 400) -> list[str]:
+    """The lines of code worth quoting, each whole and unchanged as a code span: at least two words, no longer
+    than `max_chars` (a long line is skipped, never cut)."""
     out = []
-    for paragraph in re.split(r"\n\s*\n", text):
-        lines = [
-            line
-            for line in paragraph.splitlines()
-            if line.strip() and not line.lstrip().startswith(("#", "|", "```", "---", "==="))
-        ]
-        if not lines:
-            continue
-        # A list keeps one item per line; prose lines are re-joined.
-        items = (
-            [_LIST_MARK.sub("", line) for line in lines]
-            if any(_LIST_MARK.match(x) for x in lines)
-            else [" ".join(line.strip() for line in lines)]
-        )
-        for item in items:
-            for sentence in _SENTENCE_END.split(_MD_INLINE.sub("", item).strip()):
-                sentence = " ".join(sentence.split())
-                words = len(sentence.split())
-                # Too short, a question (it answers nothing), or a title (no full stop, few words).
-                if words < min_words or sentence.endswith("?") or (sentence[-1] not in ".!…\"')" and words < 8):
-                    continue
-                if len(sentence) > max_chars:
-                    sentence = sentence[:max_chars].rsplit(" ", 1)[0] + "…"
-                out.append(sentence)
+    for line in lines:
+        code = line.strip()
+        if len(_WORDS.findall(code)) >= 2 and len(code) <= max_chars:
+            out.append(code_span(code))
+    return out
+
+
+def _prose(lines: list[str], min_words: int, max_chars: int) -> list[str]:
+    """The quotable sentences of one paragraph of prose."""
+    lines = [line for line in lines if not line.lstrip().startswith(("#", "|", "---", "==="))]
+    if not lines:
+        return []
+    # A list keeps one item per line; prose lines are re-joined.
+    items = (
+        [_LIST_MARK.sub("", line) for line in lines]
+        if any(_LIST_MARK.match(x) for x in lines)
+        else [" ".join(line.strip() for line in lines)]
+    )
+    out = []
+    for item in items:
+        for sentence in _SENTENCE_END.split(plain_text(item.strip())):
+            sentence = " ".join(sentence.split())
+            words = len(sentence.split())
+            # Too short, a question (it answers nothing), or a title (no full stop, few words).
+            if words < min_words or sentence.endswith("?") or (sentence[-1] not in ".!…\"')" and words < 8):
+                continue
+            if len(sentence) > max_chars:
+                sentence = sentence[:max_chars].rsplit(" ", 1)[0] + "…"
+            out.append(sentence)
     return out
 
 

@@ -291,6 +291,7 @@ class Answerer:
                 title=r.title,
                 url=r.url,
                 filename=r.filename,
+                language=r.location.language,
             )
             for r in reply.results
         ]
@@ -321,7 +322,7 @@ class Answerer:
         citing its source, best first."""
         candidates: dict[str, int] = {}
         for chunk in context.chunks:
-            for sentence in ctx.sentences(chunk.text):
+            for sentence in ctx.sentences(chunk.text, language=chunk.language):
                 candidates.setdefault(sentence, context.number_of(chunk))
         asked = {w for w in _WORD.findall(query.lower()) if len(w) > 2}
         order = {sentence: i for i, sentence in enumerate(candidates)}
@@ -344,5 +345,11 @@ class Answerer:
         ranked = sorted(range(len(texts)), key=lambda i: (-scores[i], i))
         floor = scores[ranked[0]] * EXTRACTIVE_RELATIVE_FLOOR if scores[ranked[0]] > 0 else float("-inf")
         picked = [i for i in ranked[: self.extractive_sentences] if scores[i] >= floor] or ranked[:1]
-        for n, i in enumerate(picked):
-            yield ("" if n == 0 else " ") + ctx.with_citation(texts[i], candidates[texts[i]])
+        # Prose sentences run on; a line of code stands on a line of its own.
+        previous = ""
+        for i in picked:
+            code = texts[i].startswith("`")
+            yield ("" if not previous else "\n" if code or previous.startswith("`") else " ") + ctx.with_citation(
+                texts[i], candidates[texts[i]]
+            )
+            previous = texts[i]

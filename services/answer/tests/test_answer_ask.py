@@ -3,7 +3,9 @@ model is the local fake OpenAI-compatible server (tests/support/fake_chat.py) ov
 
 from __future__ import annotations
 
+import re
 import socket
+from pathlib import Path
 
 import grpc
 import pytest
@@ -16,6 +18,7 @@ from tests.support.zoo import DOCS, NOTHING_RELEVANT, PANDA_ANSWER, ingest
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 # The hash embedder scores by shared words; questions here share few with their chunks.
 RELEVANCE = 0.15
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -211,3 +214,32 @@ async def test_a_model_failing_mid_stream_ends_the_stream_with_its_error(answer,
         fake_chat.reset()
     assert len(deltas) == 3 and failed.value.code() == grpc.StatusCode.UNAVAILABLE
     assert "broke down mid-answer" in failed.value.details()
+
+
+async def test_an_extractive_answer_from_source_code_quotes_whole_lines_as_code(mesh, answer_service):
+    """A Python file and a Markdown page with code blocks, read from this repository: the extractive answer's
+    code is whole lines of the files, identifiers and punctuation as written, each on a line of its own."""
+    from ragmesh.indexer.v1 import indexer_service_pb2 as indexer_pb
+
+    files = {path: (ROOT / path).read_text() for path in ("libs/common/ragmesh_common/walk.py", "docs/operations.md")}
+    for path, text in files.items():
+        await mesh.stub("indexer").IngestDocument(
+            indexer_pb.IngestDocumentRequest(
+                document=indexer_pb.DocumentInput(
+                    collection="code",
+                    file=indexer_pb.FileInput(data=text.encode(), filename=Path(path).name, path=path),
+                )
+            )
+        )
+    lines = {line.strip() for text in files.values() for line in text.splitlines()}
+    async with answer_service(mesh, min_relevance=0.0, extractive_sentences=5) as answer:
+        reply = (
+            await answer.Ask(pb.AskRequest(query="which files does walk skip as is_secret names", collections=["code"]))
+        ).answer
+    code = [line.rsplit(" [", 1)[0] for line in reply.text.splitlines() if line.startswith("`")]
+    assert code, reply.text
+    for span in code:
+        assert span.strip("`").strip() in lines  # a whole line, unchanged
+    identifiers = set(re.findall(r"\b[A-Za-z]\w*_\w+\b", "\n".join(files.values())))
+    assert any(i in reply.text for i in identifiers)
+    assert not [i for i in identifiers if i.replace("_", "") in reply.text and i not in reply.text]

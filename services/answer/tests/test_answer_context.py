@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from ragmesh_answer.context import (
     Chunk,
     build_context,
@@ -89,3 +92,52 @@ def test_snippets_are_one_line_without_heading_marks_and_cut_at_the_limit():
 def test_a_citation_goes_before_the_final_punctuation():
     assert with_citation("Pandas eat bamboo.", 2) == "Pandas eat bamboo [2]."
     assert with_citation("A list item", 1) == "A list item [1]"
+
+
+ROOT = Path(__file__).resolve().parents[3]
+_IDENTIFIER = re.compile(r"\b[A-Za-z]\w*_\w+\b")  # snake_case: what lost its underscores before
+
+
+def test_code_is_quoted_as_whole_unchanged_lines():
+    source = (ROOT / "libs/common/ragmesh_common/walk.py").read_text()
+    lines = {line.strip() for line in source.splitlines()}
+    quoted = sentences(source, language="python")
+    assert len(quoted) > 20
+    for sentence in quoted:
+        assert sentence.startswith("`") and sentence.endswith("`")
+        assert sentence.strip("`").strip() in lines  # a whole line of the file, every character as written
+    assert any(_IDENTIFIER.search(s) for s in quoted)
+    # A line that holds backticks is fenced with longer ones, its content intact.
+    assert sentences("label = f`{a_b}` + other_value", language="javascript") == ["``label = f`{a_b}` + other_value``"]
+
+
+def test_markdown_keeps_identifiers_and_code_blocks_and_drops_link_targets_and_emphasis():
+    text = (
+        "Pass `is_flag=True` to add_help_option and test_option_optional; see [Counting](#counting) and "
+        "**bold** or _emphasis_ here.\n\n```python\ndef add_help_option(ctx):\n    return ctx.is_flag\n```\n"
+    )
+    assert sentences(text) == [
+        "Pass `is_flag=True` to add_help_option and test_option_optional; see Counting and bold or emphasis here.",
+        "`def add_help_option(ctx):`",
+        "`return ctx.is_flag`",
+    ]
+
+
+def test_a_real_markdown_page_keeps_every_identifier_and_fenced_line():
+    page = (ROOT / "docs/operations.md").read_text()
+    quoted = sentences(page)
+    fenced: set[str] = set()
+    inside = False
+    for line in page.splitlines():
+        if line.lstrip().startswith("```"):
+            inside = not inside
+        elif inside and line.strip():
+            fenced.add(line.strip())
+    code = [s.strip("`").strip() for s in quoted if s.startswith("`") and s.endswith("`")]
+    assert code and set(code) <= fenced
+    prose = " ".join(s for s in quoted if not (s.startswith("`") and s.endswith("`")))
+    assert "](" not in prose  # links show their text only
+    # Before, `retry_after_seconds` came out as retryafterseconds: no identifier of the page is mangled so.
+    for identifier in set(_IDENTIFIER.findall(page)):
+        assert identifier in prose or identifier.replace("_", "") not in prose
+    assert "retry_after_seconds" in prose
