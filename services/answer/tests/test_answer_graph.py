@@ -3,9 +3,9 @@ graph service over gRPC) below its text, so the model, and the extractive answer
 down or does not know the entity costs the answer its relations, never the answer.
 
 The mesh is real (hash embedder, indexer, search, graph on LadybugDB), the chat model is the local fake
-OpenAI-compatible server over real HTTP (tests/support/fake_chat.py). The entities are written as the indexer's
-IngestEntities writes them: a node in the graph, and a document whose doc_id is the entity id and whose metadata
-says is_graph_entity."""
+OpenAI-compatible server over real HTTP (tests/support/fake_chat.py). The entities come from Kubernetes manifests
+through the indexer's IngestEntities: each a node in the graph and a document whose doc_id is the entity id and
+whose metadata says is_graph_entity."""
 
 from __future__ import annotations
 
@@ -17,34 +17,53 @@ import pytest_asyncio
 from ragmesh.answer.v1 import answer_service_pb2 as pb
 from ragmesh.graph.v1 import graph_service_pb2 as graph_pb
 from ragmesh.indexer.v1 import indexer_service_pb2 as indexer_pb
-from ragmesh_common.messages import struct
 from ragmesh_common.telemetry import Attr, setup_telemetry
-
-from tests.support.graph import entity
 
 RELEVANCE = 0.15
 SHOP = "shop"
 FRONTEND = "Deployment/shop/frontend"
+GHOST = "ConfigMap/shop/ghost"  # in the vector store but no longer in the graph
+MANIFESTS = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: frontend, namespace: shop, labels: {app: frontend}}
+spec:
+  replicas: 3
+  template:
+    metadata: {labels: {app: frontend}}
+    spec:
+      serviceAccountName: frontend
+      containers:
+        - {name: web, image: "shop/web:1.4"}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: frontend, namespace: shop}
+spec: {selector: {app: frontend}}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: frontend, namespace: shop}
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: frontend, namespace: shop}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: frontend}
+  maxReplicas: 10
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: ghost, namespace: shop}
+data: {worker: the ghost checkout worker of the frontend deployment}
+"""
 # The hops the graph holds around the frontend Deployment, as the context names them.
 FRONTEND_HOPS = (
     "<-[SELECTS]- Service/shop/frontend",
     "<-[SCALES]- HorizontalPodAutoscaler/shop/frontend",
     "-[USES]-> ServiceAccount/shop/frontend",
+    "-[HAS]-> Container/shop/frontend/web",
 )
-
-
-ENTITIES = [
-    entity("ServiceAccount/shop/frontend"),
-    entity(FRONTEND, props={"replicas": 3, "image": "shop/web:1.4"}, rels=[("USES", "ServiceAccount/shop/frontend")]),
-    entity("Service/shop/frontend", props={"port": 80}, rels=[("SELECTS", FRONTEND)]),
-    entity("HorizontalPodAutoscaler/shop/frontend", props={"maxReplicas": 10}, rels=[("SCALES", FRONTEND)]),
-]
-# The searchable documents of the entities (and of one the graph does not have).
-DOCUMENTS = {
-    FRONTEND: "Deployment shop/frontend runs three replicas of the web shop image shop/web:1.4.",
-    "Service/shop/frontend": "Service shop/frontend sends port 80 traffic of the web shop.",
-    "Deployment/shop/ghost": "Deployment shop/ghost runs the ghost checkout worker of the web shop.",
-}
 
 
 def closed_port() -> int:
@@ -66,21 +85,25 @@ def graph_lookups(outcome: str) -> float:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def mesh(mesh_factory):
+    """A mesh with the graph, the manifests ingested as entities (both stores), one of them then lost by the graph,
+    and a document that is not an entity."""
     mesh = await mesh_factory(graph=True)
-    graph = mesh.stub("graph")
-    written = await graph.UpsertEntities(graph_pb.UpsertEntitiesRequest(collection=SHOP, entities=ENTITIES))
-    assert written.entities == len(ENTITIES) and not written.dangling_relations
-    for doc_id, text in DOCUMENTS.items():
-        kind = doc_id.split("/", 1)[0]
-        document = indexer_pb.DocumentInput(collection=SHOP, doc_id=doc_id, title=doc_id, text=text)
-        document.metadata.CopyFrom(struct({"is_graph_entity": True, "graph_entity_type": kind}))
-        reply = await mesh.stub("indexer").IngestDocument(indexer_pb.IngestDocumentRequest(document=document))
-        assert reply.result.status != indexer_pb.INGEST_STATUS_FAILED, reply
-    # A document that is not an entity, in the same collection.
-    plain = indexer_pb.DocumentInput(
-        collection=SHOP, doc_id="runbook", title="Runbook", text="Scale the web shop frontend before a sale."
+    indexer = mesh.stub("indexer")
+    stored = await indexer.IngestEntities(
+        indexer_pb.IngestEntitiesRequest(
+            collection=SHOP, files=[indexer_pb.FileInput(data=MANIFESTS.encode(), filename="shop.yaml")]
+        )
     )
-    await mesh.stub("indexer").IngestDocument(indexer_pb.IngestDocumentRequest(document=plain))
+    assert {FRONTEND, GHOST} <= set(stored.entity_ids) and not stored.dangling_relations
+    # The graph alone forgets one (as a graph restored from an older backup would): search still finds it.
+    await mesh.stub("graph").DeleteEntities(graph_pb.DeleteEntitiesRequest(collection=SHOP, ids=[GHOST]))
+    runbook = indexer_pb.DocumentInput(
+        collection=SHOP,
+        doc_id="runbook",
+        title="Runbook",
+        text="Scale the frontend deployment of the shop before a sale.",
+    )
+    await indexer.IngestDocument(indexer_pb.IngestDocumentRequest(document=runbook))
     return mesh
 
 
@@ -98,8 +121,8 @@ def with_graph(mesh, fake_chat, answer_service):
     return start
 
 
-async def ask(answer, query: str) -> pb.Answer:
-    return (await answer.Ask(pb.AskRequest(query=query, collections=[SHOP]))).answer
+async def ask(answer, query: str, top_k: int = 5) -> pb.Answer:
+    return (await answer.Ask(pb.AskRequest(query=query, collections=[SHOP], top_k=top_k))).answer
 
 
 def prompt_of(fake_chat) -> str:
@@ -120,20 +143,24 @@ async def test_the_model_is_given_the_relations_of_the_retrieved_entities(with_g
     prompt = prompt_of(fake_chat)
     # The entity's source: its text, then one line naming every relation it has in the graph, both directions.
     deployment = block_of(prompt, FRONTEND)
-    assert DOCUMENTS[FRONTEND] in deployment
+    assert "Deployment shop/frontend" in deployment
     (line,) = [line for line in deployment.splitlines() if line.startswith("Relations of ")]
     assert line.startswith(f"Relations of {FRONTEND}: ") and line.endswith(".")
     assert sorted(line.removeprefix(f"Relations of {FRONTEND}: ").rstrip(".").split("; ")) == sorted(FRONTEND_HOPS)
-    # The Service's source gets its own (outgoing) relation; a document that is not an entity gets none.
-    assert "Relations of Service/shop/frontend: -[SELECTS]-> Deployment/shop/frontend." in block_of(
-        prompt, "Service/shop/frontend"
+    # What only the graph knows: the document lists its own (outgoing) relations, not who points at it.
+    assert "Service/shop/frontend" not in deployment.partition("Relations of")[0]
+    # Every entity source gets its own line (the Container: its parent, incoming); the plain document none.
+    assert "Relations of Container/shop/frontend/web: <-[HAS]- Deployment/shop/frontend." in block_of(
+        prompt, "Container/shop/frontend/web"
     )
     assert "Relations of" not in block_of(prompt, "runbook")
 
 
 async def test_an_extractive_answer_quotes_the_relations_citing_the_entitys_source(with_graph):
     async with with_graph(model=False) as answer:
-        reply = await ask(answer, "Which service selects the frontend deployment and which autoscaler scales it?")
+        reply = await ask(
+            answer, "Which HorizontalPodAutoscaler scales Deployment shop frontend and which Service selects it?"
+        )
     assert reply.generator == pb.GENERATOR_EXTRACTIVE
     number = next(s.number for s in reply.sources if s.doc_id == FRONTEND)
     # The relations line, quoted whole and citing the Deployment's source.
@@ -149,22 +176,22 @@ async def test_a_graph_that_is_down_leaves_the_answer_without_relations(with_gra
         reply = await ask(answer, "How many replicas does the frontend deployment run?")
     assert reply.generator == pb.GENERATOR_MODEL and reply.text
     prompt = prompt_of(fake_chat)
-    assert DOCUMENTS[FRONTEND] in prompt and "Relations of" not in prompt
+    assert "Deployment shop/frontend" in prompt and "Relations of" not in prompt
     assert graph_lookups("failed") > failed
 
 
 async def test_an_entity_the_graph_does_not_know_costs_only_its_own_relations(with_graph, fake_chat, caplog):
     failed, added = graph_lookups("failed"), graph_lookups("added")
-    async with with_graph() as answer:
-        reply = await ask(answer, "What does the ghost deployment run, and the frontend deployment?")
+    async with with_graph(graph_entities=10) as answer:  # every entity source
+        reply = await ask(answer, "What does ConfigMap shop ghost say about Deployment shop frontend?")
     assert reply.text
     prompt = prompt_of(fake_chat)
-    assert "Relations of" not in block_of(prompt, "Deployment/shop/ghost")
+    assert "Relations of" not in block_of(prompt, GHOST)
     assert f"Relations of {FRONTEND}: " in block_of(prompt, FRONTEND)
     assert graph_lookups("failed") == failed + 1 and graph_lookups("added") > added
     # The log says which entity went without and why.
     assert any(
-        "no graph neighbourhood for Deployment/shop/ghost" in r.getMessage() and "ENTITY_NOT_FOUND" in r.getMessage()
+        f"no graph neighbourhood for {GHOST}" in r.getMessage() and "ENTITY_NOT_FOUND" in r.getMessage()
         for r in caplog.records
     )
 
@@ -174,14 +201,18 @@ async def test_with_the_graph_off_no_relations_are_looked_up(with_graph, fake_ch
     async with with_graph(graph_enabled=False) as answer:
         await ask(answer, "How many replicas does the frontend deployment run?")
     prompt = prompt_of(fake_chat)
-    assert DOCUMENTS[FRONTEND] in prompt and "Relations of" not in prompt
+    assert "Deployment shop/frontend" in prompt and "Relations of" not in prompt
     assert (graph_lookups("added"), graph_lookups("failed")) == (added, failed)
 
 
 async def test_at_most_graph_entities_sources_get_relations(with_graph, fake_chat):
     async with with_graph(graph_entities=1) as answer:
         await ask(answer, "frontend deployment service of the web shop")
-    assert prompt_of(fake_chat).count("Relations of ") == 1
+    prompt = prompt_of(fake_chat)
+    entities = re.findall(r"^\[\d+\] (\w+/shop/\S+) \(shop/", prompt, re.MULTILINE)
+    # Several entities were retrieved; only the best one got its relations.
+    assert len(entities) > 1 and prompt.count("Relations of ") == 1
+    assert f"Relations of {entities[0]}: " in prompt
 
 
 async def test_the_graph_hop_is_a_span_in_the_answers_trace(with_graph, monkeypatch):
