@@ -4,7 +4,7 @@
   `Field(description=...)`), the CLI's option variables, and the variables read outside settings classes;
 - errors.md: every error reason of `ragmesh_common.reasons.Reason`, with its HTTP status (the gateway's mapping),
   gRPC code and meaning;
-- openapi.json: the gateway's OpenAPI document (as a gateway with API keys serves it).
+- openapi.json: the gateway's OpenAPI document (as a gateway with API keys and the graph enabled serves it).
 
 Run with `python scripts/gen_docs.py` (or into another folder: `python scripts/gen_docs.py OUT`; `--check` only
 says whether the committed pages are current, as `make lint` runs it). The pages are committed;
@@ -308,7 +308,8 @@ def openapi_document() -> str:
     from ragmesh_gateway.config import GatewaySettings
 
     with _clean_environment():
-        app = create_app(GatewaySettings(api_keys="reference-key:admin"))
+        # With the graph: its routes exist only with RAGMESH_GRAPH_ENABLED=true, and the reference documents them.
+        app = create_app(GatewaySettings(api_keys="reference-key:admin", graph_enabled=True))
         schema = app.openapi()
     return json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 

@@ -24,6 +24,7 @@ app = typer.Typer(
     help="ragmesh: a RAG platform as a gRPC microservices mesh.", no_args_is_help=True, pretty_exceptions_enable=False
 )
 
+_GRAPH_OPTION = typer.Option("--graph-addr", envvar="RAGMESH_GRAPH_ADDR", help="Graph address.")
 
 # Documents per IngestDocuments call, and the most bytes one call may carry.
 _BATCH_DOCS = 16
@@ -599,9 +600,19 @@ def chat(
     search_addr: Annotated[str, typer.Option("--search", envvar="RAGMESH_SEARCH_ADDR", help="Search address.")] = (
         default_addr("search")
     ),
+    graph: Annotated[
+        bool,
+        typer.Option(
+            "--graph/--no-graph",
+            envvar="RAGMESH_GRAPH_ENABLED",
+            help="Also give the model the graph tools (explore entities, paths, read-only Cypher).",
+        ),
+    ] = False,
+    graph_addr: Annotated[str, _GRAPH_OPTION] = default_addr("graph"),
 ) -> None:
     """Chat in the terminal about a collection of a running mesh: the model searches it and reads documents
-    through tools (`search`, `fetch_document`), answers citing them, and the sources it used are listed."""
+    through tools (`search`, `fetch_document`; with --graph also the collection's entity graph), answers citing
+    them, and the sources it used are listed."""
     import readline  # noqa: F401 - line editing and history for input()
 
     from ragmesh_common.validation import collection_name
@@ -631,6 +642,7 @@ def chat(
             collection=collection,
             top_k=top_k,
             max_rounds=max_rounds,
+            graph_addr=graph_addr if graph else None,
         )
     )
     raise typer.Exit(code)
@@ -765,6 +777,123 @@ def golden_delete(
     from . import golden_cli
 
     raise typer.Exit(_run_code(golden_cli.delete(collection, search_addr)))
+
+
+graph_app = typer.Typer(
+    help="A collection's entity graph (RAGMESH_GRAPH_ENABLED=true ragmesh up): ingest Kubernetes YAML or entities, "
+    "then explore it.",
+    no_args_is_help=True,
+)
+app.add_typer(graph_app, name="graph")
+_GRAPH_COLLECTION = typer.Option("--collection", "-c", help="The collection.")
+_JSON_OPTION = typer.Option("--json", help="Print the answer as JSON (for scripts) instead of tables.")
+
+
+@graph_app.command("ingest")
+def graph_ingest(
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Kubernetes YAML/JSON (e.g. `kubectl kustomize DIR > k8s.yaml`) or JSON Lines of entities."
+        ),
+    ],
+    collection: Annotated[str, _GRAPH_COLLECTION] = "default",
+    as_json: Annotated[bool, _JSON_OPTION] = False,
+    indexer: Annotated[str, typer.Option(envvar="RAGMESH_INDEXER_ADDR", help="Indexer address.")] = default_addr(
+        "indexer"
+    ),
+) -> None:
+    """Store the entities the files hold in the collection's graph and as searchable documents (through the
+    indexer), and print how many of each entity and relation type were stored."""
+    from . import graph_cli
+
+    for path in files:
+        if not path.is_file():
+            raise typer.BadParameter(f"{path} is not a file", param_hint="FILES")
+    raise typer.Exit(_run_code(graph_cli.ingest(files, collection, indexer, as_json=as_json)))
+
+
+@graph_app.command("types")
+def graph_types(
+    collection: Annotated[str, typer.Option("--collection", "-c", help="Only this collection (default: all).")] = "",
+    as_json: Annotated[bool, _JSON_OPTION] = False,
+    graph: Annotated[str, _GRAPH_OPTION] = default_addr("graph"),
+) -> None:
+    """List the entity types (with counts and primary keys) and the relation types of each graph."""
+    from . import graph_cli
+
+    raise typer.Exit(_run_code(graph_cli.types(collection, graph, as_json=as_json)))
+
+
+@graph_app.command("explore")
+def graph_explore(
+    entity_id: Annotated[str, typer.Argument(help="The entity's id, e.g. Deployment/ragmesh/search.")],
+    collection: Annotated[str, _GRAPH_COLLECTION] = "default",
+    depth: Annotated[int, typer.Option(min=1, max=3, help="Hops out (1..3).")] = 1,
+    as_json: Annotated[bool, _JSON_OPTION] = False,
+    graph: Annotated[str, _GRAPH_OPTION] = default_addr("graph"),
+) -> None:
+    """Show an entity's neighbours, nearest first: the relation that reached each, drawn from the entity it
+    came from (`<-[SELECTS]-` : the neighbour selects it)."""
+    from . import graph_cli
+
+    raise typer.Exit(_run_code(graph_cli.explore(collection, entity_id, depth, graph, as_json=as_json)))
+
+
+@graph_app.command("entity")
+def graph_entity(
+    entity_id: Annotated[str, typer.Argument(help="The entity's id, e.g. Deployment/ragmesh/search.")],
+    collection: Annotated[str, _GRAPH_COLLECTION] = "default",
+    as_json: Annotated[bool, _JSON_OPTION] = False,
+    graph: Annotated[str, _GRAPH_OPTION] = default_addr("graph"),
+) -> None:
+    """Show every property and every relation (both directions) of an entity."""
+    from . import graph_cli
+
+    raise typer.Exit(_run_code(graph_cli.entity(collection, entity_id, graph, as_json=as_json)))
+
+
+@graph_app.command("paths")
+def graph_paths(
+    from_type: Annotated[str, typer.Argument(help="The entity type paths start from, e.g. Service.")],
+    to_type: Annotated[str, typer.Argument(help="The entity type paths end at, e.g. ServiceAccount.")],
+    collection: Annotated[str, _GRAPH_COLLECTION] = "default",
+    max_depth: Annotated[int, typer.Option(min=1, max=6, help="The longest path, in hops.")] = 4,
+    as_json: Annotated[bool, _JSON_OPTION] = False,
+    graph: Annotated[str, _GRAPH_OPTION] = default_addr("graph"),
+) -> None:
+    """Print every shortest path of relation types between two entity types, in Cypher notation. Exits 1 when
+    they are not connected."""
+    from . import graph_cli
+
+    raise typer.Exit(_run_code(graph_cli.paths(collection, from_type, to_type, max_depth, graph, as_json=as_json)))
+
+
+@graph_app.command("query")
+def graph_query(
+    statement: Annotated[str, typer.Argument(help="One read-only Cypher statement.")],
+    collection: Annotated[str, _GRAPH_COLLECTION] = "default",
+    ontology: Annotated[bool, typer.Option(help="Query the ontology (entity types) instead of the entities.")] = False,
+    row_limit: Annotated[int, typer.Option(min=1, max=10_000, help="At most this many rows.")] = 1000,
+    as_json: Annotated[bool, _JSON_OPTION] = False,
+    graph: Annotated[str, _GRAPH_OPTION] = default_addr("graph"),
+) -> None:
+    """Run one read-only Cypher statement and print the rows. A statement that writes is refused
+    (QUERY_NOT_READ_ONLY) and changes nothing."""
+    from . import graph_cli
+
+    raise typer.Exit(
+        _run_code(
+            graph_cli.query(
+                collection,
+                statement,
+                graph,
+                ontology=ontology,
+                row_limit=row_limit,
+                as_json=as_json,
+            )
+        )
+    )
 
 
 def main() -> None:

@@ -2,9 +2,12 @@
 
 The model (any OpenAI-compatible API with tool calling: OpenAI, Azure OpenAI, Ollama, vLLM, llama.cpp's
 server) gets two tools, `search` and `fetch_document`, which this process runs against the search service over
-gRPC. Each question gets at most `max_rounds` rounds of tool calls; the last round offers no tools, so the
-model has to answer. Every document a tool returns gets a number (`ref`) for the whole conversation, the model
-cites them as [ref], and the sources the answer cites are printed under it.
+gRPC. With the graph (RAGMESH_GRAPH_ENABLED=true, `--graph`) it also gets the graph tools (GRAPH_TOOLS: the
+collection's entity types, explore an entity, an entity's details, shortest paths between entity types, a
+read-only Cypher query), run against the graph service. Each question gets at most `max_rounds` rounds of tool
+calls; the last round offers no tools, so the model has to answer. Every document a tool returns gets a number
+(`ref`) for the whole conversation, the model cites them as [ref], and the sources the answer cites are printed
+under it.
 
 The model client is the answer service's (`ragmesh_answer.chat_model.ChatModel`), so failures carry the same
 reasons (CHAT_MODEL_UNAVAILABLE, CHAT_MODEL_REJECTED, ...).
@@ -73,6 +76,76 @@ TOOLS = [
 ]
 
 
+GRAPH_SYSTEM = (
+    " The collection also has an entity graph: `graph_entity_types` lists its entity types and relation types; "
+    "an entity id is '<type>/<primary key values joined by '/'>', e.g. 'Deployment/ragmesh/search'. "
+    "`graph_explore_data_entity` shows an entity's neighbours (direction incoming: the neighbour points at it), "
+    "`graph_fetch_data_entity_details` all its properties, `graph_shortest_path_between_entity_types` how two "
+    "types connect, and `graph_raw_query_data` runs a read-only Cypher query. Cite graph facts by entity id."
+)
+_ENTITY_ID = {"type": "string", "description": "The entity's id, e.g. 'Deployment/ragmesh/search'."}
+
+
+def _function(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": properties, "required": required},
+        },
+    }
+
+
+GRAPH_TOOLS = [
+    _function("graph_entity_types", "The graph's entity types (with counts) and relation types.", {}, []),
+    _function(
+        "graph_explore_data_entity",
+        "An entity and its neighbours: each with the relation that reached it and its direction (outgoing: "
+        "via_id -> neighbour; incoming: neighbour -> via_id).",
+        {"entity_id": _ENTITY_ID, "depth": {"type": "integer", "minimum": 1, "maximum": 3, "description": "Hops."}},
+        ["entity_id"],
+    ),
+    _function(
+        "graph_fetch_data_entity_details",
+        "Every property and every relation (both directions) of an entity.",
+        {"entity_id": _ENTITY_ID},
+        ["entity_id"],
+    ),
+    _function(
+        "graph_shortest_path_between_entity_types",
+        "The shortest paths of relation types between two entity types, in Cypher notation.",
+        {
+            "from_type": {"type": "string", "description": "An entity type, e.g. 'Service'."},
+            "to_type": {"type": "string", "description": "Another entity type."},
+        },
+        ["from_type", "to_type"],
+    ),
+    _function(
+        "graph_raw_query_data",
+        "Run one read-only Cypher statement on the graph, e.g. "
+        '"MATCH (s:Service)-[:SELECTS]->(d:Deployment) RETURN s.id, d.id". Writes are refused.',
+        {"query": {"type": "string", "description": "One read-only Cypher statement."}},
+        ["query"],
+    ),
+]
+
+
+def _plain(value: Any) -> Any:
+    """A graph answer as the model reads it: whole numbers as ints (protobuf's Value carries every number as a
+    double), directions as "outgoing"/"incoming"."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {
+            k: v.removeprefix("DIRECTION_").lower() if k == "direction" and isinstance(v, str) else _plain(v)
+            for k, v in value.items()
+        }
+    return value
+
+
 @dataclass
 class Ref:
     """A document a tool returned, numbered for citations."""
@@ -94,11 +167,14 @@ class Chat:
         collection: str,
         top_k: int = 5,
         max_rounds: int = 4,
+        graph: ServiceClient | None = None,
         out: TextIO = sys.stdout,
         err: TextIO = sys.stderr,
     ) -> None:
         self.model = model
         self.search = search
+        self.graph = graph
+        self.tools = TOOLS + GRAPH_TOOLS if graph is not None else TOOLS
         self.collection = collection
         self.top_k = top_k
         self.max_rounds = max_rounds
@@ -107,7 +183,8 @@ class Chat:
         self.reset()
 
     def reset(self) -> None:
-        self.messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM.format(collection=self.collection)}]
+        system = SYSTEM.format(collection=self.collection) + (GRAPH_SYSTEM if self.graph is not None else "")
+        self.messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
         self.refs: dict[tuple[str, str], Ref] = {}
 
     def _ref(self, doc_id: str, collection: str, title: str) -> Ref:
@@ -159,10 +236,56 @@ class Chat:
             "text": document.text[:DOCUMENT_CHARS],
         }
 
+    async def _graph(self, name: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
+        """A graph tool's result (the service's answer as JSON); None for a call that is not a valid graph tool
+        call."""
+        from google.protobuf.json_format import MessageToDict
+        from ragmesh.graph.v1 import graph_service_pb2 as pb
+
+        if self.graph is None:
+            return None
+        entity_id = arguments.get("entity_id")
+        request: tuple[str, Any] | None = None
+        if name == "graph_entity_types":
+            request = "ListEntityTypes", pb.ListEntityTypesRequest(collection=self.collection)
+        elif name == "graph_explore_data_entity" and isinstance(entity_id, str):
+            depth = arguments.get("depth", 1)
+            request = (
+                "ExploreEntity",
+                pb.ExploreEntityRequest(
+                    collection=self.collection, entity_id=entity_id, depth=depth if isinstance(depth, int) else 1
+                ),
+            )
+        elif name == "graph_fetch_data_entity_details" and isinstance(entity_id, str):
+            request = "GetEntity", pb.GetEntityRequest(collection=self.collection, entity_id=entity_id)
+        elif name == "graph_shortest_path_between_entity_types" and all(
+            isinstance(arguments.get(k), str) for k in ("from_type", "to_type")
+        ):
+            request = (
+                "ShortestPaths",
+                pb.ShortestPathsRequest(
+                    collection=self.collection, from_type=arguments["from_type"], to_type=arguments["to_type"]
+                ),
+            )
+        elif name == "graph_raw_query_data" and isinstance(arguments.get("query"), str):
+            request = (
+                "Query",
+                pb.QueryRequest(
+                    collection=self.collection, query=arguments["query"], target=pb.QUERY_TARGET_DATA, row_limit=100
+                ),
+            )
+        if request is None:
+            return None
+        reply = await self.graph.call(*request)
+        return _plain(MessageToDict(reply, preserving_proto_field_name=True))
+
     async def run_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """A tool's result as the model sees it; a failure is reported to the model, not raised."""
         try:
-            if name == "search" and isinstance(arguments.get("query"), str) and arguments["query"].strip():
+            if name.startswith("graph_") and (graph := await self._graph(name, arguments)) is not None:
+                result = graph
+                self._note(f"{name} {json.dumps(arguments, ensure_ascii=False)}")
+            elif name == "search" and isinstance(arguments.get("query"), str) and arguments["query"].strip():
                 result = await self._search(arguments["query"], arguments.get("top_k"))
                 self._note(f"search {arguments['query']!r}: {len(result['results'])} results")
             elif name == "fetch_document" and isinstance(arguments.get("doc_id"), str):
@@ -195,7 +318,7 @@ class Chat:
         self.messages.append({"role": "user", "content": question})
         try:
             for round_ in range(self.max_rounds + 1):
-                tools = TOOLS if round_ < self.max_rounds else ()
+                tools = self.tools if round_ < self.max_rounds else ()
                 completion: Completion | None = None
                 started = False
                 async for item in self.model.stream(self.messages, tools=tools):
@@ -238,10 +361,13 @@ async def repl(
     collection: str,
     top_k: int,
     max_rounds: int,
+    graph_addr: str | None = None,
     out: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
 ) -> int:
-    """Read questions until /exit or end of input; returns the exit code."""
+    """Read questions until /exit or end of input; returns the exit code. With `graph_addr` the model also gets
+    the graph tools."""
+    from ragmesh.graph.v1 import graph_service_pb2_grpc as graph_grpc
     from ragmesh.search.v1 import search_service_pb2 as pb
     from ragmesh.search.v1 import search_service_pb2_grpc as pb_grpc
     from ragmesh_answer.chat_model import ChatModel
@@ -253,6 +379,7 @@ async def repl(
         pb_grpc.SearchServiceStub,
         timeout=30,
     )
+    graph = ServiceClient("graph", graph_addr, graph_grpc.GraphServiceStub, timeout=30) if graph_addr else None
     model = ChatModel(model=model_name, base_url=base_url, api_key=api_key, temperature=0.1)
     try:
         try:
@@ -263,10 +390,13 @@ async def repl(
         info = next((c for c in listed.collections if c.name == collection), None)
         held = f"{info.documents} documents" if info else "not created yet"
         err.write(
-            f"ragmesh chat: collection {collection!r} ({held}), model {model_name!r} at {model.base_url}\n"
+            f"ragmesh chat: collection {collection!r} ({held}{', with its graph' if graph else ''}), "
+            f"model {model_name!r} at {model.base_url}\n"
             "Ask a question; /new starts a new conversation, /exit (or Ctrl-D) quits.\n"
         )
-        chat = Chat(model, search, collection=collection, top_k=top_k, max_rounds=max_rounds, out=out, err=err)
+        chat = Chat(
+            model, search, collection=collection, top_k=top_k, max_rounds=max_rounds, graph=graph, out=out, err=err
+        )
         while True:
             try:
                 line = await asyncio.to_thread(input, "you> ")
@@ -297,3 +427,5 @@ async def repl(
     finally:
         await model.close()
         await search.close()
+        if graph is not None:
+            await graph.close()

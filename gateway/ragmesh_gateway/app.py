@@ -30,7 +30,7 @@ from .mcp_server import MCP_HEADERS, build_mcp, mcp_scopes
 from .mcp_server import http_endpoint as mcp_http_endpoint
 from .metrics import HttpMetrics, HttpMetricsMiddleware
 from .middleware import BodyLimitMiddleware, RequestContextMiddleware
-from .routes import API_ROUTERS, health, web
+from .routes import api_routers, health, web
 
 
 def create_app(settings: GatewaySettings, clients: MeshClients | None = None) -> FastAPI:
@@ -64,9 +64,10 @@ def create_app(settings: GatewaySettings, clients: MeshClients | None = None) ->
     if clients is not None:
         app.state.clients = clients
     install_error_handlers(app)
-    require_declared_scopes(API_ROUTERS)
+    routers = api_routers(settings)
+    require_declared_scopes(routers)
     app.openapi = lambda: _openapi(app, settings)  # type: ignore[method-assign]
-    for router in API_ROUTERS:
+    for router in routers:
         app.include_router(router)
     app.include_router(health.router)
     app.include_router(metrics.router)
@@ -102,7 +103,7 @@ def _openapi(app: FastAPI, settings: GatewaySettings) -> dict[str, Any]:
                     if "$ref" in media.get("schema", {}) and "properties" in media["schema"]:
                         del media["schema"]["$ref"]
         if settings.api_keys:
-            document_bearer_auth(schema, API_ROUTERS)
+            document_bearer_auth(schema, api_routers(settings))
         else:
             for operations in schema.get("paths", {}).values():
                 for operation in operations.values():

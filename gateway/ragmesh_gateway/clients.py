@@ -21,6 +21,8 @@ from ragmesh.answer.v1.answer_service_pb2_grpc import AnswerServiceStub
 from ragmesh.converter.v1 import converter_service_pb2 as conv_pb
 from ragmesh.converter.v1.converter_service_pb2_grpc import ConverterServiceStub
 from ragmesh.embedder.v1.embedder_service_pb2_grpc import EmbedderServiceStub
+from ragmesh.graph.v1 import graph_service_pb2 as graph_pb
+from ragmesh.graph.v1.graph_service_pb2_grpc import GraphServiceStub
 from ragmesh.indexer.v1 import indexer_service_pb2 as idx_pb
 from ragmesh.indexer.v1.indexer_service_pb2_grpc import IndexerServiceStub
 from ragmesh.search.v1 import search_service_pb2 as search_pb
@@ -34,20 +36,31 @@ from ragmesh_common.reasons import Reason
 from . import conversions
 from .config import GatewaySettings
 from .models import (
+    GRAPH_MAX_DEPTH,
+    GRAPH_MAX_PATH_DEPTH,
     AskResponse,
     BatchDocument,
     CollectionInfo,
     ConvertResponse,
     Datasource,
     Document,
+    EntityInput,
     Evaluation,
     ExpiredDocument,
+    ExploreResponse,
     FusionName,
     GoldenQuery,
     GoldenSetResponse,
     GoldenSetSummary,
+    GraphEntity,
+    GraphIngestResponse,
+    GraphQueryResponse,
+    GraphTypesResponse,
     IngestResult,
     Job,
+    OntologyResponse,
+    PathsResponse,
+    QueryTargetName,
     RollbackResponse,
     SearchModeName,
     SearchResponse,
@@ -104,19 +117,25 @@ class MeshClients:
         self.indexer = client("indexer", IndexerServiceStub)
         self.search_client = client("search", SearchServiceStub)
         self.answer = client("answer", AnswerServiceStub, settings.gateway_answer_timeout_seconds)
+        # Its channel connects on the first call: without RAGMESH_GRAPH_ENABLED nothing calls it.
+        self.graph = client("graph", GraphServiceStub)
 
     @property
     def services(self) -> dict[str, ServiceClient]:
-        return {
+        """The backends the gateway uses (/ready checks each): the graph service only when the graph is enabled."""
+        services = {
             "converter": self.converter,
             "embedder": self.embedder,
             "indexer": self.indexer,
             "search": self.search_client,
             "answer": self.answer,
         }
+        if self.settings.graph_enabled:
+            services["graph"] = self.graph
+        return services
 
     async def close(self) -> None:
-        await asyncio.gather(*(client.close() for client in self.services.values()))
+        await asyncio.gather(*(client.close() for client in {**self.services, "graph": self.graph}.values()))
 
     # --- ingestion ---------------------------------------------------------------------------------------
     @_unicode_checked
@@ -545,6 +564,119 @@ class MeshClients:
         response = await self.answer.call("DeleteSession", answer_pb.DeleteSessionRequest(session_id=session_id))
         return response.deleted_turns
 
+    # --- graph ---------------------------------------------------------------------------------------------
+    # Ids, types and queries are checked by the graph service (ENTITY_INVALID, QUERY_INVALID, ...): its reasons
+    # reach the caller as they are. Depths are checked here too: the service takes 0 as its default, which the
+    # API's callers may not send.
+    async def graph_types(self, collection: str) -> GraphTypesResponse:
+        """A collection's datasources (from the indexer) and its graph's entity and relation types (empty
+        when it has no graph), fetched in parallel."""
+        name = _collection(collection)
+
+        async def graphs_of() -> graph_pb.ListEntityTypesResponse:
+            try:
+                return await self.graph.call("ListEntityTypes", graph_pb.ListEntityTypesRequest(collection=name))
+            except RagmeshError as exc:
+                if exc.code == grpc.StatusCode.NOT_FOUND:  # no graph (yet)
+                    return graph_pb.ListEntityTypesResponse()
+                raise
+
+        datasources, graphs = await asyncio.gather(self.list_datasources(name), graphs_of())
+        info = next((conversions.graph_info(g) for g in graphs.graphs if g.collection == name), None)
+        return GraphTypesResponse(
+            collection=name,
+            datasources=datasources,
+            entity_types=info.entity_types if info else [],
+            relations=info.relations if info else [],
+            entities=info.entities if info else 0,
+        )
+
+    @_unicode_checked
+    async def explore_ontology(self, collection: str, entity_type: str, *, depth: int = 1) -> OntologyResponse:
+        """An entity type and the relation types within `depth` (1..3) hops of it."""
+        request = graph_pb.ExploreOntologyRequest(
+            collection=_collection(collection), entity_type=entity_type, depth=_depth(depth, GRAPH_MAX_DEPTH)
+        )
+        return conversions.ontology(await self.graph.call("ExploreOntology", request))
+
+    @_unicode_checked
+    async def explore_entity(
+        self, collection: str, entity_id: str, *, depth: int = 1, limit: int = 0
+    ) -> ExploreResponse:
+        """An entity and its neighbours within `depth` (1..3) hops, nearest first (at most `limit`; 0: 100)."""
+        request = graph_pb.ExploreEntityRequest(
+            collection=_collection(collection), entity_id=entity_id, depth=_depth(depth, GRAPH_MAX_DEPTH), limit=limit
+        )
+        return conversions.explored(await self.graph.call("ExploreEntity", request))
+
+    @_unicode_checked
+    async def get_entity(self, collection: str, entity_id: str) -> GraphEntity:
+        """An entity with every property and every relation, in both directions."""
+        request = graph_pb.GetEntityRequest(collection=_collection(collection), entity_id=entity_id)
+        return conversions.graph_entity((await self.graph.call("GetEntity", request)).entity)
+
+    @_unicode_checked
+    async def shortest_paths(
+        self, collection: str, from_type: str, to_type: str, *, max_depth: int = 4
+    ) -> PathsResponse:
+        """Every shortest path of relation types between two entity types (relations in either direction)."""
+        request = graph_pb.ShortestPathsRequest(
+            collection=_collection(collection),
+            from_type=from_type,
+            to_type=to_type,
+            max_depth=_depth(max_depth, GRAPH_MAX_PATH_DEPTH, field="max_depth"),
+        )
+        return conversions.type_paths(await self.graph.call("ShortestPaths", request))
+
+    @_unicode_checked
+    async def graph_query(
+        self,
+        collection: str,
+        query: str,
+        *,
+        target: QueryTargetName = "data",
+        parameters: Mapping[str, Any] | None = None,
+        row_limit: int | None = None,
+    ) -> GraphQueryResponse:
+        """Run one read-only Cypher statement (PERMISSION_DENIED QUERY_NOT_READ_ONLY when it writes)."""
+        request = graph_pb.QueryRequest(
+            collection=_collection(collection),
+            query=query,
+            target=conversions.QUERY_TARGETS[target],
+            row_limit=row_limit or 0,
+        )
+        if parameters:
+            request.parameters.CopyFrom(struct(parameters))
+        return conversions.query_rows(await self.graph.call("Query", request))
+
+    @_unicode_checked
+    async def ingest_entities(
+        self,
+        collection: str,
+        *,
+        entities: Sequence[EntityInput] = (),
+        files: Sequence[tuple[str, bytes, str]] = (),
+        max_property_chars: int | None = None,
+    ) -> GraphIngestResponse:
+        """Store entities, given or read from files ((filename, bytes, mime type or ""): Kubernetes YAML/JSON,
+        JSON Lines of entities), in the collection's graph and as searchable documents."""
+        request = idx_pb.IngestEntitiesRequest(
+            collection=_collection(collection),
+            entities=[conversions.entity_input_message(e) for e in entities],
+            files=[idx_pb.FileInput(data=data, filename=name, mime_type=mime) for name, data, mime in files],
+            max_property_chars=max_property_chars or 0,
+        )
+        response = await self.indexer.call(
+            "IngestEntities", request, timeout=self.settings.gateway_ingest_timeout_seconds
+        )
+        return conversions.entities_ingested(response)
+
+    @_unicode_checked
+    async def delete_entities(self, collection: str, ids: Sequence[str]) -> list[str]:
+        """Delete entities (with their child entities and relations) from both stores; returns the ids deleted."""
+        request = idx_pb.DeleteEntitiesRequest(collection=_collection(collection), ids=ids)
+        return list((await self.indexer.call("DeleteEntities", request)).deleted_ids)
+
     # --- health ------------------------------------------------------------------------------------------
     async def health(self, timeout: float | None = None) -> dict[str, bool]:
         """Service name -> whether its grpc.health.v1 reports SERVING; all checked in parallel."""
@@ -582,6 +714,15 @@ def _collection(name: str, *, field: str = "collection") -> str:
             Reason.COLLECTION_NAME_INVALID, "the collection name is empty", field=field, collection=""
         )
     return validation.collection_name(name, field=field)
+
+
+def _depth(depth: int, maximum: int, *, field: str = "depth") -> int:
+    """A graph walk's depth: 1..maximum, else INVALID_ARGUMENT DEPTH_OUT_OF_RANGE (the graph service's reason)."""
+    if not 1 <= depth <= maximum:
+        raise invalid_argument(
+            Reason.DEPTH_OUT_OF_RANGE, f"{field} must be 1..{maximum}, not {depth}", field=field, maximum=maximum
+        )
+    return depth
 
 
 def _doc_id(doc_id: str) -> str:

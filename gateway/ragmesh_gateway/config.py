@@ -15,6 +15,7 @@ Environment variables:
   RAGMESH_CORS_ORIGINS                      comma-separated origins allowed by CORS; empty means none
   RAGMESH_MCP_READ_ONLY                     register only the read tools on the MCP endpoint / `ragmesh mcp`
   RAGMESH_MCP_ROOTS                         comma-separated folders MCP `convert_to_text` may read; empty: none
+  RAGMESH_GRAPH_ENABLED                     serve the graph routes and MCP tools (RAGMESH_GRAPH_ADDR is the service)
 """
 
 from __future__ import annotations
@@ -86,6 +87,16 @@ class GatewaySettings(BaseSettings):
     answer_addr: str = Field(
         default_addr("answer"), min_length=1, description="Where the answer service listens (host:port)."
     )
+    graph_addr: str = Field(
+        default_addr("graph"), min_length=1, description="Where the graph service listens (host:port)."
+    )
+    graph_enabled: bool = Field(
+        False,
+        description=(
+            "Serve the graph: the /api/v1/collections/{name}/graph routes and the graph MCP tools (without it they "
+            "do not exist)."
+        ),
+    )
     gateway_timeout_seconds: float = Field(30.0, gt=0, le=3600, description="Deadline of one backend call.")
     gateway_ingest_timeout_seconds: float = Field(
         300.0, gt=0, le=24 * 3600, description="Deadline of one ingestion call (files, URLs, batches)."
@@ -136,4 +147,5 @@ class GatewaySettings(BaseSettings):
             "indexer": self.indexer_addr,
             "search": self.search_addr,
             "answer": self.answer_addr,
+            "graph": self.graph_addr,
         }

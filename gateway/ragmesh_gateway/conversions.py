@@ -6,6 +6,7 @@ message read here reaches its model (or is listed there as not exposed, with the
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any, Literal, cast, get_args
 
 import grpc
@@ -13,6 +14,7 @@ from google.protobuf import struct_pb2
 from google.protobuf.json_format import MessageToDict
 from ragmesh.answer.v1 import answer_service_pb2 as answer_pb
 from ragmesh.converter.v1 import converter_service_pb2 as conv_pb
+from ragmesh.graph.v1 import graph_service_pb2 as graph_pb
 from ragmesh.indexer.v1 import indexer_service_pb2 as idx_pb
 from ragmesh.search.v1 import search_service_pb2 as search_pb
 from ragmesh_common import validation
@@ -28,19 +30,32 @@ from .models import (
     CollectionVersion,
     ConvertResponse,
     Datasource,
+    Direction,
     Document,
+    EntityInput,
+    EntityType,
     Evaluation,
     ExpiredDocument,
+    ExploreResponse,
     FusionName,
     GoldenQuery,
     GoldenSetResponse,
     GoldenSetSummary,
+    GraphEntity,
+    GraphInfo,
+    GraphIngestResponse,
+    GraphQueryResponse,
+    GraphRelation,
     IndexSettings,
     IngestResult,
     Job,
     JobDocumentError,
     JobStateName,
     MatchedChunk,
+    Neighbour,
+    OntologyResponse,
+    PathsResponse,
+    QueryTargetName,
     ReindexDecision,
     ReindexInfo,
     RollbackResponse,
@@ -51,6 +66,8 @@ from .models import (
     SessionTurn,
     SkippedFile,
     SourceLocation,
+    TypePath,
+    TypeRelation,
     VersionStateName,
 )
 
@@ -412,3 +429,128 @@ def session_turn(t: answer_pb.Turn) -> SessionTurn:
 
 def session(response: answer_pb.GetSessionResponse) -> SessionResponse:
     return SessionResponse(session_id=response.session_id, turns=[session_turn(t) for t in response.turns])
+
+
+# --- graph ------------------------------------------------------------------------------------------------------
+DIRECTIONS: dict[int, Direction] = {graph_pb.DIRECTION_OUTGOING: "outgoing", graph_pb.DIRECTION_INCOMING: "incoming"}
+QUERY_TARGETS: dict[QueryTargetName, graph_pb.QueryTarget] = {
+    "data": graph_pb.QUERY_TARGET_DATA,
+    "ontology": graph_pb.QUERY_TARGET_ONTOLOGY,
+}
+
+
+def _value(value: struct_pb2.Value) -> Any:
+    """A Value as a plain JSON value, whole numbers as ints at every depth (a node in a query's rows is an
+    object of its properties)."""
+
+    def unwrap(v: Any) -> Any:
+        if isinstance(v, float):
+            return validation.whole_number(v)
+        if isinstance(v, list):
+            return [unwrap(x) for x in v]
+        if isinstance(v, dict):
+            return {k: unwrap(x) for k, x in v.items()}
+        return v
+
+    return unwrap(MessageToDict(value))
+
+
+def _properties(properties: Iterable[graph_pb.Property]) -> dict[str, Any]:
+    return {p.name: _value(p.value) for p in properties}
+
+
+def graph_relation(r: graph_pb.Relation) -> GraphRelation:
+    return GraphRelation(
+        type=r.type,
+        target_id=r.target_id,
+        target_type=r.target_type,
+        direction=DIRECTIONS.get(r.direction, "outgoing"),
+        index=r.index if r.HasField("index") else None,
+    )
+
+
+def graph_entity(e: graph_pb.Entity) -> GraphEntity:
+    return GraphEntity(
+        id=e.id,
+        type=e.type,
+        primary_key=_properties(e.primary_key),
+        properties=_properties(e.properties),
+        labels=list(e.labels),
+        alternative_keys=list(e.alternative_keys),
+        relations=[graph_relation(r) for r in e.relations],
+        parent_id=e.parent_id,
+    )
+
+
+def entity_type(t: graph_pb.EntityType) -> EntityType:
+    return EntityType(name=t.name, count=t.count, properties=list(t.properties), primary_key=list(t.primary_key))
+
+
+def type_relation(r: graph_pb.TypeRelation) -> TypeRelation:
+    return TypeRelation(from_type=r.from_type, type=r.type, to_type=r.to_type, count=r.count, depth=r.depth)
+
+
+def graph_info(g: graph_pb.GraphInfo) -> GraphInfo:
+    return GraphInfo(
+        collection=g.collection,
+        entity_types=[entity_type(t) for t in g.entity_types],
+        relations=[type_relation(r) for r in g.relations],
+        entities=g.entities,
+    )
+
+
+def ontology(r: graph_pb.ExploreOntologyResponse) -> OntologyResponse:
+    return OntologyResponse(entity_type=entity_type(r.entity_type), relations=[type_relation(x) for x in r.relations])
+
+
+def neighbour(n: graph_pb.Neighbour) -> Neighbour:
+    return Neighbour(
+        id=n.id,
+        type=n.type,
+        relation=n.relation,
+        direction=DIRECTIONS.get(n.direction, "outgoing"),
+        depth=n.depth,
+        via_id=n.via_id,
+    )
+
+
+def explored(r: graph_pb.ExploreEntityResponse) -> ExploreResponse:
+    return ExploreResponse(
+        entity=graph_entity(r.entity), neighbours=[neighbour(n) for n in r.neighbours], truncated=r.truncated
+    )
+
+
+def type_paths(r: graph_pb.ShortestPathsResponse) -> PathsResponse:
+    return PathsResponse(paths=[TypePath(cypher=p.cypher, hops=[type_relation(h) for h in p.hops]) for p in r.paths])
+
+
+def query_rows(r: graph_pb.QueryResponse) -> GraphQueryResponse:
+    return GraphQueryResponse(
+        columns=list(r.columns),
+        rows=[[_value(v) for v in row.values] for row in r.rows],
+        truncated=r.truncated,
+    )
+
+
+def entities_ingested(r: idx_pb.IngestEntitiesResponse) -> GraphIngestResponse:
+    return GraphIngestResponse(
+        entities=r.entities,
+        relations=r.relations,
+        entity_types=dict(sorted(r.entity_types.items())),
+        relation_types=dict(sorted(r.relation_types.items())),
+        entity_ids=list(r.entity_ids),
+        dangling_relations=list(r.dangling_relations),
+        omitted_properties=list(r.omitted_properties),
+    )
+
+
+def entity_input_message(e: EntityInput) -> idx_pb.EntityInput:
+    message = idx_pb.EntityInput(
+        type=e.type,
+        primary_key=e.primary_key,
+        labels=e.labels,
+        alternative_keys=e.alternative_keys,
+        relations=[idx_pb.EntityRelation(type=r.type, target_id=r.target_id) for r in e.relations],
+    )
+    message.properties.update(e.properties)
+    return message

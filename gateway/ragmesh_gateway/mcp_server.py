@@ -4,7 +4,10 @@ tool and its REST twin never diverge.
 
 Tool names are a contract: search, fetch_document, ask, ingest_text, ingest_url, ingest_urls, ingest_folder,
 convert_to_text, list_collections, get_job, evaluate_collection, delete_document, delete_collection,
-reindex_collection, rollback_collection. Each tool
+reindex_collection, rollback_collection; with RAGMESH_GRAPH_ENABLED=true also the graph tools
+fetch_datasources_and_entity_types, graph_explore_ontology_entity, graph_explore_data_entity,
+graph_fetch_data_entity_details, graph_shortest_path_between_entity_types, graph_raw_query_data,
+graph_raw_query_ontology (read) and graph_ingest (write); without it they are not registered. Each tool
 needs a scope (`read`, `write` or `admin`, as the REST routes); a server is built for one scope and registers
 only the tools it allows, so a session opened with a read key (or with RAGMESH_MCP_READ_ONLY=true) does not even
 see the write tools. A key limited to some collections may name only those. Documents are also resources,
@@ -65,6 +68,12 @@ from .errors import (
 from .models import (
     CHUNK_TOKENS_MAX,
     CHUNK_TOKENS_MIN,
+    ENTITY_ID_DESCRIPTION,
+    GRAPH_MAX_DEPTH,
+    GRAPH_MAX_NEIGHBOURS,
+    GRAPH_MAX_PATH_DEPTH,
+    GRAPH_MAX_QUERY_CHARS,
+    GRAPH_MAX_ROWS,
     MAX_RETENTION_SECONDS,
     MODEL_NAME_PATTERN,
     AskResponse,
@@ -72,11 +81,21 @@ from .models import (
     ConvertResponse,
     DeleteCollectionResponse,
     DeleteDocumentResponse,
+    Depth,
+    EntityTypeName,
     EvaluationsResponse,
+    ExploreResponse,
     FilterValue,
+    GraphEntity,
+    GraphIngestResponse,
+    GraphQueryResponse,
+    GraphTypesResponse,
     IngestResult,
     Job,
     MetadataValue,
+    OntologyResponse,
+    PathDepth,
+    PathsResponse,
     ReindexRequest,
     RollbackResponse,
     SearchModeName,
@@ -341,6 +360,7 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
         instructions=(
             "Retrieval over the documents stored in ragmesh. Use `search` to find short snippets, then "
             "`fetch_document` with a snippet's doc_id for the whole text. `list_collections` shows what exists."
+            + (GRAPH_INSTRUCTIONS if settings.graph_enabled else "")
         ),
         version="1.0.0",
         log_level=settings.log_level,
@@ -461,6 +481,9 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
         evaluations = await clients().evaluate_collection(collection, modes or (), version)
         await ctx.report_progress(1, 1, f"scored {len(evaluations)} mode(s)")
         return EvaluationsResponse(collection=collection or validation.DEFAULT_COLLECTION, evaluations=evaluations)
+
+    if settings.graph_enabled:
+        graph_tools(tool, clients, read)
 
     # Not read-only in MCP's sense (the turn is kept in its session, and a chat model may be called), but it
     # changes no document: a read key (and read-only mode) has it.
@@ -704,6 +727,159 @@ def build_mcp(settings: GatewaySettings, clients: ClientsProvider, *, scope: Sco
         return await clients().rollback_collection(collection)
 
     return server
+
+
+# --- the graph (RAGMESH_GRAPH_ENABLED) ------------------------------------------------------------------------
+GRAPH_INSTRUCTIONS = (
+    " Collections may also hold an entity graph (e.g. Kubernetes objects and their relations): start with "
+    "`fetch_datasources_and_entity_types`, then explore entities by id (`graph_explore_data_entity`), read one "
+    "whole (`graph_fetch_data_entity_details`), or query with read-only Cypher (`graph_raw_query_data`)."
+)
+EntityId = Annotated[str, Field(min_length=1, max_length=1024, description=ENTITY_ID_DESCRIPTION)]
+GraphDepth = Annotated[Depth, Field(description=f"Hops out, 1..{GRAPH_MAX_DEPTH} (1: direct relations only).")]
+_CYPHER_HELP = (
+    "One read-only Cypher statement (LadybugDB/Kùzu dialect). Each entity type is a node table and each relation "
+    "type a relation table; every node has `id` ('<type>/<key>/...') and one column per property, named as the "
+    "property (dotted names in backquotes: d.`spec.replicas`). Statements that write (CREATE, MERGE, SET, "
+    "DELETE, COPY, ...) are refused with QUERY_NOT_READ_ONLY and change nothing."
+)
+RowLimit = Annotated[
+    int | None, Field(ge=1, le=GRAPH_MAX_ROWS, description="At most this many rows (default: the service's, 1000).")
+]
+Parameters = Annotated[
+    dict[str, Any] | None, Field(description="Named parameters, used as $name in the query (safer than quoting).")
+]
+
+
+def graph_tools(
+    tool: Callable[[Scope, ToolAnnotations], Callable[[Callable[..., Any]], Callable[..., Any]]],
+    clients: ClientsProvider,
+    read: ToolAnnotations,
+) -> None:
+    """Register the graph tools (their REST twins are ragmesh_gateway.routes.graph)."""
+
+    @tool("read", read)
+    async def fetch_datasources_and_entity_types(
+        collection: Collection = validation.DEFAULT_COLLECTION,
+    ) -> GraphTypesResponse:
+        """Start here. What a collection holds: its datasources (synced folders, URL lists), the entity types
+        of its graph with how many entities each has, their properties and primary keys, and the relation types
+        between them as (from_type)-[TYPE]->(to_type) with counts. An entity id is '<type>/<primary key values
+        joined by '/'>'; for Kubernetes objects '<Kind>/<namespace>/<name>', e.g. 'Deployment/ragmesh/search', and
+        for a workload's container 'Container/<namespace>/<workload>/<container>'."""
+        return await clients().graph_types(collection)
+
+    @tool("read", read)
+    async def graph_explore_ontology_entity(
+        entity_type: Annotated[EntityTypeName, Field(description="An entity type, e.g. 'Deployment'.")],
+        depth: GraphDepth = 1,
+        collection: Collection = validation.DEFAULT_COLLECTION,
+    ) -> OntologyResponse:
+        """How an entity type relates to others (the schema, not the data): the relation types within `depth`
+        hops, nearest first, each as from_type -[type]-> to_type with how many relations of it exist. E.g. for
+        Deployment: Service -[SELECTS]-> Deployment (incoming), Deployment -[USES]-> ServiceAccount
+        (outgoing), Deployment -[HAS]-> Container (its children)."""
+        return await clients().explore_ontology(collection, entity_type, depth=depth)
+
+    @tool("read", read)
+    async def graph_explore_data_entity(
+        entity_id: EntityId,
+        depth: GraphDepth = 1,
+        collection: Collection = validation.DEFAULT_COLLECTION,
+        limit: Annotated[int, Field(ge=1, le=GRAPH_MAX_NEIGHBOURS, description="At most this many neighbours.")] = 100,
+    ) -> ExploreResponse:
+        """An entity with its properties and its neighbours within `depth` hops, nearest first. Each neighbour
+        has the relation that reached it, its `direction` seen from `via_id` (the entity the hop came from) and
+        its depth: 'outgoing' means via_id -[relation]-> neighbour, 'incoming' means neighbour -[relation]->
+        via_id. E.g. 'which Services send traffic to Deployment/ragmesh/search': its neighbours with relation
+        SELECTS and direction incoming; 'what does the gateway's container call': the neighbours of
+        'Container/ragmesh/gateway/server' with relation REFERENCES and direction outgoing (the Services its
+        environment names)."""
+        return await clients().explore_entity(collection, entity_id, depth=depth, limit=limit)
+
+    @tool("read", read)
+    async def graph_fetch_data_entity_details(
+        entity_id: EntityId, collection: Collection = validation.DEFAULT_COLLECTION
+    ) -> GraphEntity:
+        """Everything about one entity: its primary key, every property (nested ones in dot notation, e.g.
+        spec.replicas), labels, parent (for a child entity such as a Container) and every relation in both
+        directions (direction 'outgoing': this entity -> target; 'incoming': target -> this entity)."""
+        return await clients().get_entity(collection, entity_id)
+
+    @tool("read", read)
+    async def graph_shortest_path_between_entity_types(
+        from_type: Annotated[EntityTypeName, Field(description="The entity type paths start from.")],
+        to_type: Annotated[EntityTypeName, Field(description="The entity type paths end at.")],
+        max_depth: Annotated[
+            PathDepth, Field(description=f"The longest path, in hops, 1..{GRAPH_MAX_PATH_DEPTH}.")
+        ] = 4,
+        collection: Collection = validation.DEFAULT_COLLECTION,
+    ) -> PathsResponse:
+        """How two entity types are connected in the ontology: every shortest path of relation types (following
+        relations in either direction), in Cypher notation such as
+        '(:Service)-[:SELECTS]->(:Deployment)-[:USES]->(:ServiceAccount)'. Use a path as the MATCH pattern of a
+        graph_raw_query_data statement. Empty when they are not connected within max_depth."""
+        return await clients().shortest_paths(collection, from_type, to_type, max_depth=max_depth)
+
+    @tool("read", read)
+    async def graph_raw_query_data(
+        query: Annotated[str, Field(min_length=1, max_length=GRAPH_MAX_QUERY_CHARS, description=_CYPHER_HELP)],
+        collection: Collection = validation.DEFAULT_COLLECTION,
+        parameters: Parameters = None,
+        row_limit: RowLimit = None,
+    ) -> GraphQueryResponse:
+        """Run one read-only Cypher statement on the entities of a collection's graph and return the rows. E.g.
+        "MATCH (s:Service)-[:SELECTS]->(d:Deployment) WHERE d.id = $id RETURN s.id" with parameters
+        {"id": "Deployment/ragmesh/search"}. Find the types and relations first with
+        fetch_datasources_and_entity_types. A statement that writes is refused (QUERY_NOT_READ_ONLY)."""
+        return await clients().graph_query(collection, query, target="data", parameters=parameters, row_limit=row_limit)
+
+    @tool("read", read)
+    async def graph_raw_query_ontology(
+        query: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=GRAPH_MAX_QUERY_CHARS,
+                description="One read-only Cypher statement over (:EntityType {name, count, properties})"
+                "-[:RELATION {type, count}]->(:EntityType).",
+            ),
+        ],
+        collection: Collection = validation.DEFAULT_COLLECTION,
+        parameters: Parameters = None,
+        row_limit: RowLimit = None,
+    ) -> GraphQueryResponse:
+        """Run one read-only Cypher statement on a collection's ontology: the graph of its entity types,
+        (:EntityType {name, count, properties})-[:RELATION {type, count}]->(:EntityType). E.g. "MATCH
+        (a:EntityType)-[r:RELATION]->(b:EntityType {name: 'Deployment'}) RETURN a.name, r.type, r.count"."""
+        return await clients().graph_query(
+            collection, query, target="ontology", parameters=parameters, row_limit=row_limit
+        )
+
+    @tool(
+        "write",
+        ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False),
+    )
+    async def graph_ingest(
+        content: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=10_000_000,
+                description="Kubernetes YAML or JSON (one or many documents, List kinds included), or JSON Lines "
+                "of entities ({type, primary_key, properties, relations}).",
+            ),
+        ],
+        collection: Collection = validation.DEFAULT_COLLECTION,
+        filename: Annotated[
+            str, Field(min_length=1, max_length=255, description="A file name; its extension tells the format.")
+        ] = "entities.yaml",
+    ) -> GraphIngestResponse:
+        """Store entities in a collection's graph and as searchable documents. Kubernetes objects become
+        entities of their kind keyed by namespace and name, related by SELECTS, USES, HAS, REFERENCES, READS,
+        SCALES, APPLIES_TO and PROTECTS. Ingesting an entity again replaces it. Returns counts per entity type
+        and relation type."""
+        return await clients().ingest_entities(collection, files=[(filename, content.encode(), "")])
 
 
 JOB_POLL_SECONDS = 0.5

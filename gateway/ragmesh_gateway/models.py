@@ -990,3 +990,260 @@ class RollbackResponse(BaseModel):
     replaced_version: int = Field(
         description=("The version it replaced, kept in turn for a rollback until the retention passes.")
     )
+
+
+# --- graph (RAGMESH_GRAPH_ENABLED) -----------------------------------------------------------------------
+# The graph service's limits; the schema states them, the service enforces them (DEPTH_OUT_OF_RANGE, ...), so a
+# value out of range gets the service's own reason.
+GRAPH_MAX_DEPTH = 3
+GRAPH_MAX_PATH_DEPTH = 6
+GRAPH_MAX_NEIGHBOURS = 1000
+GRAPH_MAX_QUERY_CHARS = 10_000
+GRAPH_MAX_ROWS = 10_000
+GRAPH_MAX_ENTITIES = 10_000
+MAX_PROPERTY_CHARS = 1_000_000
+# The graph service's rules (ragmesh_graph.service: TYPE_RE, RELATION_RE, check_entity_id).
+ENTITY_TYPE_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,63}$"
+RELATION_TYPE_PATTERN = r"^[A-Z][A-Z0-9_]{0,63}$"
+ENTITY_ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,63}/.+$"
+ENTITY_ID_MAX_CHARS = 1024
+ENTITY_ID_DESCRIPTION = (
+    "The entity's id: '<type>/<primary key values joined by '/'>', e.g. 'Deployment/ragmesh/search' (a "
+    "Kubernetes object is '<kind>/<namespace>/<name>', a container of a workload "
+    "'Container/<namespace>/<workload>/<container>')."
+)
+Depth = Annotated[
+    int,
+    WithJsonSchema({"type": "integer", "minimum": 1, "maximum": GRAPH_MAX_DEPTH}),
+    Field(description=f"Hops out from the start, 1..{GRAPH_MAX_DEPTH}."),
+]
+PathDepth = Annotated[
+    int,
+    WithJsonSchema({"type": "integer", "minimum": 1, "maximum": GRAPH_MAX_PATH_DEPTH}),
+    Field(description=f"The longest path, in hops, 1..{GRAPH_MAX_PATH_DEPTH}."),
+]
+EntityTypeName = Annotated[
+    str,
+    WithJsonSchema({"type": "string", "pattern": ENTITY_TYPE_PATTERN, "minLength": 1, "maxLength": 64}),
+    Field(description="An entity type, e.g. 'Deployment'."),
+]
+# As a path parameter the id is the rest of the path: its '/' cannot be required by a pattern of a parameter that
+# clients (and schemathesis) encode as one segment, so the schema states its length; the graph service checks its
+# shape (400 ENTITY_INVALID).
+EntityId = Annotated[
+    str,
+    WithJsonSchema({"type": "string", "minLength": 3, "maxLength": ENTITY_ID_MAX_CHARS}),
+    Field(description=ENTITY_ID_DESCRIPTION),
+]
+Direction = Literal["outgoing", "incoming"]
+QueryTargetName = Literal["data", "ontology"]
+
+
+class GraphRelation(BaseModel):
+    """One relation of an entity, seen from it."""
+
+    type: str = Field(description="The relation type, UPPER_SNAKE_CASE (SELECTS, USES, HAS...).")
+    target_id: str = Field(description="The other entity's id.")
+    target_type: str = Field("", description="The other entity's type.")
+    direction: Direction = Field(description="outgoing: this entity -> the other; incoming: the other -> this one.")
+    index: int | None = Field(None, description="For a HAS relation to a child from a list, its index there.")
+
+
+class GraphEntity(BaseModel):
+    """An entity (a node of the graph) with its properties and relations."""
+
+    id: str = Field(description=ENTITY_ID_DESCRIPTION)
+    type: str
+    primary_key: dict[str, Any] = Field(description="The primary key properties, in order; their values make the id.")
+    properties: dict[str, Any] = Field(default_factory=dict, description="The other properties (dot notation).")
+    labels: list[str] = Field(default_factory=list)
+    alternative_keys: list[str] = Field(default_factory=list)
+    relations: list[GraphRelation] = Field(default_factory=list)
+    parent_id: str = Field("", description="For a child entity (a Deployment's Container), its parent's id.")
+
+
+class EntityType(BaseModel):
+    """One entity type of a collection's graph."""
+
+    name: str
+    count: int = Field(description="How many entities of the type the graph holds.")
+    properties: list[str] = Field(default_factory=list, description="The properties its entities have, sorted.")
+    primary_key: list[str] = Field(default_factory=list, description="The primary key properties, in order.")
+
+
+class TypeRelation(BaseModel):
+    """A relation type between two entity types: (from_type)-[type]->(to_type)."""
+
+    from_type: str
+    type: str
+    to_type: str
+    count: int = Field(description="How many such relations the graph holds.")
+    depth: int = Field(0, description="Hops from the explored type (ontology exploration), else 0.")
+
+
+class GraphInfo(BaseModel):
+    """A collection's graph: its entity types and the relation types between them."""
+
+    collection: str
+    entity_types: list[EntityType]
+    relations: list[TypeRelation]
+    entities: int = Field(description="Entities in all.")
+
+
+class GraphTypesResponse(BaseModel):
+    """What a collection holds: its datasources (synced folders, URL lists) and its graph's entity types."""
+
+    collection: str
+    datasources: list[Datasource]
+    entity_types: list[EntityType] = Field(description="Empty when the collection has no graph.")
+    relations: list[TypeRelation]
+    entities: int
+
+
+class OntologyResponse(BaseModel):
+    """An entity type and the relation types within `depth` hops of it, nearest first."""
+
+    entity_type: EntityType
+    relations: list[TypeRelation]
+
+
+class Neighbour(BaseModel):
+    """An entity near the explored one."""
+
+    id: str
+    type: str
+    relation: str = Field(description="The relation type of the hop that reached it.")
+    direction: Direction = Field(
+        description="Which way that relation points, seen from `via_id`: outgoing means via_id -> this entity."
+    )
+    depth: int = Field(description="Hops from the explored entity.")
+    via_id: str = Field(description="The entity the hop came from (the explored one at depth 1).")
+
+
+class ExploreResponse(BaseModel):
+    """An entity and its neighbours within `depth` hops, nearest first."""
+
+    entity: GraphEntity
+    neighbours: list[Neighbour]
+    truncated: bool = Field(description="True when there were more neighbours than `limit`.")
+
+
+class TypePath(BaseModel):
+    """One path of relation types between two entity types."""
+
+    cypher: str = Field(description="In Cypher notation, e.g. '(:Service)-[:SELECTS]->(:Deployment)'.")
+    hops: list[TypeRelation]
+
+
+class PathsResponse(BaseModel):
+    """Every shortest path (relations followed in either direction); empty when the types are not connected."""
+
+    paths: list[TypePath]
+
+
+class GraphQueryRequest(BaseModel):
+    """One read-only Cypher statement."""
+
+    model_config = _Strict
+
+    query: str = Field(
+        min_length=1,
+        max_length=GRAPH_MAX_QUERY_CHARS,
+        description="One Cypher statement that only reads, e.g. "
+        '"MATCH (s:Service)-[:SELECTS]->(d:Deployment) RETURN s.id, d.id". A statement that writes is refused '
+        "(403 QUERY_NOT_READ_ONLY).",
+    )
+    target: QueryTargetName = Field(
+        "data",
+        description="data: the entities; ontology: (:EntityType {name, count, properties})-[:RELATION {type, "
+        "count}]->(:EntityType).",
+    )
+    parameters: dict[str, Any] | None = Field(None, description="Named parameters ($name in the query).")
+    row_limit: (
+        Annotated[
+            WholeNumber,
+            Field(ge=1, le=GRAPH_MAX_ROWS),
+            WithJsonSchema({"type": "integer", "minimum": 1, "maximum": GRAPH_MAX_ROWS}),
+        ]
+        | None
+    ) = Field(None, description="At most this many rows (default: the service's, 1000).")
+
+
+class GraphQueryResponse(BaseModel):
+    """The rows of a query, each a list of values in column order (nodes and relations as objects)."""
+
+    columns: list[str]
+    rows: list[list[Any]]
+    truncated: bool = Field(description="True when the statement returned more than the row limit.")
+
+
+class EntityRelationInput(BaseModel):
+    """An explicit relation from an entity."""
+
+    model_config = _Strict
+
+    type: str = Field(
+        min_length=1, max_length=64, pattern=RELATION_TYPE_PATTERN, description="The relation type, UPPER_SNAKE_CASE."
+    )
+    target_id: str = Field(
+        min_length=3,
+        max_length=ENTITY_ID_MAX_CHARS,
+        pattern=ENTITY_ID_PATTERN,
+        description="The id of the entity it points to.",
+    )
+
+
+class EntityInput(BaseModel):
+    """One entity to ingest."""
+
+    model_config = _Strict
+
+    type: str = Field(
+        min_length=1, max_length=64, pattern=ENTITY_TYPE_PATTERN, description="The entity type, e.g. 'Deployment'."
+    )
+    primary_key: list[str] = Field(
+        min_length=1,
+        max_length=16,
+        description="The properties whose values make the id, in order (dot notation into nested ones).",
+    )
+    properties: dict[str, Any] = Field(
+        description="The properties; nested objects are flattened (spec.replicas), lists of objects become "
+        "child entities."
+    )
+    labels: list[str] = Field(default_factory=list, max_length=64)
+    alternative_keys: list[str] = Field(default_factory=list, max_length=64)
+    relations: list[EntityRelationInput] = Field(default_factory=list, max_length=10_000)
+
+
+class GraphIngestRequest(BaseModel):
+    """Entities to store in a collection's graph and as searchable documents (dual storage)."""
+
+    model_config = _Strict
+
+    entities: list[EntityInput] = Field(min_length=1, max_length=GRAPH_MAX_ENTITIES)
+    max_property_chars: (
+        Annotated[
+            WholeNumber,
+            Field(ge=1, le=MAX_PROPERTY_CHARS),
+            WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_PROPERTY_CHARS}),
+        ]
+        | None
+    ) = Field(None, description="Longer properties stay out of the graph, in the text only (default 250).")
+
+
+class GraphIngestResponse(BaseModel):
+    """What was stored."""
+
+    entities: int = Field(description="Entities stored (child entities included).")
+    relations: int
+    entity_types: dict[str, int] = Field(description="Entities per type.")
+    relation_types: dict[str, int] = Field(description="Relations per relation type.")
+    entity_ids: list[str]
+    dangling_relations: list[str] = Field(
+        description="Relations not stored: their target is in neither the request nor the graph."
+    )
+    omitted_properties: list[str] = Field(description="Properties kept out of the graph for their length.")
+
+
+class DeleteEntitiesResponse(BaseModel):
+    deleted_ids: list[str] = Field(description="The entities deleted, child entities included.")

@@ -13,11 +13,12 @@ import pytest
 from google.protobuf.message import Message
 from ragmesh.answer.v1 import answer_service_pb2 as answer_pb
 from ragmesh.converter.v1 import converter_service_pb2 as conv_pb
+from ragmesh.graph.v1 import graph_service_pb2 as graph_pb
 from ragmesh.indexer.v1 import indexer_service_pb2 as idx_pb
 from ragmesh.search.v1 import search_service_pb2 as search_pb
 from ragmesh_common.errors import RagmeshError
 from ragmesh_gateway import conversions
-from ragmesh_gateway.models import GoldenQuery
+from ragmesh_gateway.models import EntityInput, EntityRelationInput, GoldenQuery
 
 from tests.support.messages import filled, oneof_cases, unread, unset
 
@@ -69,6 +70,17 @@ READS: dict[type[Message], Callable[[Any], Any]] = {
     answer_pb.Answer: lambda a: _timeless(conversions.asked(a, 0.0)),
     answer_pb.Turn: conversions.session_turn,
     answer_pb.GetSessionResponse: conversions.session,
+    graph_pb.Relation: conversions.graph_relation,
+    graph_pb.Entity: conversions.graph_entity,
+    graph_pb.EntityType: conversions.entity_type,
+    graph_pb.TypeRelation: conversions.type_relation,
+    graph_pb.GraphInfo: conversions.graph_info,
+    graph_pb.ExploreOntologyResponse: conversions.ontology,
+    graph_pb.Neighbour: conversions.neighbour,
+    graph_pb.ExploreEntityResponse: conversions.explored,
+    graph_pb.ShortestPathsResponse: conversions.type_paths,
+    graph_pb.QueryResponse: conversions.query_rows,
+    idx_pb.IngestEntitiesResponse: conversions.entities_ingested,
 }
 CASES = [(cls, case) for cls in READS for case in oneof_cases(cls)]
 
@@ -104,7 +116,9 @@ def test_every_conversion_is_checked_here() -> None:
     taken = {t for f in functions for t in _messages(f)[0]}
     built = {r for f in functions if (r := _messages(f)[1]) is not None}
     assert taken <= READS.keys(), f"conversions with no completeness check: {taken - READS.keys()}"
-    assert built == {search_pb.GoldenQuery}, "a new model -> message conversion: check it as test_golden_query_message"
+    assert built == {search_pb.GoldenQuery, idx_pb.EntityInput}, (
+        "a new model -> message conversion: check it as test_golden_query_message"
+    )
 
 
 def test_golden_query_message_carries_every_field_both_ways() -> None:
@@ -113,3 +127,18 @@ def test_golden_query_message_carries_every_field_both_ways() -> None:
     assert unset(message) == set()
     assert conversions.golden_query(message) == query
     assert unread(message, conversions.golden_query) == set()
+
+
+def test_entity_input_message_carries_every_field():
+    entity = EntityInput(
+        type="Deployment",
+        primary_key=["metadata.namespace", "metadata.name"],
+        properties={"metadata": {"namespace": "ragmesh", "name": "search"}, "spec": {"replicas": 2}},
+        labels=["workload"],
+        alternative_keys=["search.ragmesh"],
+        relations=[EntityRelationInput(type="USES", target_id="ServiceAccount/ragmesh/search")],
+    )
+    message = conversions.entity_input_message(entity)
+    assert unset(message) == set()
+    assert message.properties["spec"]["replicas"] == 2
+    assert [(r.type, r.target_id) for r in message.relations] == [("USES", "ServiceAccount/ragmesh/search")]

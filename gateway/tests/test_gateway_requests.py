@@ -12,7 +12,7 @@ import pytest
 from google.protobuf.message import Message
 from ragmesh_gateway.clients import MeshClients
 from ragmesh_gateway.config import GatewaySettings
-from ragmesh_gateway.models import BatchDocument, GoldenQuery
+from ragmesh_gateway.models import BatchDocument, EntityInput, EntityRelationInput, GoldenQuery
 
 from tests.support.messages import unset
 
@@ -27,6 +27,14 @@ NOT_SENT = {
     "ConvertRequest.mime_type": "types inline bytes; files go by ConvertStream (its header carries the type)",
 }
 DOC = {"doc_id": "doc-1", "title": "Title", "metadata": {"team": "docs"}}
+ENTITY = EntityInput(
+    type="Service",
+    primary_key=["metadata.namespace", "metadata.name"],
+    properties={"metadata": {"namespace": "ns", "name": "web"}},
+    labels=["network"],
+    alternative_keys=["web.ns"],
+    relations=[EntityRelationInput(type="SELECTS", target_id="Deployment/ns/web")],
+)
 CALLS: dict[str, Callable[[MeshClients], Awaitable[Any]]] = {
     "ingest_text": lambda m: m.ingest_text("text", collection="kb", **DOC),
     "ingest_file": lambda m: m.ingest_file(b"data", filename="a.md", mime_type="text/markdown", collection="kb", **DOC),
@@ -76,7 +84,21 @@ CALLS: dict[str, Callable[[MeshClients], Awaitable[Any]]] = {
     "ask": lambda m: m.ask("question", collections=["kb"], top_k=3, filters={"team": "docs"}, session_id="s-1"),
     "get_session": lambda m: m.get_session("s-1"),
     "delete_session": lambda m: m.delete_session("s-1"),
+    "explore_ontology": lambda m: m.explore_ontology("kb", "Service", depth=2),
+    "explore_entity": lambda m: m.explore_entity("kb", "Service/ns/web", depth=2, limit=10),
+    "get_entity": lambda m: m.get_entity("kb", "Service/ns/web"),
+    "shortest_paths": lambda m: m.shortest_paths("kb", "Service", "Deployment", max_depth=3),
+    "graph_query": lambda m: m.graph_query(
+        "kb", "MATCH (n) RETURN n", target="ontology", parameters={"id": "Service/ns/web"}, row_limit=5
+    ),
+    "ingest_entities": lambda m: m.ingest_entities(
+        "kb", entities=[ENTITY], files=[("k8s.yaml", b"kind: Service", "application/yaml")], max_property_chars=100
+    ),
+    "delete_entities": lambda m: m.delete_entities("kb", ["Service/ns/web"]),
 }
+# Methods that call two services at once (each request is checked on its own: list_datasources here, and
+# ListEntityTypes has only the collection).
+COMPOSITE = {"graph_types"}
 
 
 class _Sent(Exception):
@@ -85,7 +107,7 @@ class _Sent(Exception):
 
 async def _request(call: Callable[[MeshClients], Awaitable[Any]]) -> Message:
     """The request `call` sends, taken where the client would put it on the wire."""
-    mesh = MeshClients(GatewaySettings())
+    mesh = MeshClients(GatewaySettings(graph_enabled=True))
     sent: list[Message] = []
 
     async def take(method: str, request: Message, **_: Any) -> Any:
@@ -114,4 +136,4 @@ async def test_every_field_of_a_request_is_sent(name: str) -> None:
 def test_every_request_method_is_called_here() -> None:
     methods = {name for name in vars(MeshClients) if not name.startswith("_")}
     streamed_or_local = {"ingest_batch", "convert_file", "ask_stream", "health", "close", "services"}
-    assert methods - streamed_or_local == {name.split()[0] for name in CALLS}
+    assert methods - streamed_or_local - COMPOSITE == {name.split()[0] for name in CALLS}

@@ -125,12 +125,11 @@ def test_a_route_without_a_declared_scope_stops_the_app_from_being_built(monkeyp
     forgot = APIRouter(prefix="/api/v1")
     forgot.add_api_route("/open", lambda: {}, methods=["GET"])
     monkeypatch.setattr(routes, "API_ROUTERS", (*routes.API_ROUTERS, forgot))
-    monkeypatch.setattr("ragmesh_gateway.app.API_ROUTERS", routes.API_ROUTERS)
     with pytest.raises(RuntimeError, match="/api/v1/open declares no scope"):
         create_app(GatewaySettings(http_port=0))
     scoped = APIRouter(prefix="/api/v1")
     scoped.add_api_route("/fine", lambda: {}, methods=["GET"], dependencies=[require_scope("read")])
-    monkeypatch.setattr("ragmesh_gateway.app.API_ROUTERS", (*routes.API_ROUTERS[:-1], scoped))
+    monkeypatch.setattr(routes, "API_ROUTERS", (*routes.API_ROUTERS[:-1], scoped))
     create_app(GatewaySettings(http_port=0))
 
 

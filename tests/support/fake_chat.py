@@ -17,7 +17,9 @@ our prompt carried the retrieved chunks:
 Usage counts words: prompt_tokens are the words of all messages, completion_tokens the streamed pieces.
 `fail_with = (status, message)` makes every call fail with that HTTP status; `break_after = n` makes a
 streamed answer fail after n pieces (an `error` object in the stream, as OpenAI reports mid-stream failures);
-`token_delay` sleeps between streamed pieces. Every request body is kept in `requests`.
+`token_delay` sleeps between streamed pieces. `script = [(tool, arguments), ...]` replaces the search/fetch
+steps with those tool calls, one a round, then answers "Done: " and the last tool result's JSON. Every request
+body is kept in `requests`.
 
     with FakeChat() as chat:
         settings = AnswerSettings(base_url=chat.url, model="fake-chat", ...)
@@ -72,6 +74,7 @@ class FakeChat:
         self.token_delay = token_delay
         self.fail_with: tuple[int, str] | None = None
         self.break_after: int | None = None
+        self.script: list[tuple[str, dict[str, Any]]] | None = None
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._server: uvicorn.Server | None = None
@@ -121,7 +124,7 @@ class FakeChat:
         """Forget the requests and any failure set up."""
         with self._lock:
             self.requests.clear()
-        self.fail_with = self.break_after = None
+        self.fail_with = self.break_after = self.script = None
 
     def calls(self, kind: str | None = None) -> list[dict[str, Any]]:
         """The request bodies received so far (of one kind: "rewrite", "tools" or "answer")."""
@@ -142,6 +145,8 @@ class FakeChat:
         kind = self.kind(body)
         if kind == "rewrite":
             return self._rewrite(messages), []
+        if kind == "tools" and self.script is not None:
+            return self._scripted(messages, self.script)
         if kind == "tools":
             return self._tool_step(messages)
         return self._answer(messages), []
@@ -177,6 +182,17 @@ class FakeChat:
                 best = (overlap, int(header.group(1)), text)
         assert best is not None
         return f"{first_sentence(best[2])} [{best[1]}]"
+
+    @staticmethod
+    def _scripted(
+        messages: list[dict[str, Any]], script: list[tuple[str, dict[str, Any]]]
+    ) -> tuple[str, list[dict[str, Any]]]:
+        last_user = max(i for i, m in enumerate(messages) if m.get("role") == "user")
+        results = [_content(m) for m in messages[last_user + 1 :] if m.get("role") == "tool"]
+        if len(results) < len(script):
+            name, arguments = script[len(results)]
+            return "", [_tool_call(f"call_{last_user}_{len(results)}", name, arguments)]
+        return f"Done: {results[-1] if results else ''}", []
 
     @staticmethod
     def _tool_step(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:

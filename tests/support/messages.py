@@ -31,6 +31,7 @@ _INTS = {
     FieldDescriptor.TYPE_SFIXED64,
 }
 _STRUCT = "google.protobuf.Struct"
+_VALUE = "google.protobuf.Value"  # filled as a string (its oneof's first member, null_value, is a default)
 
 
 def _real_oneof(field: FieldDescriptor) -> Any:
@@ -81,6 +82,8 @@ def fill(message: Message, overrides: Mapping[str, Any] = {}, oneofs: Mapping[st
                 value["key-set"] = scalar(value_field, overrides)
         elif field.message_type is not None and field.message_type.full_name == _STRUCT:
             (value.add() if field.is_repeated else value).update({"key": "value-set"})
+        elif field.message_type is not None and field.message_type.full_name == _VALUE:
+            (value.add() if field.is_repeated else value).string_value = f"{field.name}-set"
         elif field.message_type is not None:
             fill(value.add() if field.is_repeated else value, overrides, oneofs)
         elif field.is_repeated:
@@ -115,7 +118,7 @@ def _paths(message: Message, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str
         yield path
         if field.message_type is None or field.message_type.GetOptions().map_entry:
             continue
-        if field.message_type.full_name == _STRUCT:
+        if field.message_type.full_name in (_STRUCT, _VALUE):
             continue
         yield from _paths(value[0] if field.is_repeated else value, path)
 

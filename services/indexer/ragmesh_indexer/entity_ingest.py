@@ -152,11 +152,11 @@ class EntityIngest:
         )
         async with self._lock(collection):
             await self._reconcile(collection, quiet=True)
-            batches = list(_batches(entities, self.batch_entities))
-            position = {e.id: b for b, batch in enumerate(batches) for e in batch}
+            cut = list(batches(entities, self.batch_entities))
+            position = {e.id: b for b, batch in enumerate(cut) for e in batch}
             held: list[GraphEntity] = []  # entities with a relation to a later batch
             dangling: dict[str, None] = {}
-            for b, batch in enumerate(batches):
+            for b, batch in enumerate(cut):
                 sent = []
                 for entity in batch:
                     now = [link for link in entity.relations if position.get(link.target_id, b) <= b]
@@ -218,6 +218,9 @@ class EntityIngest:
                 self.journal.remove(collection, ids)
             else:
                 await self._undo(collection, ids)
+            raise
+        except BaseException:  # cancelled while the graph wrote: it may have, the journal's retry will undo it
+            self._retry_later()
             raise
         try:
             outcomes = await self.indexer.ingest_batch([_document(collection, e) for e in batch])
@@ -315,7 +318,7 @@ def max_property_chars(value: int) -> int:
     return value or 250
 
 
-def _batches(entities: Sequence[GraphEntity], size: int) -> Iterator[list[GraphEntity]]:
+def batches(entities: Sequence[GraphEntity], size: int) -> Iterator[list[GraphEntity]]:
     """Batches of about `size` entities that never split an entity from its children (which follow it)."""
     batch: list[GraphEntity] = []
     for group in _families(entities):
