@@ -3,9 +3,13 @@ properties, the ontology's counts, deletes, dropping a graph, a restart, and eve
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
+import ladybug
 import pytest
 from ragmesh.graph.v1 import graph_service_pb2 as pb
+from ragmesh_common.errors import from_rpc_error
 
 from tests.support.graph import cluster, entity, props_of, value
 
@@ -254,6 +258,10 @@ _REFUSED = [
     (_with(_OK, properties=[pb.Property(name="spec", value=value({"replicas": 3}))]), "entities[0].properties[spec]"),
     (_with(_OK, properties=[pb.Property(name="m", value=value([[1]]))]), "entities[0].properties[m]"),
     (_with(_OK, properties=[pb.Property(name="name", value=value("again"))]), "entities[0].properties[name]"),
+    (
+        _with(_OK, primary_key=[pb.Property(name="namespace", value=value(["shop"])), _OK.primary_key[1]]),
+        "entities[0].primary_key",
+    ),
 ]
 
 
@@ -266,14 +274,20 @@ async def test_a_malformed_entity_is_refused_with_its_field(graph, rpc_error, ba
     assert list(listed.graphs) == []  # nothing written, no graph made
 
 
-async def test_a_type_or_property_differing_only_in_case_from_the_graphs_is_refused(graph, rpc_error):
+async def test_a_type_or_property_clashing_with_the_graphs_tables_or_columns_is_refused(graph, rpc_error):
     await graph.upsert([entity("Deployment/shop/web", props={"spec.replicas": 1})])
-    for bad, field in [
-        (entity("deployment/shop/api"), "entities[0].type"),
-        (entity("Deployment/shop/api", props={"Spec.Replicas": 1}), "entities[0].properties[Spec.Replicas]"),
+    await graph.upsert([entity("Service/shop/web", rels=[("SELECTS", "Deployment/shop/web")])])
+    for batch, field in [
+        ([entity("deployment/shop/api")], "entities[0].type"),
+        ([entity("Deployment/shop/api", props={"Spec.Replicas": 1})], "entities[0].properties[Spec.Replicas]"),
+        ([entity("Pod/shop/a"), entity("POD/shop/b")], "entities[1].type"),  # two new ones in one batch
+        # Entity types and relation types are tables of one namespace.
+        ([entity("Selects/shop/a")], "entities[0].type"),
+        ([entity("Pod/shop/a"), entity("Job/shop/b", rels=[("POD", "Pod/shop/a")])], "entities[1].relations[0].type"),
     ]:
-        error = await rpc_error(graph.UpsertEntities(pb.UpsertEntitiesRequest(collection="k8s", entities=[bad])))
+        error = await rpc_error(graph.UpsertEntities(pb.UpsertEntitiesRequest(collection="k8s", entities=batch)))
         assert (error.reason, [v.field for v in error.field_violations]) == ("ENTITY_INVALID", [field])
+    assert {t.name for t in (await graph.info()).entity_types} == {"Deployment", "Service"}
 
 
 async def test_a_bad_collection_name_is_refused(graph, rpc_error):
@@ -295,3 +309,48 @@ async def test_reading_a_collection_without_a_graph_is_graph_not_found(graph, rp
         error = await rpc_error(call)
         assert (error.code, error.reason) == (grpc.StatusCode.NOT_FOUND, "GRAPH_NOT_FOUND")
     assert not (graph.settings.graphs_dir / "none").exists()  # reading makes no graph
+
+
+async def test_too_many_entities_or_a_malformed_id_to_delete_is_refused(graph, rpc_error):
+    many = [entity(f"Pod/a/p{i}") for i in range(10_001)]
+    error = await rpc_error(graph.UpsertEntities(pb.UpsertEntitiesRequest(collection="k8s", entities=many)))
+    assert (error.reason, [v.field for v in error.field_violations]) == ("ENTITY_INVALID", ["entities"])
+    await graph.upsert([_OK])
+    bad = pb.DeleteEntitiesRequest(collection="k8s", ids=["Deployment/shop/web", "no-type"])
+    error = await rpc_error(graph.DeleteEntities(bad))
+    assert (error.reason, [v.field for v in error.field_violations]) == ("ENTITY_INVALID", ["ids[1]"])
+    assert (await graph.get("Deployment/shop/web")).id == "Deployment/shop/web"  # nothing deleted
+
+
+async def test_deleting_a_graph_while_it_is_read_fails_the_reads_cleanly(graph):
+    await graph.upsert(cluster())
+    reads = [
+        graph.ExploreEntity(pb.ExploreEntityRequest(collection="k8s", entity_id="Service/shop/web", depth=3))
+        for _ in range(20)
+    ] + [graph.Query(pb.QueryRequest(collection="k8s", query="MATCH (n) RETURN n")) for _ in range(10)]
+    dropped = graph.DeleteGraph(pb.DeleteGraphRequest(collection="k8s"))
+    results = await asyncio.gather(*reads[:15], dropped, *reads[15:], return_exceptions=True)
+    assert results[15].deleted
+    for result in results[:15] + results[16:]:
+        if isinstance(result, grpc.aio.AioRpcError):
+            assert from_rpc_error(result).reason in ("GRAPH_NOT_FOUND", "ENTITY_NOT_FOUND"), result
+        else:
+            assert isinstance(result, pb.ExploreEntityResponse | pb.QueryResponse)
+    # The service still serves: a new graph under the same name.
+    await graph.upsert([entity("Service/shop/web")])
+    assert (await graph.info()).entities == 1
+
+
+async def test_an_ontology_left_behind_its_data_is_counted_again_at_start(start_graph, tmp_path):
+    async with start_graph(tmp_path) as graph:
+        await graph.upsert(cluster())
+    # As if a process stopped between a write of the data and the rewrite of its ontology.
+    database = ladybug.Database(str(tmp_path / "graph" / "k8s" / "data"))
+    ladybug.Connection(database).execute("MATCH (c:ConfigMap) DETACH DELETE c")
+    database.close()
+    async with start_graph(tmp_path) as graph:
+        info = await graph.info()
+        assert "ConfigMap" not in {t.name for t in info.entity_types} and info.entities == 6
+        assert ("Deployment", "USES", "ConfigMap") not in {(r.from_type, r.type, r.to_type) for r in info.relations}
+        rows = await graph.query("MATCH (t:EntityType) RETURN count(t)", target=pb.QUERY_TARGET_ONTOLOGY)
+        assert rows.rows[0].values[0].number_value == 6
