@@ -7,7 +7,9 @@ UpsertEntities call to the graph, then the batch's documents through the pipelin
 the first is undone (DeleteEntities on the graph, and the batch's documents deleted) and the call fails: no
 entity is left in one store only. A relation to an entity of a later batch is held back and written once every
 batch is in (a second UpsertEntities of the entities that have such relations, graph only: they are in both
-stores by then), so the graph never calls it dangling.
+stores by then), so the graph never calls it dangling. Re-ingesting an entity replaces it in both stores, and
+the children it had and has no more (a container renamed or removed) are deleted from both first: a child's
+document names its parent (metadata graph_parent_id).
 
 The undo cannot reach a graph service that died mid-call, and such a call may have committed its batch before it
 died. So before each graph write the batch's ids are recorded in a small journal (`Journal`, a JSON file under
@@ -27,7 +29,7 @@ import logging
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -38,6 +40,9 @@ from ragmesh_common import validation
 from ragmesh_common.clients import ServiceClient
 from ragmesh_common.errors import RagmeshError, failed_precondition, invalid_argument
 from ragmesh_common.reasons import Reason
+from ragmesh_store import METADATA_PREFIX as METADATA
+from ragmesh_store import CollectionNotFound
+from ragmesh_store.aio import store_call
 
 from .entities import GraphEntity, Value, check_unique, entity_invalid
 from .model import DocumentIn
@@ -59,6 +64,8 @@ _REFUSED = frozenset(
         grpc.StatusCode.UNIMPLEMENTED,
     }
 )
+# The metadata key of a child entity's document that names its parent (how a re-ingest finds stale children).
+PARENT = "graph_parent_id"
 _DANGLING_TYPE = re.compile(r" -\[([A-Z][A-Z0-9_]*)\]-> ")
 _RETRY_FIRST_S = 0.5
 _RETRY_MAX_S = 30.0
@@ -78,13 +85,20 @@ class IngestReport:
 class Journal:
     """Ids to delete from both stores, by collection, in a JSON file rewritten whole (atomically) on each change."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, on_change: Callable[[int], object] | None = None) -> None:
+        """`on_change` gets the number of ids pending after each change (and now)."""
         self.path = path
+        self.on_change = on_change
         try:
             raw = json.loads(path.read_text())
         except FileNotFoundError:
             raw = {}
         self.pending: dict[str, list[str]] = {c: list(ids) for c, ids in raw.items() if ids}
+        self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change(sum(map(len, self.pending.values())))
 
     def add(self, collection: str, ids: Iterable[str]) -> None:
         self.pending[collection] = list(dict.fromkeys([*self.pending.get(collection, []), *ids]))
@@ -107,6 +121,7 @@ class Journal:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
+        self._changed()
 
 
 class EntityIngest:
@@ -210,6 +225,10 @@ class EntityIngest:
         """Write a batch to the graph, then to the store; undo the graph write when the store's fails. Returns
         the graph's dangling relations."""
         ids = [e.id for e in batch]
+        stale = await self._stale_children(collection, ids)
+        if stale:  # children an entity had and has no more: gone from both stores first
+            self.journal.add(collection, stale)
+            await self._delete_both(collection, stale)
         self.journal.add(collection, ids)
         try:
             reply = await graph.call("UpsertEntities", _upsert(collection, sent))
@@ -232,12 +251,31 @@ class EntityIngest:
             await self._undo(collection, ids)
             raise failed
         self.journal.remove(collection, ids)
+        self.indexer.metrics.graph_entities.inc(len(ids))
         return list(reply.dangling_relations)
+
+    async def _stale_children(self, collection: str, ids: list[str]) -> list[str]:
+        """The stored children of these entities that are not among them (a container renamed or removed): the
+        store knows them (graph_parent_id), as does the graph, the two holding the same entities."""
+        try:
+            active = (await self.indexer.targets(collection))[0]
+            rows = await store_call(
+                self.indexer.store.list_documents, active.physical, {f"{METADATA}{PARENT}": ids}, []
+            )
+        except CollectionNotFound:
+            return []
+        except RagmeshError as exc:
+            if exc.reason == Reason.COLLECTION_NOT_FOUND:
+                return []
+            raise
+        given = set(ids)
+        return [str(row["doc_id"]) for row in rows if row["doc_id"] not in given]
 
     async def _undo(self, collection: str, ids: list[str]) -> None:
         """Delete a batch from both stores now, or (the graph out of reach) leave it to the background retry."""
         try:
             await self._delete_both(collection, ids)
+            self.indexer.metrics.graph_undone.inc(len(ids))
         except Exception as exc:  # noqa: BLE001 - whatever stopped the undo, the journal keeps it
             log.warning("graph entities of %r left to delete later (%d ids): %s", collection, len(ids), exc)
             # what the store holds goes now; the graph's part waits for the graph
@@ -265,18 +303,28 @@ class EntityIngest:
         return gone
 
     # --- the journal's retries ---------------------------------------------------------------------------------
-    async def _reconcile(self, collection: str | None = None, *, quiet: bool = False) -> None:
-        """Finish the undos the journal holds (one collection's, or all); raises unless `quiet`."""
-        for name in [collection] if collection is not None else list(self.journal.pending):
-            ids = self.journal.pending.get(name, [])
-            if not ids:
-                continue
-            try:
-                await self._delete_both(name, list(ids))
-            except Exception:
+    async def _reconcile(self, collection: str, *, quiet: bool = False) -> None:
+        """Finish the undos the journal holds for a collection; raises unless `quiet` (then only logs)."""
+        ids = list(self.journal.pending.get(collection, []))
+        if not ids:
+            return
+        try:
+            await self._delete_both(collection, ids)
+            self.indexer.metrics.graph_undone.inc(len(ids))
+        except RagmeshError as exc:
+            if exc.code not in _REFUSED:
                 if not quiet:
                     raise
-                log.warning("graph entities of %r still to delete (%d ids): the graph is out of reach", name, len(ids))
+                log.warning("%d graph entities of %r still to delete: %s", len(ids), collection, exc)
+                return
+            # the graph will never take these ids: no use asking again
+            log.error("graph entities of %r cannot be deleted from the graph: %s", collection, exc)
+            await self._delete_documents(collection, ids)
+            self.journal.remove(collection, ids)
+        except Exception as exc:
+            if not quiet:
+                raise
+            log.warning("%d graph entities of %r still to delete: %s", len(ids), collection, exc)
 
     def _retry_later(self) -> None:
         if self._retry is None or self._retry.done():
@@ -354,7 +402,11 @@ def _document(collection: str, entity: GraphEntity) -> DocumentIn:
         collection=collection,
         doc_id=entity.id,
         title=entity.id,
-        metadata={"is_graph_entity": True, "graph_entity_type": entity.type},
+        metadata={
+            "is_graph_entity": True,
+            "graph_entity_type": entity.type,
+            **({PARENT: entity.parent_id} if entity.parent_id else {}),
+        },
         text=entity.text(),
     )
 

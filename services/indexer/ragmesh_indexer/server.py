@@ -142,6 +142,5 @@ def _entity_ingest(settings: IndexerSettings, indexer: Indexer, folder: Path) ->
         max_message_bytes=settings.max_message_bytes,
         caller="indexer",
     )
-    return EntityIngest(
-        indexer, graph, Journal(folder / "graph-pending.json"), batch_entities=settings.graph_batch_entities
-    )
+    journal = Journal(folder / "graph-pending.json", indexer.metrics.graph_pending.set)
+    return EntityIngest(indexer, graph, journal, batch_entities=settings.graph_batch_entities)

@@ -5,7 +5,11 @@ refusal, and the feature off."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import shutil
+import subprocess
+from pathlib import Path
 
 import grpc
 import pytest
@@ -17,6 +21,7 @@ from ragmesh.search.v1 import search_service_pb2 as search_pb
 from ragmesh_common.reasons import Reason
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
+K8S = Path(__file__).resolve().parents[3] / "deploy" / "k8s"
 
 SHOP = """\
 apiVersion: apps/v1
@@ -55,8 +60,11 @@ stringData: {token: do-not-store-me}
 """
 
 
-def shop(replicas: int = 2) -> pb.FileInput:
-    return pb.FileInput(data=SHOP.replace("REPLICAS", str(replicas)).encode(), filename="shop.yaml")
+def shop(replicas: int = 2, *, sidecar: bool = True) -> pb.FileInput:
+    text = SHOP.replace("REPLICAS", str(replicas))
+    if not sidecar:
+        text = text.replace("        - {name: sidecar, image: proxy:1}\n", "")
+    return pb.FileInput(data=text.encode(), filename="shop.yaml")
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -151,6 +159,14 @@ async def test_ingesting_again_replaces_in_both_stores(mesh, indexer, graph):
     [doc] = mesh.store.list_documents("again", {"doc_id": "Deployment/shop/frontend"}, ["text"])
     assert "spec.replicas: 5" in doc["text"]
     assert await graph_ids(graph, "again") == set(first.entity_ids) == store_ids(mesh, "again")
+
+
+async def test_a_child_the_entity_no_longer_has_is_gone_from_both_stores_after_a_reingest(mesh, indexer, graph):
+    await indexer.IngestEntities(pb.IngestEntitiesRequest(collection="stale", files=[shop()]))
+    assert "Container/shop/frontend/sidecar" in await graph_ids(graph, "stale")
+    reply = await indexer.IngestEntities(pb.IngestEntitiesRequest(collection="stale", files=[shop(sidecar=False)]))
+    assert "Container/shop/frontend/sidecar" not in reply.entity_ids
+    assert await graph_ids(graph, "stale") == set(reply.entity_ids) == store_ids(mesh, "stale")
 
 
 async def test_delete_removes_an_entity_and_its_children_from_both_stores(mesh, indexer, graph, rpc_error):
@@ -254,7 +270,31 @@ async def test_with_the_graph_off_entities_are_refused(mesh_factory, rpc_error):
         assert error.reason == Reason.GRAPH_DISABLED
 
 
+def kustomize(path: Path) -> bytes:
+    return subprocess.run(
+        [shutil.which("kubectl") or "kubectl", "kustomize", str(path)], capture_output=True, check=True
+    ).stdout
+
+
 def _struct(values: dict) -> struct_pb2.Struct:
     struct = struct_pb2.Struct()
     struct.update(values)
     return struct
+
+
+@pytest.mark.parametrize("kustomization", ["", "overlays/prod"])
+async def test_this_repositorys_render_lands_whole_in_both_stores(mesh, indexer, graph, kustomization):
+    render = await asyncio.to_thread(kustomize, K8S / kustomization)
+    collection = f"render-{kustomization.replace('/', '-') or 'base'}"
+    reply = await indexer.IngestEntities(
+        pb.IngestEntitiesRequest(collection=collection, files=[pb.FileInput(data=render, filename="ragmesh.yaml")])
+    )
+    assert await graph_ids(graph, collection) == set(reply.entity_ids) == store_ids(mesh, collection)
+    # only what the render does not hold is dangling: the prod overlay's Secret comes from elsewhere
+    assert {line.rsplit(" ", 1)[1] for line in reply.dangling_relations} <= {"Secret/ragmesh/ragmesh-secrets"}
+    deployment = await graph.ExploreEntity(
+        graph_pb.ExploreEntityRequest(collection=collection, entity_id="Deployment/ragmesh/search")
+    )
+    incoming = {(n.relation, n.id) for n in deployment.neighbours if n.direction == graph_pb.DIRECTION_INCOMING}
+    assert ("SELECTS", "Service/ragmesh/search") in incoming
+    assert ("APPLIES_TO", "NetworkPolicy/ragmesh/search") in incoming

@@ -15,6 +15,7 @@ import pytest
 from ragmesh.graph.v1 import graph_service_pb2 as graph_pb
 from ragmesh.graph.v1 import graph_service_pb2_grpc as graph_grpc
 from ragmesh.indexer.v1 import indexer_service_pb2 as pb
+from ragmesh_common.telemetry import setup_telemetry
 from ragmesh_indexer.server import job_folder
 
 from tests.e2e.mesh_process import Proc, free_port, wait_serving
@@ -66,6 +67,12 @@ async def graph_ids(addr: str) -> set[str]:
     return {row.values[0].string_value for row in reply.rows}
 
 
+def pending() -> float:
+    """The indexer's ragmesh_indexer_graph_pending_entities."""
+    value = setup_telemetry("indexer").registry.get_sample_value("ragmesh_indexer_graph_pending_entities")
+    return value or 0.0
+
+
 def store_ids(mesh) -> set[str]:
     return {row["doc_id"] for row in mesh.store.list_documents("items", {}, ["doc_id"])}
 
@@ -99,13 +106,18 @@ async def test_a_graph_killed_mid_ingest_leaves_no_entity_in_one_store_only(mesh
         assert failed.value.code() == grpc.StatusCode.UNAVAILABLE
         assert "graph" in failed.value.details()
 
+        # the batch the graph may or may not have taken waits to be deleted from both stores
+        journal = job_folder(mesh.settings["indexer"], mesh.data_dir) / "graph-pending.json"
+        assert pending() == sum(map(len, json.loads(journal.read_text()).values())) > 0
+        assert not set(json.loads(journal.read_text())["items"]) & store_ids(mesh)
+
         proc = graph_process(graph_dir, port, tmp_path / "graph-2.log").start()
         await asyncio.to_thread(wait_serving, addr, [proc])
-        # the indexer finishes the undo it could not do while the graph was away (its journal empties)
-        journal = job_folder(mesh.settings["indexer"], mesh.data_dir) / "graph-pending.json"
+        # the indexer finishes that undo once the graph is back (its journal and the gauge go to zero)
         deadline = time.monotonic() + 120
-        while json.loads(journal.read_text()) and time.monotonic() < deadline:
+        while pending() and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
+        assert pending() == 0
         assert json.loads(journal.read_text()) == {}
 
         in_graph, in_store = await graph_ids(addr), store_ids(mesh)
