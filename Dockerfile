@@ -2,7 +2,7 @@
 # Every ragmesh image, one target per service; each image carries only its own packages (only the embedder
 # has torch, the gateway has no Qdrant client). Build from the repository root:
 #   docker build --target embedder -t ragmesh/embedder:0.1.0 .
-#   for svc in converter embedder indexer search answer gateway; do docker build --target $svc -t ragmesh/$svc:0.1.0 .; done
+#   for svc in converter embedder indexer search answer graph gateway; do docker build --target $svc -t ragmesh/$svc:0.1.0 .; done
 #
 # Adding a service is two short stages: `<svc>-build` (FROM build, or store-build when it opens the store;
 # COPY its folder; one constrained pip install) and `<svc>` (FROM runtime; COPY its virtualenv; ENV its host;
@@ -55,6 +55,10 @@ FROM build AS answer-build
 COPY services/answer services/answer
 RUN pip install --no-cache-dir -c constraints.txt ./libs/api ./libs/common ./services/answer ./cli
 
+FROM build AS graph-build
+COPY services/graph services/graph
+RUN pip install --no-cache-dir -c constraints.txt ./libs/api ./libs/common ./services/graph ./cli
+
 FROM build AS gateway-build
 COPY gateway gateway
 RUN pip install --no-cache-dir -c constraints.txt ./libs/api ./libs/common ./gateway ./cli
@@ -104,6 +108,14 @@ COPY --from=answer-build /opt/ragmesh /opt/ragmesh
 ENV RAGMESH_ANSWER_HOST=0.0.0.0
 EXPOSE 50055
 ENTRYPOINT ["ragmesh", "serve", "answer"]
+
+# ragmesh graph: the entity graphs, one embedded LadybugDB database per collection under RAGMESH_DATA_DIR
+# (a volume: deploy/k8s/components/graph). Optional: RAGMESH_GRAPH_ENABLED=true on its clients. No torch.
+FROM runtime AS graph
+COPY --from=graph-build /opt/ragmesh /opt/ragmesh
+ENV RAGMESH_GRAPH_HOST=0.0.0.0
+EXPOSE 50056
+ENTRYPOINT ["ragmesh", "serve", "graph"]
 
 # ragmesh gateway: REST (FastAPI) and MCP in front of the gRPC mesh. No torch, no Qdrant client. It refuses
 # to listen on 0.0.0.0 without RAGMESH_API_KEYS (or RAGMESH_ALLOW_UNAUTHENTICATED=true).

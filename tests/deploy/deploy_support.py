@@ -21,9 +21,12 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "deploy" / "k8s"
-COMPONENTS = ("observability", "network-policies", "embedder-queue-autoscaling", "gpu-embedder")
+COMPONENTS = ("observability", "network-policies", "embedder-queue-autoscaling", "gpu-embedder", "graph")
 GRPC_SERVICES = ("converter", "embedder", "indexer", "search", "answer")
 SERVICES = (*GRPC_SERVICES, "gateway")
+# Services that run only where a component adds them (components/<name>); each has an image all the same.
+OPTIONAL_SERVICES = ("graph",)
+IMAGES = (*SERVICES, *OPTIONAL_SERVICES)
 # The one Dockerfile of every image, a target per service (the build context is the repository root).
 DOCKERFILE = REPO / "Dockerfile"
 
@@ -58,13 +61,31 @@ def render_combo(components: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
         return render_dir(Path(tmp))
 
 
+@functools.cache
+def render_overlay_with(overlay: str, components: tuple[str, ...], namespace: str) -> tuple[dict[str, Any], ...]:
+    """An overlay with more components, as a kustomization of one's own would add them (in its namespace)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        rel = Path(os.path.relpath(K8S, tmp))
+        kustomization = {
+            "apiVersion": "kustomize.config.k8s.io/v1beta1",
+            "kind": "Kustomization",
+            "namespace": namespace,
+            "resources": [str(rel / "overlays" / overlay)],
+            "components": [str(rel / "components" / c) for c in components],
+        }
+        Path(tmp, "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+        return render_dir(Path(tmp))
+
+
 def all_renders() -> dict[str, tuple[dict[str, Any], ...]]:
-    """Every kustomization in deploy/k8s, plus the base with every combination of the components."""
+    """Every kustomization in deploy/k8s, plus the base with every combination of the components, plus the dev
+    overlay with the graph."""
     renders = {
         "default": render_dir(K8S),
         "base": render_dir(K8S / "base"),
         "dev": render_dir(K8S / "overlays" / "dev"),
         "prod": render_dir(K8S / "overlays" / "prod"),
+        "dev+graph": render_overlay_with("dev", ("graph",), "ragmesh-dev"),
     }
     for n in range(1, len(COMPONENTS) + 1):
         for combo in itertools.combinations(COMPONENTS, n):
@@ -72,9 +93,14 @@ def all_renders() -> dict[str, tuple[dict[str, Any], ...]]:
     return renders
 
 
-RENDER_NAMES = ("default", "base", "dev", "prod") + tuple(
+RENDER_NAMES = ("default", "base", "dev", "prod", "dev+graph") + tuple(
     "base+" + "+".join(combo) for n in range(1, len(COMPONENTS) + 1) for combo in itertools.combinations(COMPONENTS, n)
 )
+
+
+def services_in(name: str) -> set[str]:
+    """The ragmesh services a render runs: every one, and the optional ones whose component it has."""
+    return {*SERVICES, *(s for s in OPTIONAL_SERVICES if s in name.split("+"))}
 
 
 def of_kind(docs, kind: str) -> list[dict[str, Any]]:
@@ -96,7 +122,7 @@ def ragmesh_service_of(container: dict[str, Any]) -> str | None:
     image = container["image"].rsplit("/", 1)
     if len(image) == 2 and image[0].endswith("ragmesh"):
         name = image[1].split(":")[0].split("@")[0]
-        return name if name in SERVICES else None
+        return name if name in IMAGES else None
     return None
 
 

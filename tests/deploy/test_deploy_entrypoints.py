@@ -19,7 +19,7 @@ from pathlib import Path
 import grpc
 import httpx
 import pytest
-from deploy_support import REPO, SERVICES, container_env, ragmesh_containers
+from deploy_support import IMAGES, OPTIONAL_SERVICES, REPO, container_env, ragmesh_containers
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from ragmesh_cli import mesh
 
@@ -30,7 +30,7 @@ STARTUP_ATTEMPTS = 600  # x 0.2 s: generous, the embedder loads its model on 2 s
 
 
 def pod_env(renders, service: str) -> tuple[dict[str, str], dict]:
-    docs = renders["dev"]
+    docs = renders["dev+graph" if service in OPTIONAL_SERVICES else "dev"]
     for workload, container, svc in ragmesh_containers(docs):
         if svc == service:
             env = {k: v for k, v in container_env(docs, container).items() if not k.startswith("OTEL_EXPORTER")}
@@ -89,7 +89,7 @@ def grpc_serving(port: int) -> bool:
     return reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
-@pytest.mark.parametrize("service", ["converter", "embedder", "answer"])
+@pytest.mark.parametrize("service", ["converter", "embedder", "answer", "graph"])
 def test_grpc_service_entrypoint_serves_its_probe_and_drains_on_sigterm(renders, service, tmp_path):
     env, workload = pod_env(renders, service)
     port = free_port()
@@ -97,7 +97,7 @@ def test_grpc_service_entrypoint_serves_its_probe_and_drains_on_sigterm(renders,
         f"RAGMESH_{service.upper()}_HOST": "127.0.0.1",
         f"RAGMESH_{service.upper()}_PORT": str(port),
         "RAGMESH_DATA_DIR": str(tmp_path / "data"),
-    }  # the answer's sessions: not the manifests' shared /tmp
+    }  # the answer's sessions and the graph's databases: not the manifests' shared /tmp nor the pod's volume
     if service == "embedder":
         # The image carries the model's ONNX export (its Dockerfile sets this); the repository's cache stands in.
         env.setdefault("RAGMESH_EMBEDDER_MODEL_CACHE_DIR", str(REPO / ".ragmesh" / "models"))
@@ -135,7 +135,7 @@ def test_gateway_entrypoint_serves_health_with_the_manifests_keys_and_stops_on_s
             proc.wait()
 
 
-@pytest.mark.parametrize("service", SERVICES)
+@pytest.mark.parametrize("service", IMAGES)
 def test_every_image_entrypoint_names_an_installed_service(service):
     args = entrypoint_args(service)
     assert args[1:] == ["serve", service]

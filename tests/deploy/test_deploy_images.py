@@ -17,7 +17,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from deploy_support import DOCKERFILE, GRPC_SERVICES, REPO, SERVICES, named_port, ragmesh_containers
+from deploy_support import DOCKERFILE, IMAGES, OPTIONAL_SERVICES, REPO, named_port, ragmesh_containers
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -31,7 +31,7 @@ LOCAL = {
         REPO / "cli/pyproject.toml",
     ]
 }
-NO_TORCH = ("converter", "indexer", "search", "answer", "gateway")
+NO_TORCH = ("converter", "indexer", "search", "answer", "graph", "gateway")
 
 
 def hadolint() -> str:
@@ -156,7 +156,7 @@ def test_dockerfile_is_hadolint_clean():
 
 def test_one_dockerfile_has_a_target_per_service_and_no_other_dockerfiles_remain():
     finals = {name for name, (base, _) in stages().items() if base == "runtime"}
-    assert finals == set(SERVICES)
+    assert finals == set(IMAGES)
     others = [p for p in REPO.rglob("Dockerfile*") if ".venv" not in p.parts and p != DOCKERFILE]
     assert not others, f"one Dockerfile for every image: {others}"
 
@@ -169,7 +169,7 @@ def test_hadolint_does_flag_a_bad_dockerfile(tmp_path):
     assert {"DL3006", "DL3013", "DL3025"} <= set(re.findall(r"DL\d{4}", proc.stdout))
 
 
-@pytest.mark.parametrize("service", SERVICES)
+@pytest.mark.parametrize("service", IMAGES)
 def test_image_is_multi_stage_non_root_and_runs_ragmesh_serve(service):
     final = final_stage(service)
     # The final stage carries the built virtualenv, not the sources or pip's work.
@@ -182,7 +182,7 @@ def test_image_is_multi_stage_non_root_and_runs_ragmesh_serve(service):
     assert entrypoints == [f'["ragmesh", "serve", "{service}"]']
 
 
-@pytest.mark.parametrize("service", SERVICES)
+@pytest.mark.parametrize("service", IMAGES)
 def test_image_copies_exactly_the_local_packages_it_needs(service):
     own = canonicalize_name(f"ragmesh-{service}")
     # The service's package, and the CLI whose `ragmesh serve` is the entrypoint.
@@ -206,7 +206,7 @@ def test_image_copies_exactly_the_local_packages_it_needs(service):
         ]
 
 
-@pytest.mark.parametrize("service", SERVICES)
+@pytest.mark.parametrize("service", IMAGES)
 def test_image_satisfies_every_requirement_of_the_local_packages(service):
     """--no-deps installs must not drop a requirement the service's code declares."""
     closure = image_closure(service)
@@ -219,7 +219,7 @@ def test_image_satisfies_every_requirement_of_the_local_packages(service):
 def test_only_the_embedder_image_carries_torch(service):
     closure = image_closure(service)
     assert "torch" not in closure and "sentence-transformers" not in closure, service
-    if service in ("gateway", "answer"):
+    if service in ("gateway", "answer", "graph"):
         assert "qdrant-client" not in closure and "qdrant-edge-py" not in closure
     assert "torch" in image_closure("embedder")
 
@@ -233,22 +233,25 @@ def test_the_embedder_installs_cpu_torch_first_at_the_pinned_version():
     assert options[-2:] == ["--index-url", "https://download.pytorch.org/whl/cpu"]
 
 
-@pytest.mark.parametrize("service", SERVICES)
+@pytest.mark.parametrize("service", IMAGES)
 def test_manifests_run_the_images_entrypoint_on_the_exposed_port(renders, service):
     final = final_stage(service)
     exposed = {int(args) for kind, args in final if kind == "EXPOSE"}
-    for _, container, svc in ragmesh_containers(renders["default"]):
-        if svc == service:
-            # No command/args override: the pod runs the image's `ragmesh serve <service>`.
-            assert "command" not in container and "args" not in container
-            assert exposed == {named_port(container, "grpc" if service in GRPC_SERVICES else "http")}
+    # The optional services run where their component is (the dev overlay with the graph).
+    docs = renders["dev+graph" if service in OPTIONAL_SERVICES else "default"]
+    containers = [container for _, container, svc in ragmesh_containers(docs) if svc == service]
+    assert containers
+    for container in containers:
+        # No command/args override: the pod runs the image's `ragmesh serve <service>`.
+        assert "command" not in container and "args" not in container
+        assert exposed == {named_port(container, "http" if service == "gateway" else "grpc")}
 
 
 def test_dockerignore_keeps_what_the_images_copy_and_drops_the_rest():
     lines = [line for line in (REPO / ".dockerignore").read_text().splitlines() if line and not line.startswith("#")]
     assert lines[0] == "**"
     kept = {line.removeprefix("!").rstrip("/") for line in lines if line.startswith("!")}
-    for service in SERVICES:
+    for service in IMAGES:
         for kind, args in build_stages(service):
             if kind == "COPY" and not args.startswith("--from"):
                 assert args.split()[0] in kept

@@ -23,6 +23,7 @@ from deploy_support import (
     of_kind,
     ragmesh_containers,
     resolve_service_port,
+    services_in,
     workloads,
 )
 
@@ -93,7 +94,7 @@ def test_every_workload_has_probes_resources_and_a_restricted_security_context(r
 def test_grpc_services_use_native_grpc_probes_on_their_grpc_port(renders, name):
     seen = set()
     for _, container, service in ragmesh_containers(renders[name]):
-        if service not in GRPC_SERVICES:
+        if service == "gateway":
             assert container["readinessProbe"]["httpGet"]["path"] == "/ready"
             assert container["livenessProbe"]["httpGet"]["path"] == "/health"
             continue
@@ -101,7 +102,7 @@ def test_grpc_services_use_native_grpc_probes_on_their_grpc_port(renders, name):
         port = named_port(container, "grpc")
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
             assert container[probe]["grpc"]["port"] == port, f"{name}: {service} {probe}"
-    assert seen == set(GRPC_SERVICES)
+    assert seen == services_in(name) - {"gateway"}
 
 
 @pytest.mark.parametrize("name", RENDER_NAMES)
@@ -134,7 +135,7 @@ def test_shutdown_drains_within_the_termination_grace_period(renders, name):
 def test_every_service_has_a_deployment_service_and_account(renders, name):
     docs = renders[name]
     running = {service for _, _, service in ragmesh_containers(docs)}
-    assert running == set(SERVICES)
+    assert running == services_in(name)
     for service in GRPC_SERVICES:
         svc = by_name(docs, "Service", service)
         assert [p["name"] for p in svc["spec"]["ports"]][0] == "grpc"
@@ -270,7 +271,9 @@ def test_the_gpu_component_puts_the_embedder_on_a_gpu_node_in_cuda(renders, name
         assert metrics["Pods"]["pods"]["metric"]["name"] == "ragmesh_embedder_queue_depth"
 
 
-@pytest.mark.parametrize("name", [n for n in RENDER_NAMES if "observability" in n or n in ("default", "dev", "prod")])
+@pytest.mark.parametrize(
+    "name", [n for n in RENDER_NAMES if "observability" in n or n.split("+")[0] in ("default", "dev", "prod")]
+)
 def test_observability_points_every_service_at_the_collector_and_the_collector_at_jaeger(renders, name):
     docs = renders[name]
     names = set()
@@ -282,7 +285,7 @@ def test_observability_points_every_service_at_the_collector_and_the_collector_a
         assert workload["metadata"]["name"] == "otel-collector"
         assert target_port == named_port(target, "otlp-grpc")
         names.add(env["OTEL_SERVICE_NAME"])
-    assert names == set(SERVICES)  # one service name per service: one node per hop in Jaeger
+    assert names == services_in(name)  # one service name per service: one node per hop in Jaeger
 
     collector_config = yaml.safe_load(
         next(d for d in of_kind(docs, "ConfigMap") if d["metadata"]["name"].startswith("otel-collector"))["data"][
@@ -300,9 +303,45 @@ def test_observability_points_every_service_at_the_collector_and_the_collector_a
 
 
 @pytest.mark.parametrize(
-    "name", [n for n in RENDER_NAMES if "observability" not in n and n not in ("default", "dev", "prod")]
+    "name", [n for n in RENDER_NAMES if "observability" not in n and n.split("+")[0] not in ("default", "dev", "prod")]
 )
 def test_without_the_observability_component_nothing_is_exported(renders, name):
     docs = renders[name]
     for _, container, _ in ragmesh_containers(docs):
         assert "OTEL_EXPORTER_OTLP_ENDPOINT" not in container_env(docs, container)
+
+
+@pytest.mark.parametrize("name", [n for n in RENDER_NAMES if "graph" in n.split("+")])
+def test_the_graph_component_runs_one_graph_pod_on_a_volume_and_points_its_clients_at_it(renders, name):
+    docs = renders[name]
+    graph = by_name(docs, "StatefulSet", "graph")
+    # One process owns the database files: one replica, its own volume, mounted where its data directory is.
+    assert graph["spec"]["replicas"] == 1
+    (claim,) = graph["spec"]["volumeClaimTemplates"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"] and claim["spec"]["resources"]["requests"]["storage"]
+    container = graph["spec"]["template"]["spec"]["containers"][0]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts[claim["metadata"]["name"]] == container_env(docs, container)["RAGMESH_DATA_DIR"]
+    # The StatefulSet's governing Service is headless; the clients dial the other one.
+    assert by_name(docs, "Service", graph["spec"]["serviceName"])["spec"]["clusterIP"] == "None"
+    clients = set()
+    for _, client, service in ragmesh_containers(docs):
+        env = container_env(docs, client)
+        if service in ("gateway", "indexer", "answer"):
+            assert env["RAGMESH_GRAPH_ENABLED"] == "true", f"{name}: {service}"
+            host, port = env["RAGMESH_GRAPH_ADDR"].rsplit(":", 1)
+            target, target_container, target_port = resolve_service_port(docs, host, int(port))
+            assert target is graph and target_port == named_port(target_container, "grpc")
+            clients.add(service)
+        else:
+            assert "RAGMESH_GRAPH_ADDR" not in env, f"{name}: {service}"
+    assert clients == {"gateway", "indexer", "answer"}
+
+
+@pytest.mark.parametrize("name", [n for n in RENDER_NAMES if "graph" not in n.split("+")])
+def test_without_the_graph_component_nothing_runs_or_dials_a_graph(renders, name):
+    docs = renders[name]
+    assert not [d for d in docs if d["metadata"]["name"].startswith("graph") and d["kind"] != "NetworkPolicy"]
+    for _, container, _ in ragmesh_containers(docs):
+        env = container_env(docs, container)
+        assert "RAGMESH_GRAPH_ENABLED" not in env and "RAGMESH_GRAPH_ADDR" not in env

@@ -19,7 +19,14 @@ from deploy_support import (
     workloads,
 )
 
-WITH_POLICIES = ("default", "prod", "base+network-policies", "base+observability+network-policies")
+WITH_POLICIES = (
+    "default",
+    "prod",
+    "base+network-policies",
+    "base+observability+network-policies",
+    "base+network-policies+graph",
+    "base+observability+network-policies+graph",
+)
 
 
 def _pods(docs) -> dict[str, dict]:
@@ -126,6 +133,8 @@ def test_policies_allow_exactly_the_real_edges_of_the_mesh(renders, name):
         ("answer", "search", 50054),
         ("answer", "embedder", 50052),
     } <= expected
+    if "graph" in name.split("+"):
+        assert {("gateway", "graph", 50056), ("indexer", "graph", 50056), ("answer", "graph", 50056)} <= expected
     assert allowed_edges(docs) == expected
 
 

@@ -8,7 +8,6 @@ import importlib
 
 import pytest
 from deploy_support import (
-    GRPC_SERVICES,
     RENDER_NAMES,
     by_name,
     container_env,
@@ -25,6 +24,7 @@ SETTINGS = {
     "indexer": ["ragmesh_indexer.config:IndexerSettings", "ragmesh_store.config:StoreSettings"],
     "search": ["ragmesh_search.config:SearchSettings", "ragmesh_store.config:StoreSettings"],
     "answer": ["ragmesh_answer.config:AnswerSettings"],
+    "graph": ["ragmesh_graph.config:GraphSettings"],
     "gateway": ["ragmesh_gateway.config:GatewaySettings"],
 }
 OURS = ("RAGMESH_", "QDRANT_")
@@ -99,7 +99,7 @@ def test_settings_load_from_the_manifests_and_listen_where_the_services_point(re
         clean_env(container_env(docs, container, secret_placeholder="key-from-the-out-of-band-secret"))
         loaded = [load(cls) for cls in settings_classes(service)]
         settings = loaded[0]
-        if service in GRPC_SERVICES:
+        if service != "gateway":
             assert settings.host == "0.0.0.0", where
             assert settings.port == named_port(container, "grpc"), where
             # The Service named after the service, on its `grpc` port, reaches this container on that port.

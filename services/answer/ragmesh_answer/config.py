@@ -1,5 +1,5 @@
 """Answer settings: environment only (RAGMESH_ANSWER_*, plus RAGMESH_SEARCH_ADDR, RAGMESH_EMBEDDER_ADDR,
-RAGMESH_REDIS_URL and RAGMESH_DATA_DIR), validated at start-up.
+RAGMESH_GRAPH_ENABLED, RAGMESH_GRAPH_ADDR, RAGMESH_REDIS_URL and RAGMESH_DATA_DIR), validated at start-up.
 
 The chat model is any OpenAI-compatible chat-completions API (OpenAI, Azure OpenAI's /openai/v1 endpoint,
 Ollama, vLLM, llama.cpp's server, ...). Without RAGMESH_ANSWER_MODEL no model is configured and answers are
@@ -76,6 +76,26 @@ class AnswerSettings(ServiceSettings):
     max_query_chars: int = Field(1000, ge=1, le=100_000, description="Longest question accepted.")
     extractive_sentences: int = Field(3, ge=1, le=20, description="Sentences in an extractive answer.")
     search_timeout_seconds: float = Field(15.0, gt=0, description="Deadline of a Search or Embed call.")
+
+    # --- the graph (RAGMESH_GRAPH_ENABLED) -------------------------------------------------------------------
+    graph_enabled: bool = Field(
+        False,
+        validation_alias="RAGMESH_GRAPH_ENABLED",
+        description=(
+            "The graph service runs: sources that are graph entities get their neighbourhood (one hop) in the context."
+        ),
+    )
+    graph_addr: str = config.addr_field("graph")
+    graph_entities: int = Field(
+        3, ge=0, le=10, description="Graph entities among the sources whose neighbourhood is added (the best first)."
+    )
+    graph_neighbours: int = Field(20, ge=1, le=100, description="Relations listed per graph entity at most.")
+    graph_timeout_seconds: float = Field(
+        2.0,
+        gt=0,
+        le=60,
+        description="Deadline of the graph calls; a graph that fails or is late leaves the sources without relations.",
+    )
 
     # --- sessions ---------------------------------------------------------------------------------------------
     session_turns: int = Field(

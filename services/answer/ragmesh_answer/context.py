@@ -4,6 +4,10 @@ Retrieved chunks (best first) are taken while they fit a token budget, then grou
 document is one numbered source, `[n] title (collection/doc_id)`, followed by its chunks in document order.
 The answer cites sources as `[n]`; `cited_numbers` reads them back.
 
+A source that is a graph entity (its document's metadata says is_graph_entity) may carry its neighbourhood
+in the graph as one more line below its chunks: `Relations of <id>: -[SELECTS]-> <id>; <-[SCALES]- <id>.`
+(`relations_line`), outside the token budget but bounded by the number of entities and relations listed.
+
 Tokens are estimated as 4 characters each (OpenAI's rule of thumb for English): the service talks to any
 model, whose tokenizer it does not have, and the budget only needs to keep the prompt well inside a window.
 """
@@ -56,6 +60,7 @@ class Chunk:
     url: str = ""
     filename: str = ""
     language: str = ""  # the file's language for chunks of files ("python", "markdown", ...), else ""
+    entity_id: str = ""  # the graph entity the chunk's document stands for, if it is one
 
 
 @dataclass
@@ -71,6 +76,12 @@ class SourceDoc:
     chunks: list[Chunk] = field(default_factory=list)  # in document order
     best: Chunk | None = None
     cited: bool = False
+    relations: str = ""  # a graph entity's neighbourhood (`relations_line`), when the graph gave one
+
+    @property
+    def entity_id(self) -> str:
+        """The graph entity this document stands for, or ""."""
+        return self.best.entity_id if self.best else ""
 
     @property
     def relevance_score(self) -> float:
@@ -96,6 +107,8 @@ class Context:
         blocks = []
         for source in self.sources:
             body = "\n\n".join(chunk.text.strip() for chunk in source.chunks)
+            if source.relations:
+                body += f"\n\n{source.relations}"
             blocks.append(f"{source.header()}\n{body}")
         return "\n\n".join(blocks)
 
@@ -137,6 +150,15 @@ def build_context(chunks: Sequence[Chunk], budget_tokens: int) -> Context:
     for source in sources.values():
         source.chunks.sort(key=lambda c: c.chunk_index)
     return Context(list(sources.values()), taken)
+
+
+def relations_line(entity_id: str, relations: Sequence[tuple[str, bool, str]]) -> str:
+    """One sentence naming an entity's relations, each `(type, outgoing, other id)`:
+    `Relations of Service/default/web: -[SELECTS]-> Deployment/default/web; <-[SCALES]- ...`; "" without any."""
+    if not relations:
+        return ""
+    hops = "; ".join(f"-[{kind}]-> {to}" if outgoing else f"<-[{kind}]- {to}" for kind, outgoing, to in relations)
+    return f"Relations of {entity_id}: {hops}."
 
 
 def cited_numbers(answer: str) -> list[int]:

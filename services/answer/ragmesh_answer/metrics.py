@@ -10,7 +10,7 @@ TOKEN_BUCKETS = (10, 25, 50, 100, 200, 400, 800, 1600, 3200, 6400)
 
 
 class AnswerMetrics:
-    """Time to first token, tokens per answer and the chat model's token usage, by generator."""
+    """Time to first token, tokens per answer and the chat model's token usage, by generator; graph lookups."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.time_to_first_token = Histogram(
@@ -33,6 +33,13 @@ class AnswerMetrics:
         self.no_results = Counter(
             "ragmesh_answer_no_results",
             "Questions with nothing relevant retrieved (NO_RESULTS; no model call).",
+            registry=registry,
+        )
+        self.graph_lookups = Counter(
+            "ragmesh_answer_graph_lookups",
+            "Graph entities among the sources whose neighbourhood was added, or could not be fetched (the answer "
+            "goes on without it), by outcome (added, failed).",
+            ["outcome"],
             registry=registry,
         )
         self.model_tokens = Counter(

@@ -3,6 +3,7 @@
     question -> (session: rewrite a follow-up into a standalone question) -> Search (gRPC)
              -> nothing at least min_relevance: NO_RESULTS, the model is not called
              -> numbered context within the token budget
+             -> (graph enabled) sources that are graph entities get their relations (GraphService, one hop)
              -> the chat model, streamed (or, with none configured, the retrieved sentences closest to the
                 question, ranked with the embedder, each cited)
              -> citations read back, sources ordered cited-first -> the turn stored in the session
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
+from google.protobuf.json_format import MessageToDict
 from ragmesh.embedder.v1 import embedder_service_pb2 as embedder_pb
 from ragmesh.search.v1 import search_service_pb2 as search_pb
 from ragmesh_common import validation
@@ -32,6 +34,7 @@ from ragmesh_common.reasons import Reason
 from . import context as ctx
 from .chat_model import ChatModel, Completion
 from .errors import DOMAIN
+from .graph import Neighbourhoods, entity_id
 from .metrics import AnswerMetrics
 from .sessions import SessionStore, StoredSource, Turn, session_id
 
@@ -121,6 +124,7 @@ class Answerer:
         max_query_chars: int = 1000,
         extractive_sentences: int = 3,
         session_turns: int = 5,
+        neighbourhoods: Neighbourhoods | None = None,
     ) -> None:
         self.search = search
         self.embedder = embedder
@@ -135,6 +139,7 @@ class Answerer:
         self.max_query_chars = max_query_chars
         self.extractive_sentences = extractive_sentences
         self.session_turns = session_turns
+        self.neighbourhoods = neighbourhoods
 
     @property
     def generator(self) -> str:
@@ -292,10 +297,14 @@ class Answerer:
                 url=r.url,
                 filename=r.filename,
                 language=r.location.language,
+                entity_id=entity_id(r.doc_id, MessageToDict(r.metadata)),
             )
             for r in reply.results
         ]
-        return ctx.build_context(chunks, self.context_tokens)
+        context = ctx.build_context(chunks, self.context_tokens)
+        if self.neighbourhoods is not None:
+            await self.neighbourhoods.add(context)
+        return context
 
     async def _generate(
         self, query: str, history: Sequence[Turn], context: ctx.Context, usage: _Usage
@@ -324,6 +333,9 @@ class Answerer:
         for chunk in context.chunks:
             for sentence in ctx.sentences(chunk.text, language=chunk.language):
                 candidates.setdefault(sentence, context.number_of(chunk))
+        for source in context.sources:  # a graph entity's relations, one sentence
+            if source.relations:
+                candidates.setdefault(source.relations, source.number)
         asked = {w for w in _WORD.findall(query.lower()) if len(w) > 2}
         order = {sentence: i for i, sentence in enumerate(candidates)}
         texts = sorted(candidates, key=lambda s: (-len(asked & set(_WORD.findall(s.lower()))), order[s]))

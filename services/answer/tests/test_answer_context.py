@@ -10,6 +10,7 @@ from ragmesh_answer.context import (
     build_context,
     cited_numbers,
     estimate_tokens,
+    relations_line,
     sentences,
     snippet,
     with_citation,
@@ -58,6 +59,23 @@ def test_the_budget_keeps_the_best_chunks_that_fit_and_cuts_a_first_chunk_that_d
     cut = build_context([chunk("b", 0, big, 0.8)], budget_tokens=200)
     assert len(cut.chunks) == 1 and 0 < len(cut.chunks[0].text) < len(big)
     assert estimate_tokens(cut.render()) <= 200
+
+
+def test_a_graph_entitys_relations_follow_its_chunks_in_both_directions():
+    entity = Chunk("e-0", "Service/default/web", "k8s", 0, "Service web.", 0.9, entity_id="Service/default/web")
+    context = build_context([entity, chunk("a", 0, "A zero.", 0.8)], budget_tokens=1000)
+    assert [s.entity_id for s in context.sources] == ["Service/default/web", ""]
+    context.sources[0].relations = relations_line(
+        "Service/default/web",
+        [("SELECTS", True, "Deployment/default/web"), ("PROTECTS", False, "NetworkPolicy/default/web")],
+    )
+    assert context.render() == (
+        "[1] Service/default/web (k8s/Service/default/web)\nService web.\n\n"
+        "Relations of Service/default/web: -[SELECTS]-> Deployment/default/web; "
+        "<-[PROTECTS]- NetworkPolicy/default/web."
+        "\n\n[2] A (c/a)\nA zero."
+    )
+    assert relations_line("Service/default/web", []) == ""
 
 
 def test_citations_are_read_in_order_and_the_cited_sources_come_first():
