@@ -215,6 +215,12 @@ class Reason(StrEnum):
         _C.INVALID_ARGUMENT,
         "The golden set has more queries, or more judgments, than the limit.",
     )
+    GRAPH_BUFFER_POOL_FULL = (
+        "GRAPH_BUFFER_POOL_FULL",
+        _C.RESOURCE_EXHAUSTED,
+        "A graph write needs more page cache than RAGMESH_GRAPH_BUFFER_POOL_MB gives it; nothing of the batch was "
+        "written (send smaller batches, or raise the setting).",
+    )
     GRAPH_DISABLED = (
         "GRAPH_DISABLED",
         _C.FAILED_PRECONDITION,

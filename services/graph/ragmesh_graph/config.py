@@ -35,7 +35,16 @@ class GraphSettings(ServiceSettings):
     max_row_limit: int = Field(
         10_000, ge=1, le=1_000_000, description="The most rows a raw query may ask for (row_limit of a request)."
     )
-    buffer_pool_mb: int = Field(128, ge=16, le=1_048_576, description="Page cache of each open graph database, in MiB.")
+    buffer_pool_mb: int = Field(
+        512,
+        ge=16,
+        le=1_048_576,
+        description=(
+            "Page cache of each open graph database, in MiB: a cap, filled as pages are used. A batch takes room "
+            "for each relation table and pair of entity types it writes (this repository's Kubernetes render, 311 "
+            "entities over 27 types, needs over 128 in one batch)."
+        ),
+    )
     max_db_size_gb: int = Field(
         64,
         ge=1,

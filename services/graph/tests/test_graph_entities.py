@@ -354,3 +354,23 @@ async def test_an_ontology_left_behind_its_data_is_counted_again_at_start(start_
         assert ("Deployment", "USES", "ConfigMap") not in {(r.from_type, r.type, r.to_type) for r in info.relations}
         rows = await graph.query("MATCH (t:EntityType) RETURN count(t)", target=pb.QUERY_TARGET_ONTOLOGY)
         assert rows.rows[0].values[0].number_value == 6
+
+
+async def test_a_batch_too_big_for_the_page_cache_is_refused_whole_and_the_graph_still_writes(
+    start_graph, tmp_path, rpc_error
+):
+    # Each pair of types a relation joins takes room while the batch is written: 40 child types of one parent.
+    children = [entity(f"Part{i}/a/p/c", key=("namespace", "parent", "name"), parent="Whole/a/p") for i in range(40)]
+    whole = entity("Whole/a/p", rels=[("HAS", f"Part{i}/a/p/c", 0) for i in range(40)])
+    async with start_graph(tmp_path, buffer_pool_mb=64) as graph:
+        await graph.upsert(cluster())
+        before = await graph.info()
+        request = pb.UpsertEntitiesRequest(collection="k8s", entities=[whole, *children])
+        error = await rpc_error(graph.UpsertEntities(request))
+        assert (error.code, error.reason) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "GRAPH_BUFFER_POOL_FULL")
+        assert "RAGMESH_GRAPH_BUFFER_POOL_MB" in error.message
+        assert await graph.info() == before  # nothing of the batch
+        error = await rpc_error(graph.GetEntity(pb.GetEntityRequest(collection="k8s", entity_id="Whole/a/p")))
+        assert error.reason == "ENTITY_NOT_FOUND"
+        reply = await graph.upsert([entity("Deployment/shop/api", rels=[("USES", "ServiceAccount/shop/runner")])])
+        assert reply.entities == 1

@@ -260,12 +260,20 @@ def _transaction(conn: ladybug.Connection) -> Iterator[None]:
     conn.execute("BEGIN TRANSACTION")
     try:
         yield
-    except BaseException:
+    except BaseException as exc:
         # A failed statement has already rolled the transaction back in the engine.
         try:
             conn.execute("ROLLBACK")
         except RuntimeError:
             pass
+        if isinstance(exc, RuntimeError) and BUFFER_POOL_FULL in str(exc):
+            raise RagmeshError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                Reason.GRAPH_BUFFER_POOL_FULL,
+                "the graph's page cache cannot hold this batch (each relation table and each pair of entity types "
+                "it joins takes room while the batch is written); nothing was written: send fewer entities at once "
+                "or raise RAGMESH_GRAPH_BUFFER_POOL_MB",
+            ) from None
         raise
     conn.execute("COMMIT")
 
@@ -287,7 +295,7 @@ class _Plan:
 class LadybugGraphStore:
     """The `GraphStore` of a data directory's graphs (<graphs_dir>/<collection>/data and .../ontology)."""
 
-    def __init__(self, graphs_dir: Path, *, buffer_pool_mb: int = 128, max_db_size_gb: int = 64) -> None:
+    def __init__(self, graphs_dir: Path, *, buffer_pool_mb: int = 512, max_db_size_gb: int = 64) -> None:
         self.graphs_dir = graphs_dir
         self.options = {"buffer_pool_size": buffer_pool_mb << 20, "max_db_size": max_db_size_gb << 30}
         self._graphs: dict[str, _Graph] = {}
@@ -328,7 +336,7 @@ class LadybugGraphStore:
                 return self.upsert(collection, entities)
             plan = self._plan(graph, entities)
             conn = graph.writer
-            with _transaction(conn):
+            with self._reopened_when_full(collection, graph), _transaction(conn):
                 for entity_type in plan.new_types:
                     conn.execute(
                         f"CREATE NODE TABLE {quoted(entity_type)}({ID} STRING PRIMARY KEY, {LABELS} STRING[], "
@@ -354,7 +362,7 @@ class LadybugGraphStore:
                     kinds = {name: kind for name, kind in plan.columns[entity_type].values() if name != ID}
                     names = list(kinds)
                     sets = ", ".join(f"n.{quoted(n)} = CAST(row.p{i} AS {kinds[n]})" for i, n in enumerate(names))
-                    rows = [{ID: e.id, **{f"p{i}": row[n] for i, n in enumerate(names)}} for e, row in rows_of_type]
+                    rows = [{ID: e.id, **{f"p{i}": row.get(n) for i, n in enumerate(names)}} for e, row in rows_of_type]
                     conn.execute(f"UNWIND $rows AS row MERGE (n:{table} {{{ID}: row.{ID}}}) SET {sets}", {"rows": rows})
                 for (relation_type, source, target), relations in _by(
                     plan.relations, lambda r: (r[1].type, r[0].type, r[1].target_type)
@@ -369,6 +377,21 @@ class LadybugGraphStore:
             graph.generation += 1
             graph.info = self._refresh_ontology(collection, graph)
         return UpsertResult(len(plan.rows), len(plan.relations), plan.dangling)
+
+    @contextmanager
+    def _reopened_when_full(self, collection: str, graph: _Graph) -> Iterator[None]:
+        """After a transaction ran out of page cache the engine refuses every later write on that database (its
+        rollback leaves pages it cannot free): close it, so that the next call opens it again, as it was before
+        the transaction. The caller holds `graph.lock`."""
+        try:
+            yield
+        except RagmeshError as exc:
+            if exc.reason == Reason.GRAPH_BUFFER_POOL_FULL:
+                with self._lock:
+                    if self._graphs.get(collection) is graph:
+                        del self._graphs[collection]
+                graph.close()
+            raise
 
     @staticmethod
     def _has_relations(graph: _Graph, plan: _Plan) -> bool:
@@ -671,6 +694,10 @@ def _text_of(conn: ladybug.Connection, statement: str, parameters: Mapping[str, 
         return "\n".join(str(v) for row in result.get_all() for v in row)
     finally:
         result.close()
+
+
+# The engine's words when a transaction needs more pages than its buffer pool has.
+BUFFER_POOL_FULL = "buffer pool is full"
 
 
 def _no_graph(collection: str) -> RagmeshError:
