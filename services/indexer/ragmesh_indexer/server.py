@@ -55,6 +55,7 @@ async def create_server(settings: IndexerSettings, store: Store | None = None) -
             fill_wait=settings.batch_fill_wait_ms / 1000,
         ),
         chunk_threads=settings.chunk_threads,
+        embed_context=settings.embed_context,
     )
     data_dir = getattr(store, "data_dir", None)
     try:

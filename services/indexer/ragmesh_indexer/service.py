@@ -34,7 +34,7 @@ from ragmesh_store.aio import store_call
 from ragmesh_store.versions import IndexSettings, Version, Versions, read_versions
 
 from .chunking import Chunk, Chunker, TokenIds
-from .context import CONTEXT_VERSION, embedded_text, heading_paths
+from .context import EmbedContext, context_fingerprint, embedded_text, heading_paths
 from .files import decoded_verbatim, file_language, line_ranges, location_fields
 from .metrics import IngestMetrics
 from .model import DocumentIn, FileIn, IngestOutcome, Prepared, Target
@@ -116,14 +116,17 @@ class Indexer:
         limits: PipelineLimits | None = None,
         chunk_threads: int = 1,
         search: ServiceClient | None = None,
+        embed_context: EmbedContext = "title+headings",
     ) -> None:
         """`chunker` chunks collections that were never re-indexed (their version 1 follows the configured
-        chunking); `search` scores versions on golden sets when a re-index is gated."""
+        chunking); `search` scores versions on golden sets when a re-index is gated; `embed_context` says whether
+        chunks are embedded with their title and headings (see `context`)."""
         self.store = store
         self.search = search
         self.converter = converter
         self.embedder = embedder
         self.chunker = chunker
+        self.embed_context = embed_context
         self.max_document_bytes = max_document_bytes
         # Documents being converted and chunked at once (across all requests); embedding is bounded apart.
         self._slots = asyncio.Semaphore(max_concurrent_documents)
@@ -411,11 +414,11 @@ class Indexer:
     def _embedded_text(
         self, title: str, headings: list[str], chunk: Chunk, model: embedder_pb.GetModelInfoResponse, chunker: Chunker
     ) -> tuple[str, TokenIds]:
-        """The chunk with its title/heading context, unless the context would push it past the model's
-        window (the model would then drop the chunk's end): then the chunk alone. With its model tokens when the
-        model's tokenizer is the chunker's, else none."""
+        """The chunk with its title/heading context (when `embed_context` asks for it), unless the context would
+        push it past the model's window (the model would then drop the chunk's end): then the chunk alone. With
+        its model tokens when the model's tokenizer is the chunker's, else none."""
         own = bool(model.tokenizer) and model.tokenizer == chunker.tokenizer
-        text = embedded_text(title, headings, chunk.text)
+        text = embedded_text(title, headings, chunk.text) if self.embed_context == "title+headings" else chunk.text
         window = model.max_sequence_length
         if text == chunk.text:
             return text, chunk.token_ids if own else ()
@@ -492,7 +495,7 @@ class Indexer:
             "datasource": _datasource_fields(document),
             "chunker": chunker.fingerprint(model.max_sequence_length, file.path or file.filename),
             "model": [model.model_id, model.sparse_model_id],
-            "context": CONTEXT_VERSION,
+            "context": context_fingerprint(self.embed_context),
             "layout": _LAYOUT_VERSION,
         }
         return hashlib.sha256(json.dumps(basis, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
@@ -527,7 +530,7 @@ class Indexer:
             "metadata": dict(metadata),
             "chunker": chunker.fingerprint(model.max_sequence_length, content.filename),
             "model": [model.model_id, model.sparse_model_id],
-            "context": CONTEXT_VERSION,
+            "context": context_fingerprint(self.embed_context),
         }
         return hashlib.sha256(json.dumps(basis, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
