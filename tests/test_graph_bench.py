@@ -102,6 +102,9 @@ def test_the_graph_benchmark_runs_end_to_end_at_a_tiny_size(tmp_path):
     for depth in (1, 2, 3):
         assert mesh[f"explore_depth_{depth}"]["n"] == 4 and mesh[f"explore_depth_{depth}"]["p50_ms"] > 0
     assert mesh["shortest_paths"]["n"] == 4
+    # The graph service's share, the same entities straight into UpsertEntities: the same graph again.
+    direct = mesh["graph_upsert_direct"]
+    assert (direct["entities"], direct["relations"], direct["dangling_relations"]) == (300, bulk["relations"], 0)
     assert "--local-max" in size["mesh"]["local"]["skipped"]
     assert "| IngestEntities, embedder `hash`" in report["markdown"] and "ExploreEntity depth 3" in report["markdown"]
     # Beside the reports in bench/results, the file is not taken for one.
