@@ -15,14 +15,16 @@ workload + name, so the ids are the Kubernetes ingestor's) with a HAS relation f
 EntityInput's relations start from the entity itself, so a child made from a list property could not carry its
 own REFERENCES and READS.
 
-The entities go to the indexer as JSON Lines of EntityInput objects, `--request-entities` a request, one request
-at a time (`IngestEntitiesRequest.files`, as `ragmesh graph ingest` sends a .jsonl file). The mesh runs as two
-processes: `ragmesh serve graph` alone (so its resident memory is its own) and `ragmesh serve embedder search
-indexer` (RAGMESH_GRAPH_ENABLED=true). The baseline writes one CSV per node table and per (relation, from, to)
-into a temporary folder and loads them with `COPY ... FROM` into an empty database laid out as the graph service
-lays out its own (a node table per type: `id` primary key, `_labels`, `_alternative_keys`, `_parent_id`, one
-column per flattened property; a relation table per relation type with `index`), the engine's fastest documented
-bulk path. The ratio of the two rates is the result: what dual storage and the service's transactions cost.
+The entities go to the indexer as JSON Lines of EntityInput objects (`IngestEntitiesRequest.files`): by default
+one .jsonl file of them all in one request, as `ragmesh graph ingest FILE` sends it; `--request-entities N` cuts
+them into files of N, sent one request at a time. The mesh runs as two processes: `ragmesh serve graph` alone (so
+its resident memory is its own) and `ragmesh serve embedder search indexer` (RAGMESH_GRAPH_ENABLED=true). The
+baseline writes one CSV per node table and per (relation, from, to) into a temporary folder and loads them with
+`COPY ... FROM` into an empty database laid out as the graph service lays out its own (a node table per type: `id`
+primary key, `_labels`, `_alternative_keys`, `_parent_id`, one column per flattened property; a relation table
+per relation type with `index`), the engine's fastest documented bulk path. The ratio of the two rates is the
+result: what dual storage and the service's transactions cost. A third row sends the same entities straight to
+the graph service (`UpsertEntities`, 256 a request, as the indexer batches them): the graph's share of the cost.
 
 Then, with the graph loaded (on the first backend of each size): ExploreEntity p50/p95 at depth 1, 2 and 3 on
 random entities, ShortestPaths between random pairs of the ontology's types (gRPC, one client, straight to the
@@ -323,13 +325,11 @@ def percentiles(latencies_ms: list[float]) -> dict[str, float]:
 def _requests(entities: Sequence[dict], per_request: int, collection: str) -> Iterator[Any]:
     from ragmesh.indexer.v1 import indexer_service_pb2 as pb
 
+    per_request = per_request or len(entities)
     for start in range(0, len(entities), per_request):
         lines = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in entities[start : start + per_request])
         name = f"entities-{start // per_request:05d}.jsonl"
-        yield pb.IngestEntitiesRequest(
-            collection=collection,
-            files=[pb.FileInput(data=lines.encode(), filename=name, mime_type="application/jsonl", path=name)],
-        )
+        yield pb.IngestEntitiesRequest(collection=collection, files=[pb.FileInput(data=lines.encode(), filename=name)])
 
 
 class MeshProcesses:
@@ -563,7 +563,7 @@ def _relation_counts(relations: dict[tuple[str, str, str], list]) -> Counter[str
 def markdown(data: dict) -> str:
     lines = [
         f"Graph ingest and reads, {data['machine'].get('cpus_usable', '?')} usable CPUs, ladybug "
-        f"{data['ladybug']}, seed {data['seed']}, {data['request_entities']} entities a request.",
+        f"{data['ladybug']}, seed {data['seed']}, {data['request_entities'] or 'all'} entities a request.",
         "",
         "| entities | relations | path | entities/s | x LadybugDB bulk | graph RSS MB (idle -> loaded) |",
         "|---|---|---|---|---|---|",
@@ -622,7 +622,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--entities", type=int, nargs="+", default=[10_000], help="sizes, e.g. 10000 100000")
     parser.add_argument("--backends", nargs="+", default=["hash", "local"], choices=["hash", "local"])
     parser.add_argument("--local-max", type=int, default=10_000, help="the largest size the real model ingests")
-    parser.add_argument("--request-entities", type=int, default=1000, help="entities per IngestEntities request")
+    parser.add_argument(
+        "--request-entities",
+        type=int,
+        default=0,
+        help="entities per IngestEntities request (0: one .jsonl file of them all, as `ragmesh graph ingest` sends)",
+    )
     parser.add_argument("--graph-batch", type=int, default=256, help="entities per UpsertEntities (the direct row)")
     parser.add_argument("--queries", type=int, default=200, help="reads per kind (explore depth, shortest paths)")
     parser.add_argument("--limit", type=int, default=0, help="ExploreEntity's limit (0: the service's default)")
