@@ -81,7 +81,7 @@ def test_the_graph_benchmark_runs_end_to_end_at_a_tiny_size(tmp_path):
             sys.executable,
             "-m",
             "bench.graph_bench",
-            *"--entities 300 --backends hash local --local-max 0 --queries 4 --json".split(),
+            *"--entities 300 --backends hash local --local-max 0 --request-entities 120 --queries 4 --json".split(),
             str(out),
         ],
         cwd=ROOT,
