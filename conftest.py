@@ -4,11 +4,16 @@
 port (port 0), wired to each other over real gRPC: converter, embedder (backend "hash" by default: fast and
 deterministic), indexer + search sharing one embedded store (EdgeStore) in a fresh temporary directory, and
 answer (no chat model unless `answer={"base_url": ..., "model": ...}`; sessions under the data directory).
+With `graph=True` (or a dict of GraphSettings overrides) the optional graph service starts too, after search and
+before the indexer, with its graphs under the mesh's data directory; the other services are told where it is:
+RAGMESH_GRAPH_ENABLED=true and RAGMESH_GRAPH_ADDR are set in the environment for the rest of the module, and a
+settings class with a `graph_addr` field gets it as an override as well.
 
     async def test_something(mesh_factory):
         mesh = await mesh_factory()                                  # or embedder_backend="local"
         mesh = await mesh_factory(indexer={"chunk_tokens": 64})      # settings overrides by field name
         mesh = await mesh_factory(answer={"base_url": fake_chat.url, "model": "fake-chat"})
+        mesh = await mesh_factory(graph=True)                        # + the graph service: mesh.stub("graph")
         mesh.addrs["search"]                                         # "127.0.0.1:<port>"
         mesh.settings["indexer"], mesh.store, mesh.data_dir
         indexer = mesh.stub("indexer")                               # generated stub, channel owned by mesh
@@ -77,6 +82,7 @@ class Mesh:
             "indexer": "ragmesh.indexer.v1.indexer_service_pb2_grpc.IndexerServiceStub",
             "search": "ragmesh.search.v1.search_service_pb2_grpc.SearchServiceStub",
             "answer": "ragmesh.answer.v1.answer_service_pb2_grpc.AnswerServiceStub",
+            "graph": "ragmesh.graph.v1.graph_service_pb2_grpc.GraphServiceStub",
         }
         module, cls = stubs[name].rsplit(".", 1)
         if name not in self._channels:
@@ -116,8 +122,12 @@ async def start_mesh(
     *,
     embedder_backend: str = "hash",
     overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    graph: bool | Mapping[str, Any] = False,
+    env: pytest.MonkeyPatch | None = None,
 ) -> Mesh:
-    """Start converter, embedder, indexer, search and answer on loopback port 0 (see the module docstring)."""
+    """Start converter, embedder, indexer, search and answer on loopback port 0, and the graph service with
+    `graph` (see the module docstring): then RAGMESH_GRAPH_ENABLED and RAGMESH_GRAPH_ADDR are set with `env`
+    before the services that call it start."""
     from ragmesh.embedder.v1 import embedder_service_pb2 as embedder_pb
     from ragmesh.embedder.v1 import embedder_service_pb2_grpc as embedder_grpc
     from ragmesh_answer.config import AnswerSettings
@@ -162,12 +172,26 @@ async def start_mesh(
         services["search"] = await _built(create_search(settings["search"], store=store))
         await services["search"].start()
         addrs["search"] = f"127.0.0.1:{services['search'].port}"
+        if graph:
+            from ragmesh_graph.config import GraphSettings
+            from ragmesh_graph.server import create_server as create_graph
+
+            graph_overrides = graph if isinstance(graph, Mapping) else {}
+            settings["graph"] = GraphSettings(**{**local, "data_dir": data_dir, **graph_overrides})
+            services["graph"] = await _built(create_graph(settings["graph"]))
+            await services["graph"].start()
+            addrs["graph"] = f"127.0.0.1:{services['graph'].port}"
+            if env is not None:
+                env.setenv("RAGMESH_GRAPH_ENABLED", "true")
+                env.setenv("RAGMESH_GRAPH_ADDR", addrs["graph"])
         wiring = {
             "converter_addr": addrs["converter"],
             "embedder_addr": addrs["embedder"],
             "search_addr": addrs["search"],
         }
-        settings["indexer"] = IndexerSettings(**{**local, **wiring, **overrides.get("indexer", {})})
+        settings["indexer"] = IndexerSettings(
+            **{**local, **wiring, **_graph_addr(IndexerSettings, addrs), **overrides.get("indexer", {})}
+        )
         services["indexer"] = await _built(create_indexer(settings["indexer"], store=store))
         await services["indexer"].start()
         addrs["indexer"] = f"127.0.0.1:{services['indexer'].port}"
@@ -177,6 +201,7 @@ async def start_mesh(
                 "search_addr": addrs["search"],
                 "embedder_addr": addrs["embedder"],
                 "data_dir": data_dir,
+                **_graph_addr(AnswerSettings, addrs),
                 **overrides.get("answer", {}),
             }
         )
@@ -190,6 +215,11 @@ async def start_mesh(
             store.close()
         raise
     return Mesh(services, settings, store, data_dir, addrs)
+
+
+def _graph_addr(settings_cls: Any, addrs: Mapping[str, str]) -> dict[str, str]:
+    """{"graph_addr": ...} for a settings class that has the field, when the mesh runs the graph service."""
+    return {"graph_addr": addrs["graph"]} if "graph" in addrs and "graph_addr" in settings_cls.model_fields else {}
 
 
 def rpc_count(service: str, method: str) -> float:
@@ -221,21 +251,33 @@ def rpc_error_fixture() -> Callable[[Awaitable[Any]], Awaitable[Any]]:
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def mesh_factory(tmp_path_factory) -> AsyncIterator[Callable[..., Awaitable[Mesh]]]:
     """A factory: `await mesh_factory(embedder_backend="hash", converter={...}, embedder={...},
-    indexer={...}, search={...}, answer={...})` -> a started `Mesh` in a fresh data directory; the dicts
-    override settings fields of each service. All meshes are stopped at the end of the module."""
+    indexer={...}, search={...}, answer={...}, graph=False)` -> a started `Mesh` in a fresh data directory; the
+    dicts override settings fields of each service; `graph=True` (or a dict of GraphSettings overrides) starts
+    the graph service too and sets RAGMESH_GRAPH_ENABLED=true and RAGMESH_GRAPH_ADDR until the module's end. All
+    meshes are stopped at the end of the module."""
     meshes: list[Mesh] = []
+    env = pytest.MonkeyPatch()
 
-    async def factory(*, embedder_backend: str = "hash", **overrides: Mapping[str, Any]) -> Mesh:
+    async def factory(
+        *, embedder_backend: str = "hash", graph: bool | Mapping[str, Any] = False, **overrides: Mapping[str, Any]
+    ) -> Mesh:
         unknown = set(overrides) - set(SERVICE_NAMES)
         if unknown:
             raise TypeError(f"unknown service(s) {sorted(unknown)}; overrides go by {SERVICE_NAMES}")
-        mesh = await start_mesh(tmp_path_factory.mktemp("mesh"), embedder_backend=embedder_backend, overrides=overrides)
+        mesh = await start_mesh(
+            tmp_path_factory.mktemp("mesh"),
+            embedder_backend=embedder_backend,
+            overrides=overrides,
+            graph=graph,
+            env=env,
+        )
         meshes.append(mesh)
         return mesh
 
     yield factory
     for mesh in reversed(meshes):
         await mesh.stop()
+    env.undo()
 
 
 @pytest.fixture(scope="module")

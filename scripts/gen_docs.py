@@ -41,12 +41,14 @@ def settings_sections() -> list[tuple[str, str, list[type[BaseSettings]]]]:
     """(title, what it configures, settings classes) in page order; every settings class of the code is here
     (tests/test_docs_reference.py checks it)."""
     from ragmesh_answer.config import AnswerSettings
+    from ragmesh_common.config import GraphFeatureSettings
     from ragmesh_common.inprocess import InProcessSettings
     from ragmesh_common.loop import LoopSettings
     from ragmesh_common.meshauth import MeshAuthSettings
     from ragmesh_converter.config import ConverterSettings
     from ragmesh_embedder.config import EmbedderSettings
     from ragmesh_gateway.config import GatewaySettings
+    from ragmesh_graph.config import GraphSettings
     from ragmesh_indexer.config import IndexerSettings
     from ragmesh_search.config import SearchSettings
     from ragmesh_store.config import StoreSettings
@@ -55,7 +57,7 @@ def settings_sections() -> list[tuple[str, str, list[type[BaseSettings]]]]:
         (
             "Every process",
             "Read by every service and by `ragmesh up` / `ragmesh serve` (`libs/common`).",
-            [MeshAuthSettings, LoopSettings, InProcessSettings],
+            [MeshAuthSettings, LoopSettings, InProcessSettings, GraphFeatureSettings],
         ),
         (
             "Store",
@@ -68,6 +70,12 @@ def settings_sections() -> list[tuple[str, str, list[type[BaseSettings]]]]:
         ("Indexer", "The indexer service (`services/indexer`).", [IndexerSettings]),
         ("Search", "The search service (`services/search`).", [SearchSettings]),
         ("Answer", "The answer service (`services/answer`).", [AnswerSettings]),
+        (
+            "Graph",
+            "The optional graph service (`services/graph`): entity graphs per collection, started by `ragmesh up` "
+            "when RAGMESH_GRAPH_ENABLED=true.",
+            [GraphSettings],
+        ),
         ("Gateway", "The REST, MCP and web gateway (`gateway`).", [GatewaySettings]),
     ]
 

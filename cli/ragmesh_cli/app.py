@@ -69,20 +69,23 @@ def _run_code(coro: Coroutine[Any, Any, int]) -> int:
 
 @app.command()
 def up() -> None:
-    """Start the whole mesh in this process: the five gRPC services, each on its own loopback port, and the
-    gateway on RAGMESH_HTTP_PORT (default 8000), with the embedded store under RAGMESH_DATA_DIR."""
+    """Start the whole mesh in this process: the five gRPC services (and the graph service when
+    RAGMESH_GRAPH_ENABLED=true), each on its own loopback port, and the gateway on RAGMESH_HTTP_PORT (default
+    8000), with the embedded store under RAGMESH_DATA_DIR."""
     from . import mesh
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     # `ragmesh index` works on the folder `up` was started in (and below it) unless told otherwise.
     os.environ.setdefault("RAGMESH_INDEXER_ROOTS", os.getcwd())
     _setup_logging("ragmesh")
-    _run(mesh.run(mesh.ALL, local=True), serving=True)
+    _run(mesh.run(mesh.up_services(), local=True), serving=True)
 
 
 @app.command()
 def serve(
-    services: Annotated[list[str], typer.Argument(help="converter, embedder, indexer, search, answer and/or gateway")],
+    services: Annotated[
+        list[str], typer.Argument(help="converter, embedder, indexer, search, answer, graph and/or gateway")
+    ],
 ) -> None:
     """Serve one or more services in this process (one per pod on Kubernetes)."""
     from . import mesh

@@ -4,7 +4,9 @@ Each gRPC service is still a real gRPC server on its own port, for callers outsi
 a service calls another directly instead of over loopback gRPC, with the same answers, errors, deadlines,
 metrics and spans (`ragmesh_common.inprocess`; RAGMESH_IN_PROCESS_CALLS=false: over gRPC). With the embedded
 store, the indexer and search must share one process (one owner of the shard), so when both run here they
-share one store object.
+share one store object. The graph service is optional: `ragmesh up` starts it when RAGMESH_GRAPH_ENABLED=true
+(`up_services`), before the indexer, answer and the gateway, which then reach it at RAGMESH_GRAPH_ADDR;
+`ragmesh serve graph` serves it whatever the setting says.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import signal
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ragmesh_common.config import SERVICES, ConfigError, load
+from ragmesh_common.config import OPTIONAL_SERVICES, SERVICES, ConfigError, GraphFeatureSettings, load
 from ragmesh_common.inprocess import InProcessSettings
 from ragmesh_common.loop import loop_name
 from ragmesh_common.server import Service, freeze_startup_heap
@@ -29,17 +31,19 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-GRPC_SERVICES = SERVICES  # converter, embedder, indexer, search, answer (start-up order)
+GRPC_SERVICES = (*SERVICES, *OPTIONAL_SERVICES)  # converter, embedder, indexer, search, answer; graph
 ALL = (*GRPC_SERVICES, "gateway")
 # Each service starts after those it calls, so that `ragmesh up` can hand it their addresses (the indexer calls
-# search for a re-index's gate; answer calls search; the gateway calls them all).
-START_ORDER = ("converter", "embedder", "search", "indexer", "answer", "gateway")
+# search for a re-index's gate and the graph for entities; answer calls search and the graph; the gateway calls
+# them all).
+START_ORDER = ("converter", "embedder", "search", "graph", "indexer", "answer", "gateway")
 _SETTINGS = {
     "converter": ("ragmesh_converter.config", "ConverterSettings"),
     "embedder": ("ragmesh_embedder.config", "EmbedderSettings"),
     "indexer": ("ragmesh_indexer.config", "IndexerSettings"),
     "search": ("ragmesh_search.config", "SearchSettings"),
     "answer": ("ragmesh_answer.config", "AnswerSettings"),
+    "graph": ("ragmesh_graph.config", "GraphSettings"),
     "gateway": ("ragmesh_gateway.config", "GatewaySettings"),
 }
 
@@ -53,6 +57,12 @@ def settings_class(name: str) -> type:
             f"service {name!r} is not installed in this environment ({exc.name} missing); "
             f"install the ragmesh-{name} package"
         ) from None
+
+
+def up_services() -> list[str]:
+    """What `ragmesh up` starts: every service, but the optional ones whose feature is off."""
+    enabled = {"graph": load(GraphFeatureSettings).enabled}
+    return [name for name in ALL if enabled.get(name, True)]
 
 
 def validate_names(names: Sequence[str]) -> list[str]:

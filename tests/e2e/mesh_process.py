@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 
 RAGMESH = str(Path(sys.executable).parent / "ragmesh")
-SERVICES = ("converter", "embedder", "indexer", "search", "answer")
+SERVICES = ("converter", "embedder", "indexer", "search", "answer", "graph")  # graph: when RAGMESH_GRAPH_ENABLED
 # Where the embedder caches its ONNX export: the default of a mesh started from the repository root.
 MODEL_CACHE = Path(__file__).resolve().parents[2] / ".ragmesh" / "models"
 

@@ -7,6 +7,7 @@ Environment variables:
   RAGMESH_<SERVICE>_METRICS_PORT   its Prometheus /metrics port (DEFAULT_METRICS_PORTS; 0 = off)
   RAGMESH_SHUTDOWN_GRACE_SECONDS   how long in-flight calls may drain on SIGTERM
   RAGMESH_LOG_LEVEL                DEBUG, INFO, WARNING, ERROR
+  RAGMESH_GRAPH_ENABLED            the optional graph service and the features that use it (GraphFeatureSettings)
 """
 
 from __future__ import annotations
@@ -18,11 +19,28 @@ from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # The default port of each gRPC service; the gateway's HTTP port is RAGMESH_HTTP_PORT (8000).
-DEFAULT_PORTS = {"converter": 50051, "embedder": 50052, "indexer": 50053, "search": 50054, "answer": 50055}
+DEFAULT_PORTS = {
+    "converter": 50051,
+    "embedder": 50052,
+    "indexer": 50053,
+    "search": 50054,
+    "answer": 50055,
+    "graph": 50056,
+}
 # Each gRPC service's Prometheus port (RAGMESH_<SERVICE>_METRICS_PORT): distinct, so that `ragmesh up` (all
 # services in one process) serves them all; in containers every service uses 9464.
-DEFAULT_METRICS_PORTS = {"converter": 9464, "embedder": 9465, "indexer": 9466, "search": 9467, "answer": 9468}
-SERVICES = tuple(DEFAULT_PORTS)
+DEFAULT_METRICS_PORTS = {
+    "converter": 9464,
+    "embedder": 9465,
+    "indexer": 9466,
+    "search": 9467,
+    "answer": 9468,
+    "graph": 9469,
+}
+# Services a mesh runs only when their feature is on (the graph service: RAGMESH_GRAPH_ENABLED=true).
+OPTIONAL_SERVICES = ("graph",)
+# The services every mesh runs.
+SERVICES = tuple(name for name in DEFAULT_PORTS if name not in OPTIONAL_SERVICES)
 
 
 def default_addr(service: str) -> str:
@@ -87,6 +105,22 @@ class ServiceSettings(BaseSettings):
         ge=1024,
         validation_alias="RAGMESH_GRPC_MAX_MESSAGE_BYTES",
         description="Largest gRPC message accepted or sent.",
+    )
+
+
+class GraphFeatureSettings(BaseSettings):
+    """Whether the graph features are on: `ragmesh up` starts the graph service, the indexer takes entities, the
+    gateway offers the graph tools and routes, and answers add the neighbourhood of the entities they retrieved.
+    Every process that has such a feature reads it."""
+
+    model_config = SettingsConfigDict(env_prefix="RAGMESH_GRAPH_", extra="ignore", frozen=True)
+
+    enabled: bool = Field(
+        False,
+        description=(
+            "Turn on the graph service (started by `ragmesh up`) and the features that use it; "
+            "`ragmesh serve graph` serves it whatever this says."
+        ),
     )
 
 

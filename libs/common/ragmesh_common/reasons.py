@@ -109,6 +109,11 @@ class Reason(StrEnum):
         _C.INVALID_ARGUMENT,
         "An Embed request's dense_format is not a known DenseFormat.",
     )
+    DEPTH_OUT_OF_RANGE = (
+        "DEPTH_OUT_OF_RANGE",
+        _C.INVALID_ARGUMENT,
+        "A graph walk's depth is outside its range (explore 1..3, shortest paths 1..6).",
+    )
     DOCUMENT_CONTENT_MISSING = (
         "DOCUMENT_CONTENT_MISSING",
         _C.INVALID_ARGUMENT,
@@ -155,6 +160,21 @@ class Reason(StrEnum):
         _C.INVALID_ARGUMENT,
         "The document has no bytes or no text to convert or index (scanned images are not OCR'd).",
     )
+    ENTITY_INVALID = (
+        "ENTITY_INVALID",
+        _C.INVALID_ARGUMENT,
+        "An entity of a graph write is malformed (its id, type, a property or a relation); the field is named.",
+    )
+    ENTITY_NOT_FOUND = (
+        "ENTITY_NOT_FOUND",
+        _C.NOT_FOUND,
+        "The collection's graph has no entity with that id.",
+    )
+    ENTITY_TYPE_NOT_FOUND = (
+        "ENTITY_TYPE_NOT_FOUND",
+        _C.NOT_FOUND,
+        "The collection's graph has no entity of that type.",
+    )
     FILE_NOT_FOUND = "FILE_NOT_FOUND", _C.NOT_FOUND, "A local path names no file (or folder)."
     FILE_UNREADABLE = "FILE_UNREADABLE", _C.NOT_FOUND, "A file of a folder job could not be read."
     FILTER_INVALID = (
@@ -194,6 +214,11 @@ class Reason(StrEnum):
         "GOLDEN_SET_TOO_LARGE",
         _C.INVALID_ARGUMENT,
         "The golden set has more queries, or more judgments, than the limit.",
+    )
+    GRAPH_NOT_FOUND = (
+        "GRAPH_NOT_FOUND",
+        _C.NOT_FOUND,
+        "The collection has no graph (no entity was ever written to it).",
     )
     INGEST_RESULT_MISSING = (
         "INGEST_RESULT_MISSING",
@@ -268,6 +293,21 @@ class Reason(StrEnum):
         "The REST framework refused the request (HTTP 403) before a route's own check.",
     )
     QUERY_EMPTY = "QUERY_EMPTY", _C.INVALID_ARGUMENT, "The query or question is empty."
+    QUERY_INVALID = (
+        "QUERY_INVALID",
+        _C.INVALID_ARGUMENT,
+        "The graph engine could not parse or bind a Cypher query; the message is the engine's.",
+    )
+    QUERY_NOT_READ_ONLY = (
+        "QUERY_NOT_READ_ONLY",
+        _C.PERMISSION_DENIED,
+        "A raw graph query writes, touches the server's files, changes settings, or is more than one statement.",
+    )
+    QUERY_TIMEOUT = (
+        "QUERY_TIMEOUT",
+        _C.DEADLINE_EXCEEDED,
+        "A raw graph query ran longer than RAGMESH_GRAPH_QUERY_TIMEOUT_SECONDS.",
+    )
     QUERY_TOO_LONG = (
         "QUERY_TOO_LONG",
         _C.INVALID_ARGUMENT,
