@@ -335,7 +335,7 @@ def _requests(entities: Sequence[dict], per_request: int, collection: str) -> It
 class MeshProcesses:
     """`ragmesh serve graph` and `ragmesh serve embedder search indexer` as two processes on a fresh data dir."""
 
-    def __init__(self, folder: Path, backend: str) -> None:
+    def __init__(self, folder: Path, backend: str, env: Sequence[str] = ()) -> None:
         from tests.e2e.mesh_process import Mesh, free_port
 
         self.folder = folder
@@ -350,6 +350,7 @@ class MeshProcesses:
         }
         for name in ("converter", "embedder", "indexer", "search", "answer", "graph"):
             extra[f"RAGMESH_{name.upper()}_METRICS_PORT"] = "0"
+        extra.update(pair.split("=", 1) for pair in env)  # type: ignore[misc]
         self.mesh = Mesh(folder / "data", extra_env=extra)
         self.graph: Any = None
         self.rest: Any = None
@@ -404,7 +405,7 @@ def mesh_ingest(entities: Sequence[dict], backend: str, folder: Path, args: argp
 
     options = [("grpc.max_receive_message_length", 256 * 2**20), ("grpc.max_send_message_length", 256 * 2**20)]
     out: dict[str, Any] = {"backend": backend, "request_entities": args.request_entities}
-    with MeshProcesses(folder, backend) as mesh:
+    with MeshProcesses(folder, backend, args.env) as mesh:
         warm_embedder(mesh.embedder_addr)
         out["graph_rss_mb_idle"] = rss_mb(mesh.graph.popen.pid)
         with (
@@ -660,6 +661,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--queries", type=int, default=200, help="reads per kind (explore depth, shortest paths)")
     parser.add_argument("--limit", type=int, default=0, help="ExploreEntity's limit (0: the service's default)")
     parser.add_argument("--seed", type=int, default=49)
+    parser.add_argument(
+        "--env", action="append", default=[], metavar="KEY=VALUE", help="a setting for the mesh's processes"
+    )
     parser.add_argument("--buffer-pool-mb", type=int, default=128, help="the bulk insert's LadybugDB page cache")
     parser.add_argument("--json", type=Path, help="write {name, markdown, data} here (bench/results/<date>-graph.json)")
     parser.add_argument("--jsonl", type=Path, help="only write the first size's entities as JSON Lines here, and stop")
@@ -677,6 +681,7 @@ def main(argv: list[str] | None = None) -> dict:
         "request_entities": args.request_entities,
         "limit": args.limit,
         "buffer_pool_mb": args.buffer_pool_mb,
+        "env": args.env,
         "sizes": [],
     }
     with tempfile.TemporaryDirectory(prefix="graph-bench-") as tmp:
