@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ragmesh_common import validation
-from ragmesh_common.errors import invalid_argument, not_found
+from ragmesh_common.errors import RagmeshError, invalid_argument, not_found
 from ragmesh_common.reasons import Reason
 from ragmesh_common.telemetry import Attr, annotate
 from ragmesh_common.threads import named_pool
 
 from .metrics import GraphMetrics
 from .store import Entity, EntityType, GraphInfo, GraphStore, Rows, Target, TypeRelation, UpsertResult
-from .store.base import INTERNAL_COLUMNS, Direction, Value
+from .store.base import INTERNAL_COLUMNS, Direction, text
 
 T = TypeVar("T")
 
@@ -101,14 +101,6 @@ def check_entity_id(entity_id: str, field: str) -> str:
     return entity_id
 
 
-def _key_text(value: Value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
 def check_entity(entity: Entity, index: int) -> None:
     """ENTITY_INVALID, with the field, for an entity the graph cannot hold."""
     at = f"entities[{index}]"
@@ -124,7 +116,12 @@ def check_entity(entity: Entity, index: int) -> None:
             Reason.ENTITY_INVALID, f"entity id {entity.id!r} must start with '{entity.type}/'", field=f"{at}.id"
         )
     if entity.primary_key:
-        expected = entity.type + "/" + "/".join(_key_text(v) for _, v in entity.primary_key)
+        keys = [v for _, v in entity.primary_key]
+        if any(isinstance(v, list) for v in keys):
+            raise invalid_argument(
+                Reason.ENTITY_INVALID, "primary key values must be scalars", field=f"{at}.primary_key"
+            )
+        expected = entity.type + "/" + "/".join(text(v) for v in keys if not isinstance(v, list))
         if entity.id != expected:
             raise invalid_argument(
                 Reason.ENTITY_INVALID,
@@ -171,20 +168,20 @@ def check_entity(entity: Entity, index: int) -> None:
         check_entity_id(relation.target_id, f"{at}.relations[{r}].target_id")
 
 
+def _in_range(value: int, *, default: int, maximum: int, field: str, reason: Reason) -> int:
+    """`value` (0: `default`) when it is 1..maximum, else `reason` (DEPTH_ or LIMIT_OUT_OF_RANGE) naming `field`."""
+    chosen = value or default
+    if not 1 <= chosen <= maximum:
+        raise invalid_argument(reason, f"{field} must be 1..{maximum}, not {value}", field=field, maximum=maximum)
+    return chosen
+
+
 def _depth(value: int, *, default: int, maximum: int, field: str) -> int:
-    depth = value or default
-    if not 1 <= depth <= maximum:
-        raise invalid_argument(
-            Reason.DEPTH_OUT_OF_RANGE, f"{field} must be 1..{maximum}, not {value}", field=field, maximum=maximum
-        )
-    return depth
+    return _in_range(value, default=default, maximum=maximum, field=field, reason=Reason.DEPTH_OUT_OF_RANGE)
 
 
 def _limit(value: int, *, default: int, maximum: int, field: str) -> int:
-    limit = value or default
-    if not 1 <= limit <= maximum:
-        raise invalid_argument(Reason.LIMIT_OUT_OF_RANGE, f"{field} must be 1..{maximum}, not {value}", field=field)
-    return limit
+    return _in_range(value, default=default, maximum=maximum, field=field, reason=Reason.LIMIT_OUT_OF_RANGE)
 
 
 def explore_ontology(info: GraphInfo, entity_type: str, depth: int) -> OntologyNeighbourhood:
@@ -328,8 +325,14 @@ class Graphs:
             collection = validation.collection_name(collection)
             annotate({Attr.COLLECTION: collection})
             return [await self._run(self.store.info, collection)]
-        names = await self._run(self.store.collections)
-        return [await self._run(self.store.info, name) for name in names]
+        graphs = []
+        for name in await self._run(self.store.collections):
+            try:
+                graphs.append(await self._run(self.store.info, name))
+            except RagmeshError as exc:  # deleted since it was listed
+                if exc.reason != Reason.GRAPH_NOT_FOUND:
+                    raise
+        return graphs
 
     async def explore_ontology(self, collection: str, entity_type: str, depth: int) -> OntologyNeighbourhood:
         collection = validation.collection_name(collection)

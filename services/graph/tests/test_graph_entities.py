@@ -3,9 +3,12 @@ properties, the ontology's counts, deletes, dropping a graph, a restart, and eve
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import pytest
 from ragmesh.graph.v1 import graph_service_pb2 as pb
+from ragmesh_common.errors import from_rpc_error
 
 from tests.support.graph import cluster, entity, props_of, value
 
@@ -254,6 +257,10 @@ _REFUSED = [
     (_with(_OK, properties=[pb.Property(name="spec", value=value({"replicas": 3}))]), "entities[0].properties[spec]"),
     (_with(_OK, properties=[pb.Property(name="m", value=value([[1]]))]), "entities[0].properties[m]"),
     (_with(_OK, properties=[pb.Property(name="name", value=value("again"))]), "entities[0].properties[name]"),
+    (
+        _with(_OK, primary_key=[pb.Property(name="namespace", value=value(["shop"])), _OK.primary_key[1]]),
+        "entities[0].primary_key",
+    ),
 ]
 
 
@@ -295,3 +302,33 @@ async def test_reading_a_collection_without_a_graph_is_graph_not_found(graph, rp
         error = await rpc_error(call)
         assert (error.code, error.reason) == (grpc.StatusCode.NOT_FOUND, "GRAPH_NOT_FOUND")
     assert not (graph.settings.graphs_dir / "none").exists()  # reading makes no graph
+
+
+async def test_too_many_entities_or_a_malformed_id_to_delete_is_refused(graph, rpc_error):
+    many = [entity(f"Pod/a/p{i}") for i in range(10_001)]
+    error = await rpc_error(graph.UpsertEntities(pb.UpsertEntitiesRequest(collection="k8s", entities=many)))
+    assert (error.reason, [v.field for v in error.field_violations]) == ("ENTITY_INVALID", ["entities"])
+    await graph.upsert([_OK])
+    bad = pb.DeleteEntitiesRequest(collection="k8s", ids=["Deployment/shop/web", "no-type"])
+    error = await rpc_error(graph.DeleteEntities(bad))
+    assert (error.reason, [v.field for v in error.field_violations]) == ("ENTITY_INVALID", ["ids[1]"])
+    assert (await graph.get("Deployment/shop/web")).id == "Deployment/shop/web"  # nothing deleted
+
+
+async def test_deleting_a_graph_while_it_is_read_fails_the_reads_cleanly(graph):
+    await graph.upsert(cluster())
+    reads = [
+        graph.ExploreEntity(pb.ExploreEntityRequest(collection="k8s", entity_id="Service/shop/web", depth=3))
+        for _ in range(20)
+    ] + [graph.Query(pb.QueryRequest(collection="k8s", query="MATCH (n) RETURN n")) for _ in range(10)]
+    dropped = graph.DeleteGraph(pb.DeleteGraphRequest(collection="k8s"))
+    results = await asyncio.gather(*reads[:15], dropped, *reads[15:], return_exceptions=True)
+    assert results[15].deleted
+    for result in results[:15] + results[16:]:
+        if isinstance(result, grpc.aio.AioRpcError):
+            assert from_rpc_error(result).reason in ("GRAPH_NOT_FOUND", "ENTITY_NOT_FOUND"), result
+        else:
+            assert isinstance(result, pb.ExploreEntityResponse | pb.QueryResponse)
+    # The service still serves: a new graph under the same name.
+    await graph.upsert([entity("Service/shop/web")])
+    assert (await graph.info()).entities == 1

@@ -30,6 +30,15 @@ INTERNAL_COLUMNS = (ID, LABELS, ALTERNATIVE_KEYS, PARENT_ID)
 INDEX = "index"
 
 
+def text(value: Scalar) -> str:
+    """A scalar as text, as ids and string columns keep it: true/false, 3 (not 3.0), or the string."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
 class Direction(StrEnum):
     OUTGOING = "outgoing"
     INCOMING = "incoming"

@@ -21,11 +21,11 @@ import shutil
 import threading
 import uuid
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import ladybug
@@ -47,13 +47,15 @@ from .base import (
     Hop,
     Relation,
     Rows,
-    Scalar,
     Target,
     TypeRelation,
     UpsertResult,
     Value,
+    text,
 )
 
+T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # The ontology's schema (its own database).
 _ONTOLOGY_SCHEMA = (
@@ -79,15 +81,6 @@ def column_type(value: Value) -> str:
     if isinstance(value, list):
         return "STRING[]"
     return "STRING"
-
-
-def text(value: Scalar) -> str:
-    """A scalar as a string column keeps it: true/false, 3 (not 3.0), or the string."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
 
 
 def fit(value: Value, kind: str) -> Value | None:
@@ -177,6 +170,11 @@ class _Graph:
         self.writer = ladybug.Connection(self.data)
         self.ontology_writer = ladybug.Connection(self.ontology)
         self.lock = threading.Lock()
+        # Reads in flight, so that closing (DeleteGraph, shutdown) waits for them instead of pulling the database
+        # from under them.
+        self.readers = 0
+        self.closed = False
+        self.idle = threading.Condition()
         self.generation = 0
         self.readonly: dict[Target, tuple[int, ladybug.Database]] = {}
         for statement in _ONTOLOGY_SCHEMA:
@@ -200,6 +198,8 @@ class _Graph:
     def readonly_database(self, target: Target) -> ladybug.Database:
         """A read-only copy of the data or ontology database as of the latest write (reopened after each)."""
         with self.lock:
+            if self.closed:
+                raise _no_graph(self.root.name)
             opened = self.readonly.get(target)
             if opened is None or opened[0] != self.generation:
                 path = self.root / ("data" if target is Target.DATA else "ontology")
@@ -208,10 +208,37 @@ class _Graph:
                 self.readonly[target] = opened
             return opened[1]
 
+    @contextmanager
+    def reading(self, database: ladybug.Database | None = None) -> Iterator[ladybug.Connection]:
+        """A connection of its own to the data database (or `database`) for one read."""
+        with self.idle:
+            if self.closed:
+                raise _no_graph(self.root.name)
+            self.readers += 1
+        conn = ladybug.Connection(database or self.data)
+        try:
+            yield conn
+        finally:
+            conn.close()
+            with self.idle:
+                self.readers -= 1
+                self.idle.notify_all()
+
     def close(self) -> None:
+        with self.idle:
+            self.closed = True
+            self.idle.wait_for(lambda: self.readers == 0)
         self.readonly.clear()
         for closable in (self.writer, self.ontology_writer, self.data, self.ontology):
             closable.close()
+
+
+def _by(items: Iterable[T], key: Callable[[T], K]) -> dict[K, list[T]]:
+    """`items` grouped by `key`, in the order keys are first seen."""
+    groups: dict[K, list[T]] = {}
+    for item in items:
+        groups.setdefault(key(item), []).append(item)
+    return groups
 
 
 def _literal(value: str) -> str:
@@ -273,9 +300,7 @@ class LadybugGraphStore:
             if graph is None:
                 root = self.graphs_dir / collection
                 if not create and not (root / "data").exists():
-                    raise not_found(
-                        Reason.GRAPH_NOT_FOUND, f"collection {collection!r} has no graph", collection=collection
-                    )
+                    raise _no_graph(collection)
                 graph = _Graph(root, self.options)
                 graph.info = self._read_info(collection, graph)
                 self._graphs[collection] = graph
@@ -297,6 +322,8 @@ class LadybugGraphStore:
     def upsert(self, collection: str, entities: Sequence[Entity]) -> UpsertResult:
         graph = self._graph(collection, create=True)
         with graph.lock:
+            if graph.closed:  # dropped meanwhile: write into a new graph
+                return self.upsert(collection, entities)
             plan = self._plan(graph, entities)
             conn = graph.writer
             with _transaction(conn):
@@ -314,20 +341,27 @@ class LadybugGraphStore:
                     )
                 for relation_type, source, target in plan.new_pairs:
                     conn.execute(f"ALTER TABLE {quoted(relation_type)} ADD FROM {quoted(source)} TO {quoted(target)}")
-                for entity, row in plan.rows:
-                    table = quoted(entity.type)
+                # One statement per entity type and per (relation, from type, to type), over all their rows. Each
+                # value is CAST to its column's type: the engine types a parameter by its values, and a column
+                # that is NULL in every row would otherwise be taken for a STRING.
+                for entity_type, rows_of_type in _by(plan.rows, lambda r: r[0].type).items():
+                    table = quoted(entity_type)
+                    ids = [entity.id for entity, _ in rows_of_type]
                     if self._has_relations(graph, plan):
-                        conn.execute(f"MATCH (a:{table} {{{ID}: $id}})-[r]->() DELETE r", {"id": entity.id})
-                    names = list(row)
-                    sets = ", ".join(f"n.{quoted(name)} = $p{i}" for i, name in enumerate(names))
-                    values = {f"p{i}": row[name] for i, name in enumerate(names)}
-                    conn.execute(f"MERGE (n:{table} {{{ID}: $id}}) SET {sets}", {"id": entity.id, **values})
-                for entity, relation in plan.relations:
-                    source, target = quoted(entity.type), quoted(relation.target_type)
+                        conn.execute(f"UNWIND $ids AS i MATCH (a:{table} {{{ID}: i}})-[r]->() DELETE r", {"ids": ids})
+                    kinds = {name: kind for name, kind in plan.columns[entity_type].values() if name != ID}
+                    names = list(kinds)
+                    sets = ", ".join(f"n.{quoted(n)} = CAST(row.p{i} AS {kinds[n]})" for i, n in enumerate(names))
+                    rows = [{ID: e.id, **{f"p{i}": row[n] for i, n in enumerate(names)}} for e, row in rows_of_type]
+                    conn.execute(f"UNWIND $rows AS row MERGE (n:{table} {{{ID}: row.{ID}}}) SET {sets}", {"rows": rows})
+                for (relation_type, source, target), relations in _by(
+                    plan.relations, lambda r: (r[1].type, r[0].type, r[1].target_type)
+                ).items():
+                    a, b = quoted(source), quoted(target)
                     conn.execute(
-                        f"MATCH (a:{source} {{{ID}: $a}}), (b:{target} {{{ID}: $b}}) "
-                        f"CREATE (a)-[:{quoted(relation.type)} {{{quoted(INDEX)}: $i}}]->(b)",
-                        {"a": entity.id, "b": relation.target_id, "i": relation.index},
+                        f"UNWIND $rels AS r MATCH (a:{a} {{{ID}: r.a}}), (b:{b} {{{ID}: r.b}}) "
+                        f"CREATE (a)-[:{quoted(relation_type)} {{{quoted(INDEX)}: CAST(r.i AS INT64)}}]->(b)",
+                        {"rels": [{"a": e.id, "b": r.target_id, "i": r.index} for e, r in relations]},
                     )
             self._commit_schema(graph, plan, entities)
             graph.generation += 1
@@ -397,10 +431,12 @@ class LadybugGraphStore:
             full[PARENT_ID] = entity.parent_id or None
             plan.rows.append((entity, full))
         # Each relation's target: in the batch, or already in the graph.
+        outside = {r.target_id for e, _ in plan.rows for r in e.relations if r.target_id not in batch}
+        existing = self._existing(graph, outside)
         pairs = {t: set(p) for t, p in schema.pairs.items()}
         for entity, _ in plan.rows:
             for relation in entity.relations:
-                target_type = batch.get(relation.target_id) or self._existing_type(graph, relation.target_id)
+                target_type = batch.get(relation.target_id) or existing.get(relation.target_id)
                 if target_type is None:
                     plan.dangling.append(f"{entity.id} -[{relation.type}]-> {relation.target_id}")
                     continue
@@ -416,12 +452,14 @@ class LadybugGraphStore:
         return plan
 
     @staticmethod
-    def _existing_type(graph: _Graph, entity_id: str) -> str | None:
-        entity_type = entity_id.split("/", 1)[0]
-        if entity_type not in graph.schema.columns:
-            return None
-        found = _rows(graph.writer, f"MATCH (n:{quoted(entity_type)} {{{ID}: $id}}) RETURN count(n)", {"id": entity_id})
-        return entity_type if found[0][0] else None
+    def _existing(graph: _Graph, ids: set[str]) -> dict[str, str]:
+        """The type of each of `ids` the graph holds."""
+        found: dict[str, str] = {}
+        for entity_type, of_type in _by(sorted(ids), lambda i: i.split("/", 1)[0]).items():
+            if entity_type in graph.schema.columns:
+                statement = f"MATCH (n:{quoted(entity_type)}) WHERE n.{ID} IN $ids RETURN n.{ID}"
+                found.update((row[0], entity_type) for row in _rows(graph.writer, statement, {"ids": of_type}))
+        return found
 
     @staticmethod
     def _commit_schema(graph: _Graph, plan: _Plan, entities: Sequence[Entity]) -> None:
@@ -437,7 +475,7 @@ class LadybugGraphStore:
     def delete(self, collection: str, ids: Sequence[str]) -> list[str]:
         graph = self._graph(collection)
         with graph.lock:
-            if not graph.schema.columns or not ids:
+            if graph.closed or not graph.schema.columns or not ids:
                 return []
             conn = graph.writer
             found = [r[0] for r in _rows(conn, f"MATCH (n) WHERE n.{ID} IN $ids RETURN n.{ID}", {"ids": list(ids)})]
@@ -530,24 +568,15 @@ class LadybugGraphStore:
         entity_type = entity_id.split("/", 1)[0]
         if entity_type not in graph.schema.columns:
             return None
-        conn = ladybug.Connection(graph.data)
-        found = _rows(conn, f"MATCH (n:{quoted(entity_type)} {{{ID}: $id}}) RETURN n", {"id": entity_id})
-        if not found:
-            return None
+        with graph.reading() as conn:
+            found = _rows(conn, f"MATCH (n:{quoted(entity_type)} {{{ID}: $id}}) RETURN n", {"id": entity_id})
+            if not found:
+                return None
+            relations = self._relations(graph, conn, entity_type, entity_id)
         node = found[0][0]
         values = {k: v for k, v in node.items() if not k.startswith("_") and k != ID and v is not None}
         key_names = graph.schema.primary_keys.get(entity_type, [])
         primary_key = [(name, values.pop(name)) for name in key_names if name in values]
-        relations: list[Relation] = []
-        if graph.schema.pairs:
-            for direction, arrow in ((Direction.OUTGOING, "-[r]->"), (Direction.INCOMING, "<-[r]-")):
-                for relation_type, other, other_type, index in _rows(
-                    conn,
-                    f"MATCH (n:{quoted(entity_type)} {{{ID}: $id}}){arrow}(m) "
-                    f"RETURN label(r), m.{ID}, label(m), r.{quoted(INDEX)} ORDER BY label(r), m.{ID}",
-                    {"id": entity_id},
-                ):
-                    relations.append(Relation(relation_type, other, other_type, direction, index))
         return Entity(
             id=entity_id,
             type=entity_type,
@@ -559,19 +588,34 @@ class LadybugGraphStore:
             parent_id=node.get(PARENT_ID) or "",
         )
 
+    @staticmethod
+    def _relations(graph: _Graph, conn: ladybug.Connection, entity_type: str, entity_id: str) -> list[Relation]:
+        """The entity's relations, outgoing then incoming, each by type and the other entity's id."""
+        relations: list[Relation] = []
+        if graph.schema.pairs:
+            for direction, arrow in ((Direction.OUTGOING, "-[r]->"), (Direction.INCOMING, "<-[r]-")):
+                for relation_type, other, other_type, index in _rows(
+                    conn,
+                    f"MATCH (n:{quoted(entity_type)} {{{ID}: $id}}){arrow}(m) "
+                    f"RETURN label(r), m.{ID}, label(m), r.{quoted(INDEX)} ORDER BY label(r), m.{ID}",
+                    {"id": entity_id},
+                ):
+                    relations.append(Relation(relation_type, other, other_type, direction, index))
+        return relations
+
     def hops(self, collection: str, ids: Sequence[str]) -> list[Hop]:
         graph = self._graph(collection)
         if not graph.schema.pairs or not ids:
             return []
-        conn = ladybug.Connection(graph.data)
         hops = []
-        for direction, arrow in ((Direction.OUTGOING, "-[r]->"), (Direction.INCOMING, "<-[r]-")):
-            for from_id, relation_type, to_id, to_type in _rows(
-                conn,
-                f"MATCH (a){arrow}(b) WHERE a.{ID} IN $ids RETURN a.{ID}, label(r), b.{ID}, label(b)",
-                {"ids": list(ids)},
-            ):
-                hops.append(Hop(from_id, relation_type, direction, to_id, to_type))
+        with graph.reading() as conn:
+            for direction, arrow in ((Direction.OUTGOING, "-[r]->"), (Direction.INCOMING, "<-[r]-")):
+                for from_id, relation_type, to_id, to_type in _rows(
+                    conn,
+                    f"MATCH (a){arrow}(b) WHERE a.{ID} IN $ids RETURN a.{ID}, label(r), b.{ID}, label(b)",
+                    {"ids": list(ids)},
+                ):
+                    hops.append(Hop(from_id, relation_type, direction, to_id, to_type))
         return hops
 
     # --- raw queries --------------------------------------------------------------------------------------
@@ -589,8 +633,7 @@ class LadybugGraphStore:
         keyword = readonly.first_keyword(statement)
         if keyword in readonly.DENIED_FIRST_KEYWORDS:
             raise _not_read_only(f"{keyword} statements touch the server's files")
-        conn = ladybug.Connection(graph.readonly_database(target))
-        try:
+        with graph.reading(graph.readonly_database(target)) as conn:
             conn.set_query_timeout(max(1, int(timeout_seconds * 1000)))
             params = dict(parameters)
             with warnings.catch_warnings():
@@ -617,8 +660,6 @@ class LadybugGraphStore:
                 raise _engine_error(str(exc)) from None
             finally:
                 result.close()
-        finally:
-            conn.close()
         return Rows(columns, rows[:row_limit], len(rows) > row_limit)
 
 
@@ -633,6 +674,10 @@ def _text_of(conn: ladybug.Connection, statement: str, parameters: Mapping[str, 
         return "\n".join(str(v) for row in result.get_all() for v in row)
     finally:
         result.close()
+
+
+def _no_graph(collection: str) -> RagmeshError:
+    return not_found(Reason.GRAPH_NOT_FOUND, f"collection {collection!r} has no graph", collection=collection)
 
 
 def _not_read_only(why: str) -> RagmeshError:
