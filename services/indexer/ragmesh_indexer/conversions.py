@@ -19,6 +19,8 @@ from ragmesh_common.errors import RagmeshError
 from ragmesh_common.reasons import Reason
 from ragmesh_store import SearchDefaults
 
+from .entity_files import EntityFile
+from .entity_ingest import IngestReport
 from .jobs import JobSource, rates
 from .model import DatasourceRecord, DocumentIn, FileIn, IngestOutcome, JobRecord
 from .reindex import ReindexOptions
@@ -51,6 +53,23 @@ def document(message: pb.DocumentInput) -> DocumentIn:
         datasource=message.datasource_id,
         fresh_until=message.fresh_until,
     )
+
+
+def entity_input(message: pb.EntityInput) -> dict[str, Any]:
+    """An EntityInput as the plain dict `entities.build` takes (what a JSON Lines file holds)."""
+    return {
+        "type": message.type,
+        "primary_key": list(message.primary_key),
+        "properties": json_format.MessageToDict(message.properties),
+        "labels": list(message.labels),
+        "alternative_keys": list(message.alternative_keys),
+        "relations": [{"type": r.type, "target_id": r.target_id} for r in message.relations],
+    }
+
+
+def entity_file(message: pb.FileInput) -> EntityFile:
+    """A file of entities."""
+    return EntityFile(message.data, message.filename, message.mime_type, message.path)
 
 
 def job_source(request: pb.CreateJobRequest) -> JobSource:
@@ -177,4 +196,16 @@ def expired_document(row: Mapping[str, Any]) -> pb.ExpiredDocument:
     """A store row (doc_id, fresh_until, datasource) of a document past its fresh_until."""
     return pb.ExpiredDocument(
         doc_id=row["doc_id"], fresh_until=row["fresh_until"], datasource_id=row["datasource"] or ""
+    )
+
+
+def ingested_entities(report: IngestReport) -> pb.IngestEntitiesResponse:
+    return pb.IngestEntitiesResponse(
+        entities=len(report.entity_ids),
+        relations=sum(report.relation_types.values()),
+        entity_types=dict(report.entity_types),
+        relation_types=dict(report.relation_types),
+        entity_ids=report.entity_ids,
+        dangling_relations=report.dangling,
+        omitted_properties=report.omitted,
     )

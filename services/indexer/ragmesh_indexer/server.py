@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ragmesh.converter.v1 import converter_service_pb2_grpc as converter_grpc
+from ragmesh.graph.v1 import graph_service_pb2_grpc as graph_grpc
 from ragmesh.indexer.v1 import indexer_service_pb2 as pb
 from ragmesh.indexer.v1 import indexer_service_pb2_grpc as pb_grpc
 from ragmesh_common.clients import ServiceClient
@@ -18,6 +19,7 @@ from ragmesh_store.aio import embedder_and_store
 
 from .chunking import Chunker
 from .config import IndexerSettings
+from .entity_ingest import EntityIngest, Journal
 from .jobs import Jobs
 from .pipeline import PipelineLimits
 from .queues import JobStore, JobStoreBusyError, RedisJobStore, SqliteJobStore
@@ -54,13 +56,15 @@ async def create_server(settings: IndexerSettings, store: Store | None = None) -
         ),
         chunk_threads=settings.chunk_threads,
     )
+    data_dir = getattr(store, "data_dir", None)
     try:
-        job_store = await open_job_store(settings, getattr(store, "data_dir", None))
+        job_store = await open_job_store(settings, data_dir)
     except BaseException:
         for close in reversed(closers):
             await _maybe_await(close())
         raise
-    servicer = IndexerServicer(indexer)
+    entities = _entity_ingest(settings, indexer, job_folder(settings, data_dir))
+    servicer = IndexerServicer(indexer, entities=entities)
     reindexer = Reindexer(
         indexer,
         search_addr=settings.search_addr,
@@ -87,7 +91,11 @@ async def create_server(settings: IndexerSettings, store: Store | None = None) -
     )
     # Workers start with the server (they only need the indexer's clients) and stop before anything closes.
     jobs.start()
-    service.closers.extend([jobs.stop, reindexer.close, job_store.close, *closers, indexer.close])
+    graph_closers: list[Callable[[], object]] = []
+    if entities is not None and entities.graph is not None:
+        entities.start()
+        graph_closers = [entities.close, entities.graph.close]
+    service.closers.extend([jobs.stop, *graph_closers, reindexer.close, job_store.close, *closers, indexer.close])
     return service
 
 
@@ -104,7 +112,7 @@ async def open_job_store(settings: IndexerSettings, data_dir: Path | None = None
             await store.close()
             raise ConfigError(f"indexer: cannot reach RAGMESH_REDIS_URL: {exc}") from None
         return store
-    folder = settings.jobs_dir or (data_dir or load(StoreSettings).data_dir) / "jobs"
+    folder = job_folder(settings, data_dir)
     try:
         return await asyncio.to_thread(SqliteJobStore, folder)
     except JobStoreBusyError as exc:
@@ -114,3 +122,26 @@ async def open_job_store(settings: IndexerSettings, data_dir: Path | None = None
 async def _maybe_await(value: object) -> None:
     if asyncio.iscoroutine(value):
         await value
+
+
+def job_folder(settings: IndexerSettings, data_dir: Path | None = None) -> Path:
+    """RAGMESH_INDEXER_JOBS_DIR, or `<data_dir>/jobs` (the embedded store's directory, else RAGMESH_DATA_DIR)."""
+    return settings.jobs_dir or (data_dir or load(StoreSettings).data_dir) / "jobs"
+
+
+def _entity_ingest(settings: IndexerSettings, indexer: Indexer, folder: Path) -> EntityIngest | None:
+    """Graph entities' dual storage, when the graph feature is on; its journal lies beside the job queue (a
+    folder the indexer writes to, in containers too)."""
+    if not settings.graph_enabled:
+        return None
+    graph = ServiceClient(
+        "graph",
+        settings.graph_addr,
+        graph_grpc.GraphServiceStub,
+        timeout=settings.graph_timeout_seconds,
+        max_message_bytes=settings.max_message_bytes,
+        caller="indexer",
+    )
+    return EntityIngest(
+        indexer, graph, Journal(folder / "graph-pending.json"), batch_entities=settings.graph_batch_entities
+    )

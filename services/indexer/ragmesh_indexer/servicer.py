@@ -3,6 +3,7 @@ and maps the result back."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import grpc
@@ -14,6 +15,9 @@ from ragmesh_common.reasons import Reason
 
 from . import conversions
 from .conversions import DOMAIN
+from .entities import build
+from .entity_files import read
+from .entity_ingest import EntityIngest, graph_disabled, max_property_chars
 from .jobs import Jobs
 from .model import DocumentIn, IngestOutcome
 from .service import Indexer
@@ -22,9 +26,10 @@ __all__ = ["DOMAIN", "IndexerServicer"]
 
 
 class IndexerServicer(pb_grpc.IndexerServiceServicer):
-    def __init__(self, indexer: Indexer, jobs: Jobs | None = None) -> None:
+    def __init__(self, indexer: Indexer, jobs: Jobs | None = None, entities: EntityIngest | None = None) -> None:
         self.indexer = indexer
         self.jobs = jobs
+        self.entities = entities  # None: the graph feature is off
 
     async def IngestDocument(self, request: pb.IngestDocumentRequest, context: object) -> pb.IngestDocumentResponse:
         return pb.IngestDocumentResponse(
@@ -142,3 +147,26 @@ class IndexerServicer(pb_grpc.IndexerServiceServicer):
         collection = validation.collection_name(request.collection)
         version, replaced = await self._jobs().reindexer.rollback(collection)
         return pb.RollbackCollectionResponse(collection=collection, version=version, replaced_version=replaced)
+
+    # --- graph entities ------------------------------------------------------------------------------------
+    async def IngestEntities(self, request: pb.IngestEntitiesRequest, context: object) -> pb.IngestEntitiesResponse:
+        entities = self._entities()
+        limit = max_property_chars(request.max_property_chars)
+        given = [
+            entity
+            for i, message in enumerate(request.entities)
+            for entity in build(conversions.entity_input(message), field=f"entities[{i}]", max_property_chars=limit)
+        ]
+        files = [conversions.entity_file(f) for f in request.files]
+        read_ = await asyncio.to_thread(read, files, max_property_chars=limit) if files else []
+        report = await entities.ingest(request.collection, [*given, *read_])
+        return conversions.ingested_entities(report)
+
+    async def DeleteEntities(self, request: pb.DeleteEntitiesRequest, context: object) -> pb.DeleteEntitiesResponse:
+        deleted = await self._entities().delete(request.collection, list(request.ids))
+        return pb.DeleteEntitiesResponse(deleted_ids=deleted)
+
+    def _entities(self) -> EntityIngest:
+        if self.entities is None:
+            raise graph_disabled()
+        return self.entities

@@ -6,6 +6,7 @@ here until it is mapped or listed."""
 from __future__ import annotations
 
 import typing
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,7 @@ from ragmesh.indexer.v1 import indexer_service_pb2 as pb
 from ragmesh.search.v1 import search_service_pb2 as search_pb
 from ragmesh_common.errors import RagmeshError
 from ragmesh_indexer import conversions
+from ragmesh_indexer.entity_ingest import IngestReport
 from ragmesh_indexer.model import DatasourceRecord, IngestOutcome, JobRecord, ReindexRecord
 from ragmesh_store import SearchDefaults
 
@@ -41,6 +43,8 @@ REQUESTS: dict[type[Message], Callable[[Any], Any]] = {
     pb.CreateJobRequest: conversions.job_source,
     pb.ReindexCollectionRequest: conversions.reindex_options,
     pb.CreateCollectionRequest: conversions.search_defaults,
+    pb.EntityInput: conversions.entity_input,
+    pb.FileInput: conversions.entity_file,
 }
 CASES = [(cls, case) for cls in REQUESTS for case in oneof_cases(cls)]
 
@@ -153,6 +157,14 @@ def test_results_set_every_field_of_their_messages() -> None:
     assert unset(conversions.expired_document(row)) == set()
     created = conversions.created_collection("kb", True, SearchDefaults(fusion="rrf", rrf_k=60))
     assert unset(created) == set()
+    report = IngestReport(
+        entity_ids=["Order/1"],
+        entity_types=Counter({"Order": 1}),
+        relation_types=Counter({"PLACED_BY": 1}),
+        dangling=["Order/1 -[PLACED_BY]-> Customer/7"],
+        omitted=["Order/1#note"],
+    )
+    assert unset(conversions.ingested_entities(report)) == set()
 
 
 def test_a_record_with_only_the_required_keys_still_converts() -> None:
