@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import grpc
+import ladybug
 import pytest
 from ragmesh.graph.v1 import graph_service_pb2 as pb
 from ragmesh_common.errors import from_rpc_error
@@ -332,3 +333,18 @@ async def test_deleting_a_graph_while_it_is_read_fails_the_reads_cleanly(graph):
     # The service still serves: a new graph under the same name.
     await graph.upsert([entity("Service/shop/web")])
     assert (await graph.info()).entities == 1
+
+
+async def test_an_ontology_left_behind_its_data_is_counted_again_at_start(start_graph, tmp_path):
+    async with start_graph(tmp_path) as graph:
+        await graph.upsert(cluster())
+    # As if a process stopped between a write of the data and the rewrite of its ontology.
+    database = ladybug.Database(str(tmp_path / "graph" / "k8s" / "data"))
+    ladybug.Connection(database).execute("MATCH (c:ConfigMap) DETACH DELETE c")
+    database.close()
+    async with start_graph(tmp_path) as graph:
+        info = await graph.info()
+        assert "ConfigMap" not in {t.name for t in info.entity_types} and info.entities == 6
+        assert ("Deployment", "USES", "ConfigMap") not in {(r.from_type, r.type, r.to_type) for r in info.relations}
+        rows = await graph.query("MATCH (t:EntityType) RETURN count(t)", target=pb.QUERY_TARGET_ONTOLOGY)
+        assert rows.rows[0].values[0].number_value == 6

@@ -302,7 +302,9 @@ class LadybugGraphStore:
                 if not create and not (root / "data").exists():
                     raise _no_graph(collection)
                 graph = _Graph(root, self.options)
-                graph.info = self._read_info(collection, graph)
+                # Counted again rather than read: a process stopped between a write and its ontology's rewrite
+                # left the ontology behind the data.
+                graph.info = self._refresh_ontology(collection, graph)
                 self._graphs[collection] = graph
             return graph
 
@@ -538,25 +540,6 @@ class LadybugGraphStore:
                     "CREATE (a)-[:RELATION {type: $type, count: $count}]->(b)",
                     {"a": r.from_type, "b": r.to_type, "type": r.type, "count": r.count},
                 )
-        return GraphInfo(collection, types, relations)
-
-    @staticmethod
-    def _read_info(collection: str, graph: _Graph) -> GraphInfo:
-        conn = graph.ontology_writer
-        types = [
-            EntityType(name, count, list(properties or []), list(key or []))
-            for name, count, properties, key in _rows(
-                conn, "MATCH (t:EntityType) RETURN t.name, t.count, t.properties, t.primary_key ORDER BY t.name"
-            )
-        ]
-        relations = [
-            TypeRelation(a, relation_type, b, count)
-            for a, relation_type, b, count in _rows(
-                conn,
-                "MATCH (a:EntityType)-[r:RELATION]->(b:EntityType) RETURN a.name, r.type, b.name, r.count "
-                "ORDER BY r.type, a.name, b.name",
-            )
-        ]
         return GraphInfo(collection, types, relations)
 
     def info(self, collection: str) -> GraphInfo:
