@@ -393,9 +393,7 @@ def warm_embedder(addr: str) -> None:
 
 def mesh_ingest(entities: Sequence[dict], backend: str, folder: Path, args: argparse.Namespace, reads: bool) -> dict:
     """IngestEntities of every entity into a fresh mesh, then (`reads`) the graph's reads and the graph service's
-    UpsertEntities alone. An indexer without IngestEntities (UNIMPLEMENTED, or the generated servicer's
-    NotImplementedError) is reported, and the graph is then loaded straight through UpsertEntities so that the
-    reads still run."""
+    UpsertEntities alone."""
     import grpc
     from ragmesh.graph.v1 import graph_service_pb2 as gpb
     from ragmesh.graph.v1 import graph_service_pb2_grpc as ggrpc
@@ -413,14 +411,7 @@ def mesh_ingest(entities: Sequence[dict], backend: str, folder: Path, args: argp
             grpc.insecure_channel(mesh.graph_addr, options=options) as graph_channel,
         ):
             graph = ggrpc.GraphServiceStub(graph_channel)
-            try:
-                out.update(ingest(igrpc.IndexerServiceStub(indexer_channel), entities, args.request_entities))
-            except grpc.RpcError as exc:
-                # The servicer's base class raises NotImplementedError (INTERNAL) for an RPC it does not override.
-                if exc.code() != grpc.StatusCode.UNIMPLEMENTED and "NotImplementedError" not in (exc.details() or ""):
-                    raise
-                out["skipped"] = f"the indexer has no IngestEntities yet ({exc.details()})"
-                out["graph_upsert_load"] = graph_upsert(graph, entities, args.graph_batch, "k8s", keep=True)
+            out.update(ingest(igrpc.IndexerServiceStub(indexer_channel), entities, args.request_entities))
             [info] = graph.ListEntityTypes(gpb.ListEntityTypesRequest(collection="k8s"), timeout=120).graphs
             out["graph_entities"] = info.entities
             out["graph_entity_types"] = {t.name: t.count for t in sorted(info.entity_types, key=lambda t: t.name)}
@@ -429,8 +420,7 @@ def mesh_ingest(entities: Sequence[dict], backend: str, folder: Path, args: argp
             if reads:
                 out.update(graph_reads(graph, entities, [t.name for t in info.entity_types], args))
                 out["graph_rss_mb_after_reads"] = rss_mb(mesh.graph.popen.pid)
-                if "skipped" not in out:
-                    out["graph_upsert_direct"] = graph_upsert(graph, entities, args.graph_batch, "k8s-direct")
+                out["graph_upsert_direct"] = graph_upsert(graph, entities, args.graph_batch, "k8s-direct")
     return out
 
 
@@ -480,7 +470,7 @@ def graph_entities(entities: Sequence[dict]) -> list[Any]:
     return out
 
 
-def graph_upsert(graph: Any, entities: Sequence[dict], batch: int, collection: str, keep: bool = False) -> dict:
+def graph_upsert(graph: Any, entities: Sequence[dict], batch: int, collection: str) -> dict:
     """The same entities straight into the graph service (UpsertEntities, `batch` a request, one at a time): the
     graph's share of the mesh's ingest, without the embedder and the vector store."""
     from ragmesh.graph.v1 import graph_service_pb2 as gpb
@@ -494,8 +484,7 @@ def graph_upsert(graph: Any, entities: Sequence[dict], batch: int, collection: s
         stored, relations = stored + reply.entities, relations + reply.relations
         dangling += len(reply.dangling_relations)
     seconds = time.perf_counter() - started
-    if not keep:
-        graph.DeleteGraph(gpb.DeleteGraphRequest(collection=collection), timeout=600)
+    graph.DeleteGraph(gpb.DeleteGraphRequest(collection=collection), timeout=600)
     return {
         "batch": batch,
         "seconds": round(seconds, 3),
@@ -583,12 +572,11 @@ def _relation_counts(relations: dict[tuple[str, str, str], list]) -> Counter[str
     return counts
 
 
-def _direct_row(entities: int, direct: dict, bulk: dict, rss: dict | None = None) -> str:
-    memory = f"{rss['graph_rss_mb_idle']} -> {rss['graph_rss_mb_loaded']}" if rss else ""
+def _direct_row(entities: int, direct: dict, bulk: dict) -> str:
     return (
         f"| {entities:,} | {direct['relations']:,} | graph service alone: UpsertEntities, {direct['batch']} a request "
         f"({direct['seconds']} s, {direct['dangling_relations']} dangling) | {direct['entities_per_second']:,} | "
-        f"{round(direct['entities_per_second'] / bulk['entities_per_second'], 4)} | {memory} |"
+        f"{round(direct['entities_per_second'] / bulk['entities_per_second'], 4)} | |"
     )
 
 
@@ -611,8 +599,6 @@ def markdown(data: dict) -> str:
                 lines.append(
                     f"| {size['entities']:,} | | IngestEntities ({backend}) | skipped: {mesh['skipped']} | | |"
                 )
-                if "graph_upsert_load" in mesh:
-                    lines.append(_direct_row(size["entities"], mesh["graph_upsert_load"], bulk, mesh))
                 continue
             lines.append(
                 f"| {size['entities']:,} | {mesh['relations']:,} | IngestEntities, embedder `{backend}` "
@@ -665,6 +651,7 @@ def main(argv: list[str] | None = None) -> dict:
         "--env", action="append", default=[], metavar="KEY=VALUE", help="a setting for the mesh's processes"
     )
     parser.add_argument("--buffer-pool-mb", type=int, default=128, help="the bulk insert's LadybugDB page cache")
+    parser.add_argument("--note", default="", help="a line the report keeps (what was patched, what else ran)")
     parser.add_argument("--json", type=Path, help="write {name, markdown, data} here (bench/results/<date>-graph.json)")
     parser.add_argument("--jsonl", type=Path, help="only write the first size's entities as JSON Lines here, and stop")
     args = parser.parse_args(argv)
@@ -682,6 +669,7 @@ def main(argv: list[str] | None = None) -> dict:
         "limit": args.limit,
         "buffer_pool_mb": args.buffer_pool_mb,
         "env": args.env,
+        "note": args.note,
         "sizes": [],
     }
     with tempfile.TemporaryDirectory(prefix="graph-bench-") as tmp:
