@@ -313,15 +313,6 @@ def ladybug_bulk(entities: Sequence[dict], folder: Path, buffer_pool_mb: int = 1
 
 
 # --- the mesh ----------------------------------------------------------------------------------------------------
-def percentiles(latencies_ms: list[float]) -> dict[str, float]:
-    values = sorted(latencies_ms)
-    return {
-        "p50_ms": round(values[len(values) // 2], 2),
-        "p95_ms": round(values[min(len(values) - 1, int(0.95 * len(values)))], 2),
-        "n": len(values),
-    }
-
-
 def _requests(entities: Sequence[dict], per_request: int, collection: str) -> Iterator[Any]:
     from ragmesh.indexer.v1 import indexer_service_pb2 as pb
 
@@ -500,6 +491,8 @@ def graph_reads(graph: Any, entities: Sequence[dict], types: list[str], args: ar
     each depth after 20 untimed calls on other entities."""
     from ragmesh.graph.v1 import graph_service_pb2 as gpb
 
+    from bench.report import summary
+
     rng = random.Random(args.seed + 1)
     ids = [entity_id(e) for e in rng.sample(list(entities), min(args.queries, len(entities)))]
     warm = [entity_id(e) for e in rng.sample(list(entities), min(20, len(entities)))]  # others than the timed
@@ -516,7 +509,7 @@ def graph_reads(graph: Any, entities: Sequence[dict], types: list[str], args: ar
             neighbours.append(len(reply.neighbours))
             truncated += reply.truncated
         out[f"explore_depth_{depth}"] = {
-            **percentiles(latencies),
+            **summary(latencies),
             "neighbours_mean": round(sum(neighbours) / len(neighbours), 1),
             "truncated": truncated,
         }
@@ -529,7 +522,7 @@ def graph_reads(graph: Any, entities: Sequence[dict], types: list[str], args: ar
             reply = graph.ShortestPaths(request, timeout=60)
             latencies.append((time.perf_counter() - started) * 1000)
             paths.append(len(reply.paths))
-        out["shortest_paths"] = {**percentiles(latencies), "paths_mean": round(sum(paths) / len(paths), 2)}
+        out["shortest_paths"] = {**summary(latencies), "paths_mean": round(sum(paths) / len(paths), 2)}
     return out
 
 
