@@ -34,6 +34,7 @@ graph service), and the graph process's resident memory before and after the loa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import random
@@ -403,7 +404,10 @@ def mesh_ingest(entities: Sequence[dict], backend: str, folder: Path, args: argp
         ):
             graph = ggrpc.GraphServiceStub(graph_channel)
             out.update(ingest(igrpc.IndexerServiceStub(indexer_channel), entities, args.request_entities))
-            [info] = graph.ListEntityTypes(gpb.ListEntityTypesRequest(collection="k8s"), timeout=120).graphs
+            if "failed" in out:  # said, with what the graph service logged and what the graph holds
+                out["graph_log_error"] = last_exception(mesh.folder / "graph.log")
+                reads = False
+            [info] = graph.ListEntityTypes(gpb.ListEntityTypesRequest(), timeout=120).graphs or [gpb.GraphInfo()]
             out["graph_entities"] = info.entities
             out["graph_entity_types"] = {t.name: t.count for t in sorted(info.entity_types, key=lambda t: t.name)}
             out["graph_rss_mb_loaded"] = rss_mb(mesh.graph.popen.pid)
@@ -416,13 +420,20 @@ def mesh_ingest(entities: Sequence[dict], backend: str, folder: Path, args: argp
 
 
 def ingest(indexer: Any, entities: Sequence[dict], per_request: int) -> dict:
-    """The entities through IngestEntities, one request at a time; what the replies say, and the rate."""
+    """The entities through IngestEntities, one request at a time; what the replies say, and the rate (or the
+    error that stopped it, and when)."""
+    import grpc
+
     stored = relations = 0
     dangling: list[str] = []
     per_type: Counter[str] = Counter()
     started = time.perf_counter()
     for request in _requests(entities, per_request, "k8s"):
-        reply = indexer.IngestEntities(request, timeout=3600)
+        try:
+            reply = indexer.IngestEntities(request, timeout=3600)
+        except grpc.RpcError as exc:
+            seconds = round(time.perf_counter() - started, 1)
+            return {"failed": f"{exc.code().name}: {exc.details()}", "failed_after_seconds": seconds}
         stored += reply.entities
         relations += reply.relations
         dangling += reply.dangling_relations
@@ -437,6 +448,17 @@ def ingest(indexer: Any, entities: Sequence[dict], per_request: int) -> dict:
         "entities_per_second": round(stored / seconds, 1),
         "entity_types": dict(sorted(per_type.items())),
     }
+
+
+def last_exception(log: Path) -> str:
+    """The last line of the last exception a service logged (its JSON log lines' "exception")."""
+    found = ""
+    for line in log.read_text(errors="replace").splitlines():
+        with contextlib.suppress(ValueError):
+            record = json.loads(line)
+            if isinstance(record, dict) and record.get("exception"):
+                found = record["exception"].strip().splitlines()[-1]
+    return found
 
 
 def graph_entities(entities: Sequence[dict]) -> list[Any]:
@@ -549,7 +571,7 @@ def run_size(size: int, args: argparse.Namespace, folder: Path) -> dict:
         mesh = mesh_ingest(entities, backend, folder / f"mesh-{backend}", args, reads=not reads_done)
         reads_done = True
         bulk = result["ladybug_bulk"]
-        if "entities_per_second" in mesh:
+        if "failed" not in mesh:
             mesh["ratio_to_ladybug_bulk"] = round(mesh["entities_per_second"] / bulk["entities_per_second"], 4)
         # The graph holds what the bulk insert loaded: the same entities of each type.
         mesh["same_entities_as_ladybug"] = mesh["graph_entity_types"] == bulk["entity_types"]
@@ -591,6 +613,14 @@ def markdown(data: dict) -> str:
             if "skipped" in mesh:
                 lines.append(
                     f"| {size['entities']:,} | | IngestEntities ({backend}) | skipped: {mesh['skipped']} | | |"
+                )
+                continue
+            if "failed" in mesh:
+                lines.append(
+                    f"| {size['entities']:,} | | IngestEntities, embedder `{backend}`: failed after "
+                    f"{mesh['failed_after_seconds']} s with {mesh['graph_entities']:,} entities in the graph: "
+                    f"{mesh['failed']} ({mesh['graph_log_error']}) | | | {mesh['graph_rss_mb_idle']} -> "
+                    f"{mesh['graph_rss_mb_loaded']} |"
                 )
                 continue
             lines.append(
@@ -670,11 +700,11 @@ def main(argv: list[str] | None = None) -> dict:
             folder = Path(tmp) / str(size)
             folder.mkdir()
             data["sizes"].append(run_size(size, args, folder))
-    text = markdown(data)
+            text = markdown(data)
+            if args.json:  # after each size: a later one that runs out of time leaves the earlier ones
+                args.json.parent.mkdir(parents=True, exist_ok=True)
+                args.json.write_text(json.dumps({"name": "graph", "markdown": text, "data": data}, indent=2) + "\n")
     print(text)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"name": "graph", "markdown": text, "data": data}, indent=2) + "\n")
     return data
 
 
