@@ -15,7 +15,9 @@ from pathlib import Path
 import httpx
 
 RAGMESH = str(Path(sys.executable).parent / "ragmesh")
-SERVICES = ("converter", "embedder", "indexer", "search", "answer", "graph")  # graph: when RAGMESH_GRAPH_ENABLED
+SERVICES = ("converter", "embedder", "indexer", "search", "answer")
+# Started only when asked for (`serve graph`, or `up` with RAGMESH_GRAPH_ENABLED=true); it gets a port all the same.
+OPTIONAL_SERVICES = ("graph",)
 # Where the embedder caches its ONNX export: the default of a mesh started from the repository root.
 MODEL_CACHE = Path(__file__).resolve().parents[2] / ".ragmesh" / "models"
 
@@ -83,7 +85,7 @@ class Mesh:
 
     data_dir: Path
     http_port: int = field(default_factory=free_port)
-    ports: dict[str, int] = field(default_factory=lambda: {s: free_port() for s in SERVICES})
+    ports: dict[str, int] = field(default_factory=lambda: {s: free_port() for s in (*SERVICES, *OPTIONAL_SERVICES)})
     extra_env: dict[str, str] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:

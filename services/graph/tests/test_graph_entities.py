@@ -274,14 +274,20 @@ async def test_a_malformed_entity_is_refused_with_its_field(graph, rpc_error, ba
     assert list(listed.graphs) == []  # nothing written, no graph made
 
 
-async def test_a_type_or_property_differing_only_in_case_from_the_graphs_is_refused(graph, rpc_error):
+async def test_a_type_or_property_clashing_with_the_graphs_tables_or_columns_is_refused(graph, rpc_error):
     await graph.upsert([entity("Deployment/shop/web", props={"spec.replicas": 1})])
-    for bad, field in [
-        (entity("deployment/shop/api"), "entities[0].type"),
-        (entity("Deployment/shop/api", props={"Spec.Replicas": 1}), "entities[0].properties[Spec.Replicas]"),
+    await graph.upsert([entity("Service/shop/web", rels=[("SELECTS", "Deployment/shop/web")])])
+    for batch, field in [
+        ([entity("deployment/shop/api")], "entities[0].type"),
+        ([entity("Deployment/shop/api", props={"Spec.Replicas": 1})], "entities[0].properties[Spec.Replicas]"),
+        ([entity("Pod/shop/a"), entity("POD/shop/b")], "entities[1].type"),  # two new ones in one batch
+        # Entity types and relation types are tables of one namespace.
+        ([entity("Selects/shop/a")], "entities[0].type"),
+        ([entity("Pod/shop/a"), entity("Job/shop/b", rels=[("POD", "Pod/shop/a")])], "entities[1].relations[0].type"),
     ]:
-        error = await rpc_error(graph.UpsertEntities(pb.UpsertEntitiesRequest(collection="k8s", entities=[bad])))
+        error = await rpc_error(graph.UpsertEntities(pb.UpsertEntitiesRequest(collection="k8s", entities=batch)))
         assert (error.reason, [v.field for v in error.field_violations]) == ("ENTITY_INVALID", [field])
+    assert {t.name for t in (await graph.info()).entity_types} == {"Deployment", "Service"}
 
 
 async def test_a_bad_collection_name_is_refused(graph, rpc_error):

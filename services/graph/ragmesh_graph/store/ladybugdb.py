@@ -385,10 +385,17 @@ class LadybugGraphStore:
             if latest[entity.id] is not entity:
                 continue
             known = schema.type_named(entity.type)
-            if known is not None and known != entity.type:
+            other = known or next((t for t in plan.new_types if t.lower() == entity.type.lower()), None)
+            if other is not None and other != entity.type:
                 raise invalid_argument(
                     Reason.ENTITY_INVALID,
-                    f"entity type {entity.type!r} differs from the graph's {known!r} only in case",
+                    f"entity type {entity.type!r} differs from the graph's {other!r} only in case",
+                    field=f"entities[{index}].type",
+                )
+            if entity.type.lower() in {r.lower() for r in schema.pairs}:
+                raise invalid_argument(
+                    Reason.ENTITY_INVALID,
+                    f"{entity.type!r} is a relation type of the graph; an entity type needs another name",
                     field=f"entities[{index}].type",
                 )
             columns = plan.columns.get(entity.type)
@@ -436,8 +443,15 @@ class LadybugGraphStore:
         outside = {r.target_id for e, _ in plan.rows for r in e.relations if r.target_id not in batch}
         existing = self._existing(graph, outside)
         pairs = {t: set(p) for t, p in schema.pairs.items()}
+        entity_types = {t.lower() for t in (*schema.columns, *plan.columns)}
         for entity, _ in plan.rows:
-            for relation in entity.relations:
+            for r, relation in enumerate(entity.relations):
+                if relation.type.lower() in entity_types:
+                    raise invalid_argument(
+                        Reason.ENTITY_INVALID,
+                        f"{relation.type!r} is an entity type of the graph; a relation type needs another name",
+                        field=f"entities[{list(entities).index(entity)}].relations[{r}].type",
+                    )
                 target_type = batch.get(relation.target_id) or existing.get(relation.target_id)
                 if target_type is None:
                     plan.dangling.append(f"{entity.id} -[{relation.type}]-> {relation.target_id}")
