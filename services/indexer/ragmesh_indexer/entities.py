@@ -7,7 +7,8 @@ The rules, as a user sees them in the graph and in search:
 - The id is "<type>/<primary key values joined by '/'>" ("Deployment/default/frontend"). Key values are strings,
   numbers or booleans, never empty and never containing "/" (two different keys would share an id).
 - Nested objects are flattened with dots: {"spec": {"replicas": 2}} is the property "spec.replicas". A null is
-  no property. A list of scalars stays a list.
+  no property. A list of scalars stays a list, of one type (numbers if it mixes whole and fractional ones,
+  else strings when its items are of more than one type).
 - A list of objects becomes child entities, one per item, each linked from its parent by a HAS relation carrying
   the item's index. The child's type is the parent's type followed by the list's key (its last dotted part)
   singularised and capitalised (`child_type`): an Order's "lines" -> "OrderLine", a Service's "ports" ->
@@ -42,6 +43,7 @@ from ragmesh_common.reasons import Reason
 from ragmesh_common.validation import DOC_ID_MAX_CHARS
 
 DEFAULT_MAX_PROPERTY_CHARS = 250
+MAX_VALUES = 100_000  # values of one input entity, its children's included (see _Budget)
 TYPE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 RELATION_TYPE_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 HAS = "HAS"
@@ -127,7 +129,8 @@ def build(
     properties = raw.get("properties") or {}
     if not isinstance(properties, Mapping):
         raise entity_invalid("properties is an object", at(field, "properties"))
-    flat, lists = _flatten(properties, at(field, "properties"))
+    budget = _Budget(field)
+    flat, lists = _flatten(properties, at(field, "properties"), budget)
     names = raw.get("primary_key") or []
     if isinstance(names, str) or not isinstance(names, Sequence) or not names:
         raise entity_invalid(
@@ -154,7 +157,7 @@ def build(
         ],
         field=field,
     )
-    return [entity, *_finish(entity, flat, lists, field, max_property_chars, child_types or {})]
+    return [entity, *_finish(entity, flat, lists, field, max_property_chars, child_types or {}, budget)]
 
 
 def check_unique(entities: Iterable[GraphEntity]) -> None:
@@ -187,6 +190,7 @@ def _finish(
     field: str,
     max_chars: int,
     child_types: Mapping[str, str],
+    budget: _Budget,
 ) -> list[GraphEntity]:
     """Set the entity's properties (long ones left out of the graph) and make its children."""
     keys = {name for name, _ in entity.primary_key}
@@ -209,7 +213,7 @@ def _finish(
             last: tuple[str, Scalar] = (
                 ("name", _key_value(names[index], at(where, "name"))) if by_name else ("index", index)
             )
-            flat_child, child_lists = _flatten(item, where)
+            flat_child, child_lists = _flatten(item, where, budget)
             child = GraphEntity(
                 id=_entity_id(type_, [entity.key, last[1]], where),
                 type=type_,
@@ -222,7 +226,7 @@ def _finish(
             own = {**flat_child, "parent_key": entity.key, **({} if by_name else {"index": index})}
             nested = {k[len(list_key) + 1 :]: v for k, v in child_types.items() if k.startswith(f"{list_key}.")}
             children.append(child)
-            children.extend(_finish(child, own, child_lists, where, max_chars, nested))
+            children.extend(_finish(child, own, child_lists, where, max_chars, nested, budget))
     return children
 
 
@@ -246,12 +250,35 @@ def _capital(part: str) -> str:
     return word[:1].upper() + word[1:]
 
 
-def _flatten(obj: Mapping[str, Any], field: str) -> tuple[dict[str, Value], dict[str, list[Mapping[str, Any]]]]:
+class _Budget:
+    """The values one input entity may hold, its children's included: YAML aliases can make a small file stand
+    for an exponentially large tree (a "billion laughs"), which is refused before it is walked."""
+
+    def __init__(self, field: str) -> None:
+        self.left = MAX_VALUES
+        self.field = field
+
+    def spend(self, value: Any) -> None:
+        self.left -= 1
+        if isinstance(value, list):
+            for item in value:
+                if isinstance(item, list):
+                    self.spend(item)
+                else:
+                    self.left -= 1
+        if self.left < 0:
+            raise entity_invalid(f"an entity holds at most {MAX_VALUES} values, its children's included", self.field)
+
+
+def _flatten(
+    obj: Mapping[str, Any], field: str, budget: _Budget
+) -> tuple[dict[str, Value], dict[str, list[Mapping[str, Any]]]]:
     """(flat properties, lists of objects by their flattened key)."""
     flat: dict[str, Value] = {}
     lists: dict[str, list[Mapping[str, Any]]] = {}
 
     def walk(prefix: str, value: Any) -> None:
+        budget.spend(value)
         if value is None:
             return
         if isinstance(value, Mapping):
@@ -263,9 +290,13 @@ def _flatten(obj: Mapping[str, Any], field: str) -> tuple[dict[str, Value], dict
             elif any(isinstance(v, Mapping) for v in value):
                 raise entity_invalid("a list holds objects or scalars, not both", at(field, f"{prefix}"))
             else:  # scalars (a nested list is kept as its JSON)
-                flat[prefix] = [
-                    _scalar(v) if not isinstance(v, list) else json.dumps(v) for v in value if v is not None
-                ]
+                items = [_scalar(v) if not isinstance(v, list) else json.dumps(v) for v in value if v is not None]
+                kinds = {type(v) for v in items}
+                if kinds == {int, float}:  # [1, 2.5]: numbers
+                    items = [float(v) for v in items]
+                elif len(kinds) > 1:  # ["--port", 8080]: one type, as the graph's columns have
+                    items = [_text(v) for v in items]
+                flat[prefix] = items
         else:
             flat[prefix] = _scalar(value)
 

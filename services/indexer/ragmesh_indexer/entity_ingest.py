@@ -29,7 +29,7 @@ import logging
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -85,13 +85,20 @@ class IngestReport:
 class Journal:
     """Ids to delete from both stores, by collection, in a JSON file rewritten whole (atomically) on each change."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, on_change: Callable[[int], object] | None = None) -> None:
+        """`on_change` gets the number of ids pending after each change (and now)."""
         self.path = path
+        self.on_change = on_change
         try:
             raw = json.loads(path.read_text())
         except FileNotFoundError:
             raw = {}
         self.pending: dict[str, list[str]] = {c: list(ids) for c, ids in raw.items() if ids}
+        self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change(sum(map(len, self.pending.values())))
 
     def add(self, collection: str, ids: Iterable[str]) -> None:
         self.pending[collection] = list(dict.fromkeys([*self.pending.get(collection, []), *ids]))
@@ -114,6 +121,7 @@ class Journal:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
+        self._changed()
 
 
 class EntityIngest:
@@ -122,12 +130,11 @@ class EntityIngest:
     def __init__(
         self,
         indexer: Indexer,
-        graph: ServiceClient | None,
+        graph: ServiceClient,
         journal: Journal,
         *,
         batch_entities: int = 256,
     ) -> None:
-        """`graph` None: the graph feature is off (every call is refused with GRAPH_DISABLED)."""
         self.indexer = indexer
         self.graph = graph
         self.journal = journal
@@ -137,7 +144,7 @@ class EntityIngest:
 
     def start(self) -> None:
         """Finish the undos a previous run left (in the background: the graph may not be up yet)."""
-        if self.graph is not None and self.journal.pending:
+        if self.journal.pending:
             self._retry_later()
 
     async def close(self) -> None:
@@ -148,7 +155,7 @@ class EntityIngest:
 
     # --- the calls ---------------------------------------------------------------------------------------------
     async def ingest(self, collection: str, entities: Sequence[GraphEntity]) -> IngestReport:
-        graph = self._graph()
+        graph = self.graph
         collection = validation.collection_name(collection)
         check_unique(entities)
         report = IngestReport(
@@ -157,7 +164,7 @@ class EntityIngest:
             relation_types=Counter(link.type for e in entities for link in e.relations),
             omitted=[f"{e.id}#{name}" for e in entities for name in e.omitted],
         )
-        async with self._lock(collection):
+        async with self._lock(collection), self._retry_on_failure():
             await self._reconcile(collection, quiet=True)
             cut = list(batches(entities, self.batch_entities))
             position = {e.id: b for b, batch in enumerate(cut) for e in batch}
@@ -184,14 +191,14 @@ class EntityIngest:
 
     async def delete(self, collection: str, ids: Sequence[str]) -> list[str]:
         """Delete the entities and their children from both stores; returns the ids deleted."""
-        graph = self._graph()
+        graph = self.graph
         collection = validation.collection_name(collection)
         for i, entity_id in enumerate(ids):
             if not validation.DOC_ID_RE.fullmatch(entity_id) or "/" not in entity_id:
                 raise entity_invalid(f"{entity_id[:70]!r} is not an entity id ('<type>/<key>')", f"ids[{i}]")
         if not ids:
             return []
-        async with self._lock(collection):
+        async with self._lock(collection), self._retry_on_failure():
             await self._reconcile(collection, quiet=True)
             self.journal.add(collection, ids)
             try:
@@ -201,9 +208,7 @@ class EntityIngest:
             except RagmeshError as exc:
                 if exc.code in _REFUSED:  # nothing was deleted
                     self.journal.remove(collection, ids)
-                else:  # it may have been: the store follows once the graph answers
-                    self._retry_later()
-                raise
+                raise  # else it may have been: the store follows once the graph answers
             deleted = list(reply.deleted_ids)
             self.journal.add(collection, deleted)
             gone = await self._delete_documents(collection, [*ids, *deleted])
@@ -229,10 +234,7 @@ class EntityIngest:
                 self.journal.remove(collection, ids)
             else:
                 await self._undo(collection, ids)
-            raise
-        except BaseException:  # cancelled while the graph wrote: it may have, the journal's retry will undo it
-            self._retry_later()
-            raise
+            raise  # (cancelled meanwhile: the graph may have written it; the journal's retry undoes it)
         try:
             outcomes = await self.indexer.ingest_batch([_document(collection, e) for e in batch])
         except BaseException:
@@ -243,6 +245,7 @@ class EntityIngest:
             await self._undo(collection, ids)
             raise failed
         self.journal.remove(collection, ids)
+        self.indexer.metrics.graph_entities.inc(len(ids))
         return list(reply.dangling_relations)
 
     async def _stale_children(self, collection: str, ids: list[str]) -> list[str]:
@@ -266,15 +269,15 @@ class EntityIngest:
         """Delete a batch from both stores now, or (the graph out of reach) leave it to the background retry."""
         try:
             await self._delete_both(collection, ids)
-        except Exception as exc:  # noqa: BLE001 - whatever stopped the undo, the journal keeps it
+            self.indexer.metrics.graph_undone.inc(len(ids))
+        except Exception as exc:  # noqa: BLE001 - whatever stopped the undo, the journal keeps it (and is retried)
             log.warning("graph entities of %r left to delete later (%d ids): %s", collection, len(ids), exc)
             # what the store holds goes now; the graph's part waits for the graph
             with contextlib.suppress(Exception):
                 await self._delete_documents(collection, ids)
-            self._retry_later()
 
     async def _delete_both(self, collection: str, ids: list[str]) -> None:
-        graph = self._graph()
+        graph = self.graph
         reply = await graph.call("DeleteEntities", graph_pb.DeleteEntitiesRequest(collection=collection, ids=ids))
         await self._delete_documents(collection, [*ids, *reply.deleted_ids])
         self.journal.remove(collection, ids)
@@ -293,18 +296,38 @@ class EntityIngest:
         return gone
 
     # --- the journal's retries ---------------------------------------------------------------------------------
-    async def _reconcile(self, collection: str | None = None, *, quiet: bool = False) -> None:
-        """Finish the undos the journal holds (one collection's, or all); raises unless `quiet`."""
-        for name in [collection] if collection is not None else list(self.journal.pending):
-            ids = self.journal.pending.get(name, [])
-            if not ids:
-                continue
-            try:
-                await self._delete_both(name, list(ids))
-            except Exception:
+    async def _reconcile(self, collection: str, *, quiet: bool = False) -> None:
+        """Finish the undos the journal holds for a collection; raises unless `quiet` (then only logs)."""
+        ids = list(self.journal.pending.get(collection, []))
+        if not ids:
+            return
+        try:
+            await self._delete_both(collection, ids)
+            self.indexer.metrics.graph_undone.inc(len(ids))
+        except RagmeshError as exc:
+            if exc.code not in _REFUSED:
                 if not quiet:
                     raise
-                log.warning("graph entities of %r still to delete (%d ids): the graph is out of reach", name, len(ids))
+                log.warning("%d graph entities of %r still to delete: %s", len(ids), collection, exc)
+                return
+            # the graph will never take these ids: no use asking again
+            log.error("graph entities of %r cannot be deleted from the graph: %s", collection, exc)
+            await self._delete_documents(collection, ids)
+            self.journal.remove(collection, ids)
+        except Exception as exc:
+            if not quiet:
+                raise
+            log.warning("%d graph entities of %r still to delete: %s", len(ids), collection, exc)
+
+    @contextlib.asynccontextmanager
+    async def _retry_on_failure(self) -> AsyncIterator[None]:
+        """A call that fails (or is cancelled) with undos left in the journal has them retried in the background."""
+        try:
+            yield
+        except BaseException:
+            if self.journal.pending:
+                self._retry_later()
+            raise
 
     def _retry_later(self) -> None:
         if self._retry is None or self._retry.done():
@@ -322,11 +345,6 @@ class EntityIngest:
                 delay = min(delay * 2, _RETRY_MAX_S)
 
     # --- helpers -----------------------------------------------------------------------------------------------
-    def _graph(self) -> ServiceClient:
-        if self.graph is None:
-            raise graph_disabled()
-        return self.graph
-
     def _lock(self, collection: str) -> asyncio.Lock:
         return self._locks.setdefault(collection, asyncio.Lock())
 

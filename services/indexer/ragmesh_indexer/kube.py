@@ -28,7 +28,9 @@ Relations (outgoing from the first entity):
   values, and the values of the ConfigMaps of the files it reads through envFrom or configMapKeyRef) names the
   Service. A value names a Service when, split at commas and spaces, a part is `name`, `name:port`,
   `name.namespace`, `name.namespace.svc[.cluster.local]` (with a port or not), or a URL whose host is one of
-  those; names are DNS labels. A bare name is a Service of the container's namespace.
+  those; names are DNS labels. A bare name is a Service of the container's namespace, unless it is the Service
+  in front of the container's own pods (OTEL_SERVICE_NAME=gateway in the gateway is the pod naming itself, not
+  a call); an address with a port, a namespace or a scheme counts whatever it names.
 - HorizontalPodAutoscaler -[SCALES]-> its scaleTargetRef (sent whether or not the target is among the files).
 - NetworkPolicy -[APPLIES_TO]-> workloads of its namespace whose pod labels match spec.podSelector (an empty
   selector: every workload of the namespace).
@@ -151,7 +153,7 @@ def entities(kube_objects: Sequence[KubeObject], *, max_property_chars: int) -> 
     docstring."""
     parsed = [_parse(o) for o in kube_objects]
     config_maps = {(p.namespace, p.name): _mapping(p.body.get("data")) for p in parsed if p.kind == "ConfigMap"}
-    services = {(p.namespace, p.name) for p in parsed if p.kind == "Service"}
+    services = {(p.namespace, p.name): p for p in parsed if p.kind == "Service"}
     workloads = [p for p in parsed if p.kind in WORKLOADS]
     out: list[GraphEntity] = []
     for p in parsed:
@@ -277,18 +279,25 @@ def _replace(obj: Mapping[str, Any], path: list[str], value: Any) -> dict[str, A
     return {**obj, head: _replace(_mapping(obj.get(head)), rest, value) if rest else value}
 
 
+def _selected(service: _Parsed, workloads: Iterable[_Parsed]) -> list[str]:
+    """The ids of the workloads a Service selects."""
+    selector = _mapping(_mapping(service.body.get("spec")).get("selector"))
+    if not selector:
+        return []
+    return [
+        w.id
+        for w in workloads
+        if w.namespace == service.namespace
+        and w.kind in SELECTABLE
+        and all(w.pod_labels.get(k) == v for k, v in selector.items())
+    ]
+
+
 def _relations(p: _Parsed, workloads: Iterable[_Parsed]) -> list[Link]:
     spec = _mapping(p.body.get("spec"))
     same_ns = [w for w in workloads if w.namespace == p.namespace]
     if p.kind == "Service":
-        selector = _mapping(spec.get("selector"))
-        if not selector:
-            return []
-        return [
-            Link("SELECTS", w.id)
-            for w in same_ns
-            if w.kind in SELECTABLE and all(w.pod_labels.get(k) == v for k, v in selector.items())
-        ]
+        return [Link("SELECTS", target) for target in _selected(p, same_ns)]
     if p.kind in WORKLOADS:
         account = p.pod_spec.get("serviceAccountName") or p.pod_spec.get("serviceAccount") or "default"
         return [Link("USES", f"ServiceAccount/{p.namespace}/{account}")]
@@ -310,7 +319,7 @@ def _container_relations(
     p: _Parsed,
     built: list[GraphEntity],
     config_maps: Mapping[tuple[str, str], Mapping[str, Any]],
-    services: set[tuple[str, str]],
+    services: Mapping[tuple[str, str], _Parsed],
 ) -> None:
     """Add each container's READS and REFERENCES to its child entity in `built`."""
     by_id = {e.id: e for e in built}
@@ -327,7 +336,7 @@ def _container_relations(
             for source in container.get("envFrom") or []:
                 if cm := _name(source, "configMapRef"):
                     reads.append(("ConfigMap", cm))
-                    values.extend(str(v) for v in config_maps.get((p.namespace, cm), {}).values())
+                    values.extend(v for v in config_maps.get((p.namespace, cm), {}).values() if isinstance(v, str))
                 if secret := _name(source, "secretRef"):
                     reads.append(("Secret", secret))
             for env in container.get("env") or []:
@@ -340,8 +349,8 @@ def _container_relations(
                     reads.append(("ConfigMap", cm))
                     key = _mapping(value_from.get("configMapKeyRef")).get("key")
                     known = config_maps.get((p.namespace, cm), {})
-                    if isinstance(key, str) and key in known:
-                        values.append(str(known[key]))
+                    if isinstance(key, str) and isinstance(known.get(key), str):
+                        values.append(known[key])
                 if secret := _name(value_from, "secretKeyRef"):
                     reads.append(("Secret", secret))
             for mount in container.get("volumeMounts") or []:
@@ -349,10 +358,13 @@ def _container_relations(
                     reads.extend(volumes.get(mount.get("name"), []))
             for kind, name in dict.fromkeys(reads):
                 entity.relations.append(Link("READS", f"{kind}/{p.namespace}/{name}"))
+            bare = {v.strip() for v in values}
             referenced = dict.fromkeys(ref for value in values for ref in service_references(value, p.namespace))
             for namespace, name in referenced:
-                if (namespace, name) in services:
-                    entity.relations.append(Link("REFERENCES", f"Service/{namespace}/{name}"))
+                service = services.get((namespace, name))
+                if service is None or (name in bare and p.id in _selected(service, [p])):
+                    continue  # not a Service of the files, or a bare name of the pod's own Service
+                entity.relations.append(Link("REFERENCES", f"Service/{namespace}/{name}"))
 
 
 def _volume_sources(volume: Mapping[str, Any]) -> list[tuple[str, str]]:

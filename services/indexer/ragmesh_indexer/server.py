@@ -92,7 +92,7 @@ async def create_server(settings: IndexerSettings, store: Store | None = None) -
     # Workers start with the server (they only need the indexer's clients) and stop before anything closes.
     jobs.start()
     graph_closers: list[Callable[[], object]] = []
-    if entities is not None and entities.graph is not None:
+    if entities is not None:
         entities.start()
         graph_closers = [entities.close, entities.graph.close]
     service.closers.extend([jobs.stop, *graph_closers, reindexer.close, job_store.close, *closers, indexer.close])
@@ -142,6 +142,5 @@ def _entity_ingest(settings: IndexerSettings, indexer: Indexer, folder: Path) ->
         max_message_bytes=settings.max_message_bytes,
         caller="indexer",
     )
-    return EntityIngest(
-        indexer, graph, Journal(folder / "graph-pending.json"), batch_entities=settings.graph_batch_entities
-    )
+    journal = Journal(folder / "graph-pending.json", indexer.metrics.graph_pending.set)
+    return EntityIngest(indexer, graph, journal, batch_entities=settings.graph_batch_entities)

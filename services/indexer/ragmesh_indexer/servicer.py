@@ -158,8 +158,8 @@ class IndexerServicer(pb_grpc.IndexerServiceServicer):
             for entity in build(conversions.entity_input(message), field=f"entities[{i}]", max_property_chars=limit)
         ]
         files = [conversions.entity_file(f) for f in request.files]
-        read_ = await asyncio.to_thread(read, files, max_property_chars=limit) if files else []
-        report = await entities.ingest(request.collection, [*given, *read_])
+        from_files = await asyncio.to_thread(read, files, max_property_chars=limit) if files else []
+        report = await entities.ingest(request.collection, [*given, *from_files])
         return conversions.ingested_entities(report)
 
     async def DeleteEntities(self, request: pb.DeleteEntitiesRequest, context: object) -> pb.DeleteEntitiesResponse:

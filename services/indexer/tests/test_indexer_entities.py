@@ -41,6 +41,9 @@ def test_nested_objects_are_flattened_with_dots_and_scalar_lists_stay_lists():
     assert entity.properties["customer.address.city"] == "Oslo"
     assert entity.properties["customer.vip"] is True
     assert entity.properties["tags"] == ["a", "b"]
+    [entity] = build(order(args=["--port", 8080, True], sizes=[1, 2.5]), field="e")
+    assert entity.properties["args"] == ["--port", "8080", "true"]  # one type per list, as graph columns have
+    assert entity.properties["sizes"] == [1.0, 2.5]
     assert "note" not in entity.properties  # a null is no property
 
 

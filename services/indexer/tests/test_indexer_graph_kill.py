@@ -1,6 +1,7 @@
 """The graph service killed (SIGKILL) in the middle of a many-batch IngestEntities: the call fails saying so, and
-once the graph service is back every entity is in both stores or in neither. The graph runs as its own process
-(`ragmesh serve graph`), the rest of the mesh in this one."""
+once the graph service is back every entity is in both stores or in neither; killed before a DeleteEntities, the
+delete is finished in both stores once it is back. The graph runs as its own process (`ragmesh serve graph`),
+the rest of the mesh in this one."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ import time
 
 import grpc
 import pytest
+import pytest_asyncio
 from ragmesh.graph.v1 import graph_service_pb2 as graph_pb
 from ragmesh.graph.v1 import graph_service_pb2_grpc as graph_grpc
 from ragmesh.indexer.v1 import indexer_service_pb2 as pb
+from ragmesh_common.telemetry import setup_telemetry
 from ragmesh_indexer.server import job_folder
 
 from tests.e2e.mesh_process import Proc, free_port, wait_serving
@@ -24,16 +27,45 @@ ENTITIES = 1500
 BATCH = 10
 
 
-def graph_process(data_dir, port: int, log_path) -> Proc:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGMESH_", "QDRANT_", "OTEL_"))}
-    env.update(
-        RAGMESH_DATA_DIR=str(data_dir),
-        RAGMESH_GRAPH_HOST="127.0.0.1",
-        RAGMESH_GRAPH_PORT=str(port),
-        RAGMESH_GRAPH_METRICS_PORT="0",
-        RAGMESH_LOG_LEVEL="INFO",
-    )
-    return Proc(["serve", "graph"], env, log_path)
+class GraphProcess:
+    """`ragmesh serve graph` on one port and data directory: killed with SIGKILL, started again on both."""
+
+    def __init__(self, tmp_path) -> None:
+        self.tmp_path = tmp_path
+        self.port = free_port()
+        self.addr = f"127.0.0.1:{self.port}"
+        self.starts = 0
+        self.proc: Proc | None = None
+
+    async def start(self) -> None:
+        self.starts += 1
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGMESH_", "QDRANT_", "OTEL_"))}
+        env.update(
+            RAGMESH_DATA_DIR=str(self.tmp_path / "graph-data"),
+            RAGMESH_GRAPH_HOST="127.0.0.1",
+            RAGMESH_GRAPH_PORT=str(self.port),
+            RAGMESH_GRAPH_METRICS_PORT="0",
+            RAGMESH_LOG_LEVEL="INFO",
+        )
+        self.proc = Proc(["serve", "graph"], env, self.tmp_path / f"graph-{self.starts}.log").start()
+        await asyncio.to_thread(wait_serving, self.addr, [self.proc])
+
+    def kill(self) -> None:
+        assert self.proc is not None and self.proc.popen is not None
+        self.proc.popen.send_signal(signal.SIGKILL)
+        self.proc.popen.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.stop()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def graph(tmp_path):
+    process = GraphProcess(tmp_path)
+    await process.start()
+    yield process
+    process.stop()
 
 
 def entities_file() -> pb.FileInput:
@@ -66,50 +98,73 @@ async def graph_ids(addr: str) -> set[str]:
     return {row.values[0].string_value for row in reply.rows}
 
 
+def pending() -> float:
+    """The indexer's ragmesh_indexer_graph_pending_entities."""
+    value = setup_telemetry("indexer").registry.get_sample_value("ragmesh_indexer_graph_pending_entities")
+    return value or 0.0
+
+
 def store_ids(mesh) -> set[str]:
     return {row["doc_id"] for row in mesh.store.list_documents("items", {}, ["doc_id"])}
 
 
-async def test_a_graph_killed_mid_ingest_leaves_no_entity_in_one_store_only(mesh_factory, tmp_path):
-    port = free_port()
-    addr = f"127.0.0.1:{port}"
-    graph_dir = tmp_path / "graph-data"
-    proc = graph_process(graph_dir, port, tmp_path / "graph-1.log").start()
-    try:
-        await asyncio.to_thread(wait_serving, addr, [proc])
-        mesh = await mesh_factory(indexer={"graph_enabled": True, "graph_addr": addr, "graph_batch_entities": BATCH})
-        indexer = mesh.stub("indexer")
-        ingest = asyncio.ensure_future(
-            indexer.IngestEntities(pb.IngestEntitiesRequest(collection="items", files=[entities_file()]))
-        )
-        # kill the graph once the first batches are in both stores
-        while not ingest.done():
-            try:
-                if len(store_ids(mesh)) >= 3 * BATCH:
-                    break
-            except Exception:  # noqa: BLE001 - the collection is not there yet
-                pass
-            await asyncio.sleep(0.005)
-        assert not ingest.done(), "the ingest finished before the graph could be killed"
-        proc.popen.send_signal(signal.SIGKILL)
-        proc.popen.wait(10)
+async def drained() -> None:
+    """Wait until the indexer has no undo left to do (the graph answers again)."""
+    deadline = time.monotonic() + 120
+    while pending() and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    assert pending() == 0
 
-        with pytest.raises(grpc.aio.AioRpcError) as failed:
-            await ingest
-        assert failed.value.code() == grpc.StatusCode.UNAVAILABLE
-        assert "graph" in failed.value.details()
 
-        proc = graph_process(graph_dir, port, tmp_path / "graph-2.log").start()
-        await asyncio.to_thread(wait_serving, addr, [proc])
-        # the indexer finishes the undo it could not do while the graph was away (its journal empties)
-        journal = job_folder(mesh.settings["indexer"], mesh.data_dir) / "graph-pending.json"
-        deadline = time.monotonic() + 120
-        while json.loads(journal.read_text()) and time.monotonic() < deadline:
-            await asyncio.sleep(0.2)
-        assert json.loads(journal.read_text()) == {}
+async def test_a_graph_killed_mid_ingest_leaves_no_entity_in_one_store_only(mesh_factory, graph):
+    mesh = await mesh_factory(indexer={"graph_enabled": True, "graph_addr": graph.addr, "graph_batch_entities": BATCH})
+    indexer = mesh.stub("indexer")
+    ingest = asyncio.ensure_future(
+        indexer.IngestEntities(pb.IngestEntitiesRequest(collection="items", files=[entities_file()]))
+    )
+    # kill the graph once the first batches are in both stores
+    while not ingest.done():
+        try:
+            if len(store_ids(mesh)) >= 3 * BATCH:
+                break
+        except Exception:  # noqa: BLE001 - the collection is not there yet
+            pass
+        await asyncio.sleep(0.005)
+    assert not ingest.done(), "the ingest finished before the graph could be killed"
+    graph.kill()
 
-        in_graph, in_store = await graph_ids(addr), store_ids(mesh)
-        assert in_graph == in_store  # each entity in both stores or in neither
-        assert 3 * BATCH <= len(in_graph) < ENTITIES  # the batches before the kill stayed, the rest never came
-    finally:
-        proc.stop()
+    with pytest.raises(grpc.aio.AioRpcError) as failed:
+        await ingest
+    assert failed.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "graph" in failed.value.details()
+
+    # the batch the graph may or may not have taken waits to be deleted from both stores
+    journal = job_folder(mesh.settings["indexer"], mesh.data_dir) / "graph-pending.json"
+    assert pending() == sum(map(len, json.loads(journal.read_text()).values())) > 0
+    assert not set(json.loads(journal.read_text())["items"]) & store_ids(mesh)
+
+    # the indexer finishes that undo once the graph is back (its journal and the gauge go to zero)
+    await graph.start()
+    await drained()
+    assert json.loads(journal.read_text()) == {}
+    in_graph, in_store = await graph_ids(graph.addr), store_ids(mesh)
+    assert in_graph == in_store  # each entity in both stores or in neither
+    assert 3 * BATCH <= len(in_graph) < ENTITIES  # the batches before the kill stayed, the rest never came
+
+
+async def test_a_delete_the_graph_dies_under_finishes_in_both_stores_once_it_is_back(mesh_factory, graph):
+    mesh = await mesh_factory(indexer={"graph_enabled": True, "graph_addr": graph.addr})
+    indexer = mesh.stub("indexer")
+    file = pb.FileInput(data=b"\n".join(entities_file().data.splitlines()[:20]), filename="items.jsonl")
+    await indexer.IngestEntities(pb.IngestEntitiesRequest(collection="items", files=[file]))
+    graph.kill()
+
+    with pytest.raises(grpc.aio.AioRpcError) as failed:
+        await indexer.DeleteEntities(pb.DeleteEntitiesRequest(collection="items", ids=["Item/3", "Item/4"]))
+    assert failed.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert pending() == 2  # the delete is not forgotten
+
+    await graph.start()
+    await drained()
+    in_graph, in_store = await graph_ids(graph.addr), store_ids(mesh)
+    assert in_graph == in_store == {f"Item/{i}" for i in range(20)} - {"Item/3", "Item/4"}

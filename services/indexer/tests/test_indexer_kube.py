@@ -40,12 +40,14 @@ SHOP = textwrap.dedent(
                 - {name: CART_URL, value: "http://cart:8080/api"}
                 - {name: PAY_ADDR, value: "payments.billing.svc.cluster.local:443"}
                 - {name: MODE, value: "cart-less"}
+                - {name: OTEL_SERVICE_NAME, value: frontend}
                 - {name: TOKEN, valueFrom: {secretKeyRef: {name: api-token, key: token}}}
                 - {name: LEVEL, valueFrom: {configMapKeyRef: {name: settings, key: catalog}}}
               envFrom: [{configMapRef: {name: frontend-env}}]
               volumeMounts: [{name: certs, mountPath: /certs}]
             - name: sidecar
               image: proxy:1
+              env: [{name: HEALTH, value: "http://frontend/healthz"}]
           volumes:
             - {name: certs, projected: {sources: [{secret: {name: tls}}, {configMap: {name: ca}}]}}
             - {name: unused, configMap: {name: never-mounted}}
@@ -163,13 +165,14 @@ def test_a_workload_uses_its_service_account(shop):
 
 def test_a_container_references_the_services_its_environment_names(shop):
     # a URL, a FQDN with a port, and values of ConfigMaps it reads (envFrom, configMapKeyRef); "cart-less" is
-    # no Service, and neither is "INFO"
+    # no Service, and neither is "INFO"; the bare "frontend" is the pod naming its own Service
     assert targets(shop["Container/shop/frontend/app"], "REFERENCES") == {
         "Service/shop/cart",
         "Service/billing/payments",
         "Service/shop/catalog",
     }
-    assert targets(shop["Container/shop/frontend/sidecar"], "REFERENCES") == set()
+    # a URL to its own Service is a call all the same
+    assert targets(shop["Container/shop/frontend/sidecar"], "REFERENCES") == {"Service/shop/frontend"}
 
 
 def test_a_container_reads_the_config_maps_and_secrets_it_is_given(shop):
@@ -299,3 +302,13 @@ def test_a_bad_document_is_refused_naming_file_document_and_field(text, field):
     error = refused(text)
     assert error.reason == Reason.ENTITY_INVALID
     assert [v.field for v in error.field_violations] == [field]
+
+
+def test_a_yaml_alias_bomb_is_refused_before_it_is_walked():
+    lines = ["apiVersion: v1", "kind: ConfigMap", "metadata: {name: lol}", "a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]  # 10^9 leaves
+    lines += ["data: {bomb: *a8}"]
+    with pytest.raises(RagmeshError) as caught:
+        read([EntityFile("\n".join(lines).encode(), "lol.yaml")], max_property_chars=250)
+    assert caught.value.reason == Reason.ENTITY_INVALID
+    assert caught.value.field_violations[0].field == "files[0] document 1: "

@@ -65,6 +65,8 @@ def test_the_gateway_references_every_backend_through_its_config_map(base):
     server = "Container/ragmesh/gateway/server"
     assert targets(entities, server, "REFERENCES") >= {f"Service/ragmesh/{s}" for s in (*GRPC, "otel-collector")}
     assert "Service/ragmesh/qdrant" not in targets(entities, server, "REFERENCES")  # the gateway has no store
+    # OTEL_SERVICE_NAME=gateway names the pod itself, not a Service it calls
+    assert "Service/ragmesh/gateway" not in targets(entities, server, "REFERENCES")
     assert targets(entities, server, "READS") == {
         config_map(entities, "ragmesh-gateway"),
         config_map(entities, "ragmesh-otel"),
