@@ -328,22 +328,15 @@ class MeshProcesses:
     """`ragmesh serve graph` and `ragmesh serve embedder search indexer` as two processes on a fresh data dir."""
 
     def __init__(self, folder: Path, backend: str, env: Sequence[str] = ()) -> None:
-        from tests.e2e.mesh_process import Mesh, free_port
+        from tests.e2e.mesh_process import Mesh
 
         self.folder = folder
-        self.graph_port = free_port()
-        self.graph_addr = f"127.0.0.1:{self.graph_port}"
-        extra = {
-            "RAGMESH_EMBEDDER_BACKEND": backend,
-            "RAGMESH_GRAPH_ENABLED": "true",
-            "RAGMESH_GRAPH_PORT": str(self.graph_port),
-            "RAGMESH_GRAPH_ADDR": self.graph_addr,
-            "RAGMESH_LOG_LEVEL": "WARNING",
-        }
+        extra = {"RAGMESH_EMBEDDER_BACKEND": backend, "RAGMESH_GRAPH_ENABLED": "true", "RAGMESH_LOG_LEVEL": "WARNING"}
         for name in ("converter", "embedder", "indexer", "search", "answer", "graph"):
             extra[f"RAGMESH_{name.upper()}_METRICS_PORT"] = "0"
         extra.update(pair.split("=", 1) for pair in env)  # type: ignore[misc]
-        self.mesh = Mesh(folder / "data", extra_env=extra)
+        self.mesh = Mesh(folder / "data", extra_env=extra)  # its ports (the graph's too) and their addresses
+        self.graph_addr = f"127.0.0.1:{self.mesh.ports['graph']}"
         self.graph: Any = None
         self.rest: Any = None
 
