@@ -93,6 +93,7 @@ def test_the_graph_benchmark_runs_end_to_end_at_a_tiny_size(tmp_path):
     report = json.loads(out.read_text())
     [size] = report["data"]["sizes"]
     bulk, mesh = size["ladybug_bulk"], size["mesh"]["hash"]
+    assert "failed" not in mesh, (mesh["failed"], mesh["graph_log_error"])
     assert size["entities"] == bulk["entities"] == mesh["entities"] == 300
     # The mesh stored every relation the bulk insert loaded, none dangling.
     assert mesh["relations"] == bulk["relations"] == size["relations"] and mesh["dangling_relations"] == 0
