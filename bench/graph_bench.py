@@ -666,7 +666,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--env", action="append", default=[], metavar="KEY=VALUE", help="a setting for the mesh's processes"
     )
-    parser.add_argument("--buffer-pool-mb", type=int, default=128, help="the bulk insert's LadybugDB page cache")
+    parser.add_argument("--buffer-pool-mb", type=int, default=512, help="the bulk insert's LadybugDB page cache")
     parser.add_argument("--note", default="", help="a line the report keeps (what was patched, what else ran)")
     parser.add_argument("--json", type=Path, help="write {name, markdown, data} here (bench/results/<date>-graph.json)")
     parser.add_argument("--jsonl", type=Path, help="only write the first size's entities as JSON Lines here, and stop")
