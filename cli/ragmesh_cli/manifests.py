@@ -21,8 +21,10 @@ from ragmesh_common.walk import WalkedFile, size_groups, walk
 from .console import err
 from .indexer_jobs import follow
 
-# Uploads go as ZIP archives of at most this many bytes each (one gRPC message holds one).
+# Uploads go as ZIP archives of at most this many bytes of files each (one gRPC message holds one).
 UPLOAD_ARCHIVE_BYTES = 32 * 1024 * 1024
+# Files larger than this are skipped (TOO_LARGE) by the walk.
+MAX_FILE_BYTES = 32 * 1024 * 1024
 
 
 def host() -> str:
@@ -57,7 +59,7 @@ async def upload(
 ) -> list[pb.Job]:
     """Walk, plan, upload what the indexer asks for; the jobs (a folder of more than one archive's worth of new
     files is sent as parts, each finished before the next, then the whole manifest with the last part)."""
-    walked = await asyncio.to_thread(walk, path, max_bytes=UPLOAD_ARCHIVE_BYTES)
+    walked = await asyncio.to_thread(walk, path, max_bytes=MAX_FILE_BYTES)
     for skipped in walked.skipped:
         if not skipped.quiet:
             err.print(f"- skipped {skipped.rel}: {skipped.reason}", style="yellow", soft_wrap=True)

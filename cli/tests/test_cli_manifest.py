@@ -150,3 +150,24 @@ async def test_sync_names_the_host_of_a_folder_elsewhere(mesh):
     assert result.exit_code == 0, result.output
     assert "build-42:/home/ci/far is a folder of build-42; run `ragmesh sync`" in result.stderr
     assert "nothing to sync" in result.stderr
+
+
+async def test_more_than_one_archive_goes_as_parts_then_the_whole_manifest(mesh, tmp_path, monkeypatch):
+    from ragmesh_cli import manifests
+
+    monkeypatch.setattr(manifests, "UPLOAD_ARCHIVE_BYTES", 60)  # each file below is an archive of its own
+    for name in ("a", "b", "c"):
+        (tmp_path / f"{name}.md").write_text(f"# {name}\n\nThe file called {name}, long enough.\n")
+    indexer = ["--indexer", mesh.addrs["indexer"]]
+    first = await invoke(["index", str(tmp_path), "-c", "cli-parts", "--prune", *indexer])
+    assert first.exit_code == 0, first.output
+    rows = [r for r in (row(line) for line in first.stdout.splitlines() if re.match(r".*[0-9a-f]{32}", line))]
+    # two partial jobs of one file each, then the whole manifest: the third file indexed, two unchanged
+    assert [r[3:9] for r in rows] == [
+        ["1", "1", "0", "0", "0", "0"],
+        ["1", "1", "0", "0", "0", "0"],
+        ["3", "1", "2", "0", "0", "0"],
+    ]
+    again = await invoke(["index", str(tmp_path), "-c", "cli-parts", "--prune", *indexer])
+    assert "3 files: 0 to upload, 3 unchanged" in again.stderr
+    assert row(again.stdout)[3:9] == ["3", "0", "3", "0", "0", "0"]
