@@ -351,12 +351,7 @@ class Jobs:
         elif source.manifest is not None:
             items, datasource = await self._manifest_job(job, source.manifest, fresh_for_seconds, fresh_until)
         elif source.archive is not None:
-            files, skipped = await asyncio.to_thread(
-                unpack_archive,
-                source.archive,
-                max_unpacked_bytes=self.max_archive_bytes,
-                max_file_bytes=self.indexer.max_document_bytes,
-            )
+            files, skipped = await self._unpack(source.archive)
             for rel, data in files:
                 document = DocumentIn(
                     collection=collection, file=FileIn(data, PurePosixPath(rel).name, "", rel), fresh_until=fresh_until
@@ -432,18 +427,21 @@ class Jobs:
         ds, stored, present, _ = await self._manifest_state(collection, manifest)
         return ds, plan(manifest, stored, present, prune=prune)
 
+    async def _unpack(self, data: bytes) -> tuple[list[tuple[str, bytes]], list[SkippedFile]]:
+        return await asyncio.to_thread(
+            unpack_archive,
+            data,
+            max_unpacked_bytes=self.max_archive_bytes,
+            max_file_bytes=self.indexer.max_document_bytes,
+        )
+
     async def _manifest_job(
         self, job: JobRecord, source: ManifestSource, fresh_for_seconds: int, fresh_until: str
     ) -> tuple[list[ItemRecord], DatasourceRecord]:
         """A manifest job's items: the uploaded files (each checked against the manifest), then the manifest's
         other files, kept as unchanged when the datasource stores them with their hash, else failing."""
         collection, manifest = job["collection"], validate(source.manifest, field="manifest_upload.manifest")
-        files, skipped = await asyncio.to_thread(
-            unpack_archive,
-            source.archive,
-            max_unpacked_bytes=self.max_archive_bytes,
-            max_file_bytes=self.indexer.max_document_bytes,
-        )
+        files, skipped = await self._unpack(source.archive)
         for rel, data in files:
             entry = manifest.files.get(rel)
             if entry is None or hashlib.sha256(data).hexdigest() != entry.sha256:
