@@ -405,3 +405,18 @@ async def test_a_hit_in_a_source_file_says_where_it_lies(mesh, gateway_url):
         assert where == path and 1 <= first <= last <= len(lines)
         # The lines named hold the snippet's first line.
         assert hit["snippet"].split("\n")[0].strip() in "\n".join(lines[first - 1 : last])
+
+
+async def test_mcp_requests_are_labelled_with_their_route_in_the_request_metrics(mesh):
+    async with run_gateway(settings_for(mesh)) as url, httpx.AsyncClient(base_url=url) as raw:
+        async with http_client(url) as client:
+            ok(await client.call_tool("list_collections", {}))
+        assert (await raw.get("/no-such-page")).status_code == 404
+        scraped = (await raw.get("/metrics")).text
+    count = "ragmesh_http_server_request_duration_seconds_count"
+    counts = [line for line in scraped.splitlines() if line.startswith(count)]
+    assert any('method="POST",route="/mcp",status_code="200"' in line for line in counts), counts
+    # Only the request no route matches is left unlabelled.
+    assert [line for line in counts if 'route="unmatched"' in line] == [
+        f'{count}{{method="GET",route="unmatched",status_code="404"}} 1.0'
+    ]
