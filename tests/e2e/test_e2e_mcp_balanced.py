@@ -28,6 +28,7 @@ TEXT = (
     "The Rhone glacier feeds Lake Geneva. Its tongue retreats every summer, and surveyors from Gletsch have "
     "measured its front every autumn since 1874."
 )
+ADMIN_KEY, READ_KEY = "balanced-admin", "balanced-read"
 MCP_POSTS = re.compile(r"ragmesh_http_server_request_duration_seconds_count\{([^}]*)\} ([0-9.e+]+)")
 
 
@@ -57,11 +58,12 @@ async def wait_ready(url: str, proc: Proc, timeout: float = 120) -> None:
 
 
 @contextlib.asynccontextmanager
-async def balanced_gateways(mesh: Any, workdir: Path) -> AsyncIterator[Balanced]:
-    """Two `ragmesh serve gateway` processes on `mesh` and HAProxy in front; all stopped on exit."""
+async def balanced_gateways(mesh: Any, workdir: Path, **settings: str) -> AsyncIterator[Balanced]:
+    """Two `ragmesh serve gateway` processes on `mesh` (with `settings`, RAGMESH_* variables) and HAProxy in
+    front; all stopped on exit."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGMESH_", "OTEL_"))}
     env.update({f"RAGMESH_{name.upper()}_ADDR": addr for name, addr in mesh.addrs.items()})
-    env.update(RAGMESH_HTTP_HOST="127.0.0.1", RAGMESH_LOG_LEVEL="INFO", HF_HUB_OFFLINE="1")
+    env.update(RAGMESH_HTTP_HOST="127.0.0.1", RAGMESH_LOG_LEVEL="INFO", HF_HUB_OFFLINE="1", **settings)
     await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
     replicas: list[Proc] = []
     try:
@@ -90,7 +92,13 @@ async def mcp_requests(url: str) -> dict[str, float]:
 
 
 async def v2_session(
-    url: str, collection: str, *, calls: int, pause: asyncio.Event | None = None, paused: asyncio.Event | None = None
+    url: str,
+    collection: str,
+    *,
+    calls: int,
+    key: str | None = None,
+    pause: asyncio.Event | None = None,
+    paused: asyncio.Event | None = None,
 ) -> dict[str, Any]:
     """What the 1.x script does, with the installed 2.x client: ingest (with progress), prompt, resource, then
     `calls` searches in one client, pausing (set `paused`, wait for `pause`) after half of them when given."""
@@ -99,7 +107,7 @@ async def v2_session(
     async def on_progress(done: float, total: float | None, message: str | None) -> None:
         report["progress"].append((done, total, message))
 
-    async with mcp_http_client(url) as client:
+    async with mcp_http_client(url, key) as client:
         ingested = tool_ok(
             await client.call_tool(
                 "ingest_text", {"text": TEXT, "collection": collection, "title": "Rhone"}, progress_callback=on_progress
@@ -134,14 +142,15 @@ async def mesh(mesh_factory):
 
 @pytest.fixture(scope="module")
 async def balanced(mesh, tmp_path_factory):
-    async with balanced_gateways(mesh, tmp_path_factory.mktemp("balanced")) as topology:
+    keys = f"{ADMIN_KEY}:admin,{READ_KEY}:read"
+    async with balanced_gateways(mesh, tmp_path_factory.mktemp("balanced"), RAGMESH_API_KEYS=keys) as topology:
         yield topology
 
 
 # --- tests --------------------------------------------------------------------------------------------------------
 async def test_a_1x_sdk_client_makes_every_call_through_the_balancer(balanced):
     before = [await mcp_requests(url) for url in balanced.urls]
-    report = await (await V1Client(balanced.lb.url, "v1-balanced", calls=10).start()).report()
+    report = await (await V1Client(balanced.lb.url, "v1-balanced", calls=10, key=ADMIN_KEY).start()).report()
 
     assert report["sdk"].startswith("1."), report["sdk"]
     assert report["calls_ok"] == 10, report["errors"]
@@ -161,7 +170,7 @@ async def test_a_1x_sdk_client_makes_every_call_through_the_balancer(balanced):
 
 async def test_a_2x_sdk_client_makes_every_call_through_the_balancer(balanced):
     before = [await mcp_requests(url) for url in balanced.urls]
-    report = await v2_session(balanced.lb.url, "v2-balanced", calls=10)
+    report = await v2_session(balanced.lb.url, "v2-balanced", calls=10, key=ADMIN_KEY)
 
     assert report["calls_ok"] == 10, report["errors"]
     assert report["progress"], "no progress notification reached the 2.x client"
@@ -195,3 +204,15 @@ async def test_clients_of_both_generations_keep_working_when_a_replica_is_killed
     assert v2_report["errors"] == [] and v2_report["calls_ok"] == 10, v2_report["errors"]
     assert v1_report["session_id_at_end"] is None
     assert survivor["/mcp"] >= 10
+
+
+async def test_a_read_key_sees_only_the_read_tools_through_the_balancer(balanced):
+    report = await (await V1Client(balanced.lb.url, "v1-read", key=READ_KEY, tools_only=True).start()).report()
+    async with mcp_http_client(balanced.lb.url, READ_KEY) as client:
+        v2_tools = {tool.name for tool in (await client.list_tools()).tools}
+        refused = await client.call_tool("ingest_text", {"text": TEXT, "collection": "v2-read"})
+
+    assert "search" in report["tools"] and "ingest_text" not in report["tools"]
+    assert report["ingest_error"] == "TOOL_NOT_FOUND"
+    assert v2_tools == set(report["tools"])
+    assert refused.is_error and refused.structured_content["error"]["reason"] == "TOOL_NOT_FOUND"

@@ -44,10 +44,23 @@ def mcp_v1_python() -> Path:
 class V1Client:
     """One run of the 1.x client script (see its docstring) as a child process of the running event loop."""
 
-    def __init__(self, url: str, collection: str, *, calls: int = 10, pause_after: int | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        collection: str,
+        *,
+        calls: int = 10,
+        pause_after: int | None = None,
+        key: str | None = None,
+        tools_only: bool = False,
+    ) -> None:
         self.args = [str(CLIENT_SCRIPT), f"{url}/mcp", collection, "--calls", str(calls)]
         if pause_after is not None:
             self.args += ["--pause-after", str(pause_after)]
+        if key is not None:
+            self.args += ["--key", key]
+        if tools_only:
+            self.args.append("--tools-only")
         self.process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> V1Client:
@@ -85,9 +98,3 @@ class V1Client:
     async def _stderr(self) -> str:
         assert self.process is not None and self.process.stderr is not None
         return (await self.process.stderr.read()).decode(errors="replace")[-4000:]
-
-
-async def run_v1_client(url: str, collection: str, *, calls: int = 10) -> dict[str, Any]:
-    """Run the 1.x client against the gateway (or balancer) at `url` and return its report."""
-    client = await V1Client(url, collection, calls=calls).start()
-    return await client.report()

@@ -1,13 +1,14 @@
 """An MCP client of the 1.x SDK generation (the 2025 protocol, `Mcp-Session-Id`), run as a script by the Python of
 a venv holding `mcp<2` (tests/support/mcp_v1.py): it imports nothing of ragmesh.
 
-    python mcp_v1_client.py URL COLLECTION [--key KEY] [--calls N] [--pause-after K]
+    python mcp_v1_client.py URL COLLECTION [--key KEY] [--calls N] [--pause-after K] [--tools-only]
 
 Over streamable HTTP to URL (…/mcp) it initialises one session, ingests a document into COLLECTION (receiving
 progress notifications), lists the tools, gets the `search_then_fetch` prompt, reads the document as a resource,
 and makes N `search` tool calls. With --pause-after K it prints `PAUSED` after K of them and waits for a line on
-stdin (the test kills a gateway meanwhile), then goes on in the same session. It prints one JSON line at the end:
-what it saw, every failure as text."""
+stdin (the test kills a gateway meanwhile), then goes on in the same session. With --tools-only it lists the tools
+and tries `ingest_text` (a key's scope may not allow it), nothing else. It prints one JSON line at the end: what
+it saw, every failure as text."""
 
 from __future__ import annotations
 
@@ -44,6 +45,11 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         init = await session.initialize()
         report["protocol_version"] = init.protocolVersion
         report["session_id"] = get_session_id()
+        if args.tools_only:
+            report["tools"] = sorted(tool.name for tool in (await session.list_tools()).tools)
+            refused = await session.call_tool("ingest_text", {"text": TEXT, "collection": args.collection})
+            report["ingest_error"] = refused.structuredContent["error"]["reason"] if refused.isError else None
+            return report
         ingested = await session.call_tool(
             "ingest_text",
             {"text": TEXT, "collection": args.collection, "title": "Aletsch"},
@@ -80,4 +86,5 @@ if __name__ == "__main__":
     parser.add_argument("--key")
     parser.add_argument("--calls", type=int, default=10)
     parser.add_argument("--pause-after", type=int)
+    parser.add_argument("--tools-only", action="store_true")
     print(json.dumps(asyncio.run(main(parser.parse_args()))), flush=True)
