@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+import grpc
 from ragmesh_common.clients import ServiceClient
 from ragmesh_common.errors import RagmeshError
 from ragmesh_common.reasons import Reason
@@ -59,6 +60,7 @@ MAX_DEPTH = 100  # the search service's largest top_k, and the depth of recall@1
 _INGEST_BATCH_DOCS = 64
 _INGEST_BATCH_BYTES = 4 * 1024 * 1024
 _INGEST_STREAMS = 2
+_INGEST_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -268,9 +270,21 @@ async def ingest_corpus(
         nonlocal failed
         while queue:
             batch = queue.pop()
-            async for event in indexer.stream("IngestDocuments", pb.IngestDocumentsRequest(documents=batch)):
-                failed += event.result.status == pb.INGEST_STATUS_FAILED
-                progress(1)
+            for attempt in range(_INGEST_ATTEMPTS):
+                done: set[int] = set()
+                try:
+                    async for event in indexer.stream("IngestDocuments", pb.IngestDocumentsRequest(documents=batch)):
+                        done.add(event.index)
+                        failed += event.result.status == pb.INGEST_STATUS_FAILED
+                        progress(1)
+                    break
+                except RagmeshError as exc:
+                    # A stream cut (a server's connection reaching its max age, a restart) ends the batch early:
+                    # send what is left again; a document already stored is skipped by its content hash.
+                    if exc.code != grpc.StatusCode.UNAVAILABLE or attempt == _INGEST_ATTEMPTS - 1:
+                        raise
+                    batch = [d for i, d in enumerate(batch) if i not in done]
+                    await asyncio.sleep(0.5 * (attempt + 1))
 
     await asyncio.gather(*(worker() for _ in range(_INGEST_STREAMS)))
     return failed

@@ -160,3 +160,39 @@ def test_answers_are_scored_on_the_documents_they_cite():
     assert scores.latency_p50_ms == 20.0
     empty = evaluation.score_answers("extractive", {"q": None}, qrels, [1.0])
     assert (empty.answered, empty.cited_relevant, empty.citation_precision) == (0, 0.0, 0.0)
+
+
+async def test_an_ingest_stream_cut_short_is_sent_again_for_what_is_left():
+    """A stream the server cuts (UNAVAILABLE: a connection past its max age, a restart) is resent for the documents
+    it had not finished; each document counts once."""
+    import grpc
+    from ragmesh.indexer.v1 import indexer_service_pb2 as pb
+    from ragmesh.indexer.v1 import indexer_service_pb2_grpc as pb_grpc
+    from ragmesh_common.clients import ServiceClient
+
+    received: list[list[str]] = []
+
+    class CutOnce(pb_grpc.IndexerServiceServicer):
+        async def IngestDocuments(self, request, context):  # noqa: N802 (the RPC's name)
+            received.append([d.doc_id for d in request.documents])
+            for i, document in enumerate(request.documents):
+                if len(received) == 1 and i == 2:
+                    await context.abort(grpc.StatusCode.UNAVAILABLE, "GOAWAY received: max_age")
+                result = pb.IngestResult(status=pb.INGEST_STATUS_INDEXED, doc_id=document.doc_id)
+                yield pb.IngestDocumentsResponse(index=i, result=result, total=len(request.documents))
+
+    server = grpc.aio.server()
+    pb_grpc.add_IndexerServiceServicer_to_server(CutOnce(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    client = ServiceClient("indexer", f"127.0.0.1:{port}", pb_grpc.IndexerServiceStub, timeout=10)
+    try:
+        corpus = {f"d{i}": ("", f"text {i}") for i in range(5)}
+        dataset = evaluation.Dataset(corpus=corpus, queries={}, qrels={})
+        counted: list[int] = []
+        assert await evaluation.ingest_corpus(dataset, "c", client, counted.append) == 0
+    finally:
+        await client.close()
+        await server.stop(None)
+    assert received == [["d0", "d1", "d2", "d3", "d4"], ["d2", "d3", "d4"]]
+    assert sum(counted) == 5
