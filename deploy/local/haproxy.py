@@ -1,9 +1,10 @@
 """HAProxy (Debian's `haproxy` package) in front of gateway replicas: a haproxy.cfg writer and a runner.
 
-Round robin per request, no affinity, health checks on GET /ready; a connection refused or an empty response
-(a gateway gone) is retried once on the other replica (`retry-on conn-failure empty-response`, `option
-redispatch`). The runtime API on a Unix socket (`set_state`) takes a replica out of rotation before a rolling
-restart ("drain": no new requests, the ones in flight finish) and puts it back ("ready").
+Round robin per request, no affinity, health checks on GET /ready; a refused connection is retried on the other
+replica (`option redispatch`), and so is an empty response (a gateway gone mid-request) to a read or a search,
+never to a write (`retry-on conn-failure empty-response`, `http-request disable-l7-retry`). The runtime API on a
+Unix socket (`set_state`) takes a replica out of rotation before a rolling restart ("drain": no new requests, the
+ones in flight finish) and puts it back ("ready").
 """
 
 from __future__ import annotations
@@ -41,6 +42,12 @@ def config(port: int, servers: dict[str, int], admin_socket: Path, *, check_inte
         f"    default_backend {BACKEND}",
         f"backend {BACKEND}",
         "    balance roundrobin",
+        # A request already sent to a gateway that died before answering (empty response) is sent again to the
+        # other only when that is safe: reads, and searches (POST /api/v1/search has no side effect). Any other
+        # request in flight fails; a write is never sent twice. A refused connection is always retried.
+        "    acl retry_safe method GET HEAD OPTIONS",
+        "    acl retry_safe path /api/v1/search",
+        "    http-request disable-l7-retry unless retry_safe",
         "    option httpchk GET /ready",
         "    http-check expect status 200",
         # fall 2 x 500 ms: a dead gateway leaves the rotation within a second; rise 1: back at its first 200.
