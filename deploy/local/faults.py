@@ -113,9 +113,12 @@ async def kill_embedder(topology: Topology, after: int = 300) -> dict[str, Any]:
     return {"searches": load.counts(), "failures": load.failures}
 
 
-async def kill_gateway(topology: Topology, after: int = 300) -> dict[str, Any]:
+async def kill_gateway(
+    topology: Topology, after: int = 300, while_down: Callable[[], Awaitable[Any]] | None = None
+) -> dict[str, Any]:
     """SIGKILL gateway-1 while 8 REST clients and the MCP bridge's REST client (`ragmesh mcp --remote`, which
-    retries) search through HAProxy."""
+    retries) search through HAProxy. `while_down` (say, MCP clients going on in their sessions) is awaited once
+    `after` searches have succeeded since the kill, before gateway-1 is started again; its result is kept."""
     from ragmesh_cli.bridge import Remote
 
     bridge = Remote(topology.url, None, backoff=0.2)
@@ -133,12 +136,14 @@ async def kill_gateway(topology: Topology, after: int = 300) -> dict[str, Any]:
             killed_at = load.ok
             await asyncio.to_thread(topology.replicas["gateway-1"].kill)
             await load.until(killed_at + after)
+            beside = await while_down() if while_down is not None else None
             stop.set()
             await task
     finally:
         await bridge.http.aclose()
     await asyncio.to_thread(topology.restart, "gateway-1")
     return {
+        "while_down": beside,
         "clients": CLIENTS,
         "searches": load.counts(),
         "failures": load.failures,

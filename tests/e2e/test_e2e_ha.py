@@ -6,6 +6,7 @@ running again."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 
 import pytest
@@ -14,6 +15,8 @@ import redis
 from deploy.local import faults
 from deploy.local.haproxy import haproxy_binary
 from deploy.local.topology import REDIS_URL, Topology
+from tests.e2e.test_e2e_mcp_balanced import v2_session
+from tests.support.mcp_v1 import V1Client
 
 pytestmark = pytest.mark.e2e
 
@@ -50,7 +53,23 @@ async def test_sigkill_of_one_embedder_fails_no_hybrid_search(topology):
 
 
 async def test_sigkill_of_one_gateway_fails_only_requests_in_flight(topology):
-    result = await faults.kill_gateway(topology)
+    # MCP clients of both SDK generations (ha-mcp's: tests/support/mcp_v1.py, the 2.x session of
+    # test_e2e_mcp_balanced) make 5 tool calls through HAProxy, wait while a gateway is killed, then 5 more in
+    # the same session, without re-initialising.
+    v1 = await V1Client(topology.url, "mcp-v1", calls=10, pause_after=5).start()
+    pause, paused = asyncio.Event(), asyncio.Event()
+    v2 = asyncio.create_task(v2_session(topology.url, "mcp-v2", calls=10, pause=pause, paused=paused))
+    await v1.paused()
+    await paused.wait()
+
+    async def mcp_clients_go_on() -> tuple[dict, dict]:
+        await v1.resume()
+        pause.set()
+        return await v1.report(), await v2
+
+    result = await faults.kill_gateway(topology, while_down=mcp_clients_go_on)
+    for report in result["while_down"]:
+        assert report["errors"] == [] and report["calls_ok"] == 10, report["errors"]
     # At most one request per client was in flight on the gateway that died; HAProxy retries the others.
     assert result["searches"]["failed"] <= faults.CLIENTS, result["failures"]
     # The MCP bridge's REST client retries what failed in transport: none of its searches fails.
