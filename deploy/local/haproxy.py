@@ -23,14 +23,18 @@ def haproxy_binary() -> str | None:
     return shutil.which("haproxy") or shutil.which("haproxy", path="/usr/sbin:/usr/local/sbin")
 
 
-def config(port: int, servers: dict[str, int], admin_socket: Path, *, check_interval_ms: int = 500) -> str:
+def config(port: int, servers: dict[str, int], admin_socket: Path, *, check_interval_ms: int = 1000) -> str:
     """haproxy.cfg: one frontend on 127.0.0.1:`port`, round robin over `servers` (name -> loopback port)."""
     lines = [
         "global",
         f"    stats socket {admin_socket} mode 600 level admin",
         "    maxconn 4096",
+        "    log stdout format raw local0",
         "defaults",
         "    mode http",
+        "    log global",
+        "    option httplog",
+        "    option dontlog-normal",  # logged: servers going down and up, and requests that failed
         "    timeout connect 2s",
         "    timeout client 120s",
         "    timeout server 120s",
@@ -50,8 +54,11 @@ def config(port: int, servers: dict[str, int], admin_socket: Path, *, check_inte
         "    http-request disable-l7-retry unless retry_safe",
         "    option httpchk GET /ready",
         "    http-check expect status 200",
-        # fall 2 x 500 ms: a dead gateway leaves the rotation within a second; rise 1: back at its first 200.
-        f"    default-server inter {check_interval_ms} fall 2 rise 1",
+        # fall 3 x 1 s: a dead gateway leaves the rotation within 3 s (meanwhile its refused connections are sent
+        # to the other); a /ready slow under load (5 s allowed) or one failed does not take a live one out.
+        # rise 1: back at its first 200.
+        "    timeout check 5s",
+        f"    default-server inter {check_interval_ms} fall 3 rise 1",
     ]
     lines += [f"    server {name} 127.0.0.1:{server_port} check" for name, server_port in servers.items()]
     return "\n".join(lines) + "\n"

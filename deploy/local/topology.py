@@ -37,8 +37,10 @@ _HANDED_OUT: set[int] = set()
 
 
 def free_port() -> int:
-    """A loopback port free now, below the kernel's ephemeral range (where no port-0 bind can take it
-    meanwhile), not handed out before by this process."""
+    """A loopback port free now, below the kernel's ephemeral range, not handed out before by this process. The
+    processes started next bind it a moment later; a port from the ephemeral range (what binding port 0 gives) can
+    be taken meanwhile by any process's own port-0 bind or outgoing connection (seen once: a `serve embedder` held
+    the port picked for the indexer started next to it)."""
     try:
         low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
