@@ -126,6 +126,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     print(json.dumps(data["faults"], default=str)[:2000], flush=True)
             finally:
                 await asyncio.to_thread(topology.stop)
+                await asyncio.to_thread(topology.forget_redis)
     return data
 
 

@@ -298,6 +298,17 @@ class Topology:
             codes[replica.name] = replica.stop()
         return codes
 
+    def forget_redis(self) -> int:
+        """Delete this topology's Redis keys (its jobs stream, its sessions); how many."""
+        import redis
+
+        client = redis.Redis.from_url(self.redis_url)
+        try:
+            keys = list(client.scan_iter(f"{self.redis_prefix}*"))
+            return int(client.delete(*keys)) if keys else 0
+        finally:
+            client.close()
+
     def describe(self) -> str:
         lines = [f"ragmesh HA topology: {self.url} (HAProxy, round robin over {len(self.tier('gateway'))} gateways)"]
         lines += [f"  {self.url}/api/v1 (REST), {self.url}/mcp (MCP), {self.url}/ (web page)"]
@@ -341,6 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         codes = topology.stop()
         print("stopped: " + ", ".join(f"{name} {code}" for name, code in codes.items()), flush=True)
+        print(f"deleted {topology.forget_redis()} Redis keys under {topology.redis_prefix}", flush=True)
     return 0
 
 

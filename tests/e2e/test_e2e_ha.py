@@ -37,9 +37,7 @@ def topology(tmp_path_factory):
     finally:
         codes = topology.stop()
         with contextlib.suppress(redis.RedisError):
-            client = redis.Redis.from_url(REDIS_URL)
-            for key in client.scan_iter(f"{topology.redis_prefix}*"):
-                client.delete(key)
+            topology.forget_redis()
     # Every process exits cleanly on SIGTERM (the ones a test killed were started again).
     assert all(code == 0 for code in codes.values()), {
         name: (code, topology.replicas[name].log()[-1500:]) for name, code in codes.items() if code
