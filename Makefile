@@ -9,7 +9,7 @@ PKGS   := -e libs/api -e libs/common -e libs/store -e services/converter -e serv
           -e services/indexer -e services/search -e services/answer -e services/graph -e gateway -e 'cli[bridge]'
 STAMP  := $(VENV)/.installed
 
-.PHONY: install up test test-fast lint docs protos bench clean
+.PHONY: install up up-ha test test-fast lint docs protos bench clean
 
 install: $(STAMP)
 
@@ -23,6 +23,12 @@ $(STAMP): Makefile constraints.txt requirements-dev.txt libs/*/pyproject.toml se
 
 up: install
 	$(BIN)/ragmesh up
+
+# The replicated topology as processes on loopback: two embedders, two answer services, two gateways behind
+# HAProxy, jobs and sessions on Redis (deploy/local/; docs/high-availability.md). UP_HA_ARGS="--backend hash".
+up-ha: install
+	bash scripts/system-deps.sh
+	$(BIN)/python -m deploy.local.topology $(UP_HA_ARGS)
 
 # Every tier (unit, e2e, slow, browser, deploy: pyproject.toml and conftest.py). test-fast: the unit tier
 # alone, in one process, without a mesh, a real model or child processes (under 2 minutes on 2 cores).

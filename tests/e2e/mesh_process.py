@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,38 +12,15 @@ from pathlib import Path
 
 import httpx
 
+# One way of picking ports for these meshes and the replicated topology (re-exported for the tests).
+from deploy.local.topology import free_port as free_port
+
 RAGMESH = str(Path(sys.executable).parent / "ragmesh")
 SERVICES = ("converter", "embedder", "indexer", "search", "answer")
 # Started only when asked for (`serve graph`, or `up` with RAGMESH_GRAPH_ENABLED=true); it gets a port all the same.
 OPTIONAL_SERVICES = ("graph",)
 # Where the embedder caches its ONNX export: the default of a mesh started from the repository root.
 MODEL_CACHE = Path(__file__).resolve().parents[2] / ".ragmesh" / "models"
-
-
-_HANDED_OUT: set[int] = set()
-
-
-def free_port() -> int:
-    """A port free now, below the kernel's ephemeral range, and not handed out before in this process. The
-    processes a test starts bind it a moment later; a port from the ephemeral range (what binding port 0 gives)
-    can be taken meanwhile by any process's own port-0 bind or outgoing connection (seen once: a `serve embedder`
-    held the port picked for the indexer started next to it)."""
-    try:
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768  # Linux's default
-    for _ in range(1000):
-        port = random.randint(10_000, max(10_001, low - 1))
-        if port in _HANDED_OUT:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _HANDED_OUT.add(port)
-        return port
-    raise RuntimeError(f"no free port found between 10000 and {low}")
 
 
 @dataclass

@@ -42,6 +42,10 @@ RETRYABLE = grpc.StatusCode.UNAVAILABLE  # the one code an idempotent call is re
 def _service_config(full_service: str, idempotent: Iterable[str]) -> str:
     # round_robin: behind a headless Kubernetes Service, spread calls over every pod (the embedder scales out).
     config: dict[str, object] = {"loadBalancingConfig": [{"round_robin": {}}]}
+    # Client-side health checking (grpc.health.v1 Watch of each replica's overall health, ""): a replica that says
+    # NOT_SERVING (draining on SIGTERM) gets no new calls, health checks included, while the others take them. A
+    # server without the health service (UNIMPLEMENTED) counts as serving.
+    config["healthCheckConfig"] = {"serviceName": ""}
     methods = [{"service": full_service, "method": m} for m in idempotent]
     if not methods:
         return json.dumps(config)

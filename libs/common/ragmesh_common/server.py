@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -55,6 +56,11 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
         return wrapper
 
     def _wrap_stream(self, behavior: Behavior, method: str) -> Behavior:
+        if inspect.iscoroutinefunction(behavior):
+            # A streaming handler that sends with `context.write()` (grpc_health's aio Watch, which gRPC's
+            # client-side health checking calls) is awaited, not iterated.
+            return self._wrap_unary(behavior, method)
+
         async def wrapper(request: object, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
             deadlines.record(context)
             try:

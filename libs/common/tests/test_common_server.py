@@ -290,3 +290,58 @@ def test_start_up_objects_leave_the_collectors_scans_and_later_garbage_is_still_
     probe = json.loads(done.stdout)
     assert probe["frozen"] > 1000  # the interpreter's and ragmesh_common's own objects, at least
     assert probe == {**probe, "start_up_garbage_freed": True, "kept_out_of_scans": True, "later_garbage_freed": True}
+
+
+async def test_watch_streams_health_to_clients_that_balance_on_it(echo):
+    # gRPC's client-side health checking (healthCheckConfig) watches each replica over Health/Watch.
+    service, channel = echo
+    stream = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(service=SERVICE), timeout=5)
+    assert (await stream.read()).status == health_pb2.HealthCheckResponse.SERVING
+    await service.health.enter_graceful_shutdown()
+    assert (await stream.read()).status == health_pb2.HealthCheckResponse.NOT_SERVING
+    stream.cancel()
+
+
+async def test_a_replica_that_says_not_serving_gets_no_new_calls():
+    # Two replicas behind one client (ipv4:A,B, round robin); the one draining (NOT_SERVING, as on SIGTERM, its
+    # port still open) gets no new call: the other serves them all.
+    full_name = embedder_pb.DESCRIPTOR.services_by_name["EmbedderService"].full_name
+
+    def replica(name: str):
+        async def model_info(request, context):
+            return embedder_pb.GetModelInfoResponse(model_id=name)
+
+        def register(server: grpc.aio.Server) -> None:
+            handler = grpc.unary_unary_rpc_method_handler(
+                model_info,
+                embedder_pb.GetModelInfoRequest.FromString,
+                embedder_pb.GetModelInfoResponse.SerializeToString,
+            )
+            server.add_generic_rpc_handlers(
+                (grpc.method_handlers_generic_handler(full_name, {"GetModelInfo": handler}),)
+            )
+
+        return new_server(name, ServiceSettings(port=0), register, [full_name], domain="embedder.ragmesh")
+
+    a, b = replica("a"), replica("b")
+    await a.start()
+    await b.start()
+    client = ServiceClient(
+        "embedder", f"ipv4:127.0.0.1:{a.port},127.0.0.1:{b.port}", embedder_grpc.EmbedderServiceStub, timeout=5
+    )
+    try:
+
+        async def served(calls: int) -> set[str]:
+            replies = [await client.call("GetModelInfo", embedder_pb.GetModelInfoRequest()) for _ in range(calls)]
+            return {r.model_id for r in replies}
+
+        assert await served(10) == {"a", "b"}
+        await a.health.enter_graceful_shutdown()
+        # Once the client has heard it on its Watch stream, every call goes to b (none fails meanwhile).
+        while await served(2) != {"b"}:
+            pass
+        assert await served(20) == {"b"}
+    finally:
+        await client.close()
+        await a.stop(0)
+        await b.stop(0)
