@@ -256,13 +256,13 @@ async def test_a_key_limited_to_collections_sees_and_touches_only_their_jobs(url
         listed = {job["collection"] for job in (await client.get("/api/v1/jobs")).json()["jobs"]}
         assert listed == {"notes"}
         _error(await client.get(f"/api/v1/jobs/{other_job}"), 403, "COLLECTION_FORBIDDEN")
-        _error(await client.delete(f"/api/v1/jobs/{other_job}"), 403, "COLLECTION_FORBIDDEN")
+        _error(await client.post(f"/api/v1/jobs/{other_job}/cancel"), 403, "COLLECTION_FORBIDDEN")
         assert (await client.get(f"/api/v1/jobs/{mine.json()['job_id']}")).status_code == 200
         _error(await client.post("/api/v1/datasources/sync", json={}), 403, "COLLECTION_REQUIRED")
         _error(await client.get("/api/v1/datasources", params={"collection": "docs"}), 403, "COLLECTION_FORBIDDEN")
     async with rest(url, READ) as client:
         _error(await client.post("/api/v1/jobs", json={"documents": [{"text": "x"}]}), 403, "SCOPE_INSUFFICIENT")
-        _error(await client.delete(f"/api/v1/jobs/{other_job}"), 403, "SCOPE_INSUFFICIENT")
+        _error(await client.post(f"/api/v1/jobs/{other_job}/cancel"), 403, "SCOPE_INSUFFICIENT")
     async with mcp(url, NOTES) as client:
         refused = await client.call_tool("get_job", {"job_id": other_job})
         assert refused.is_error and refused.structured_content["error"]["reason"] == "COLLECTION_FORBIDDEN"
