@@ -2,11 +2,12 @@
 # Debian packages the tests need, installed only when missing (idempotent; `make test` runs it first).
 #   chromium    the web page's browser test (driven by Playwright through executable_path)
 #   prometheus  promtool, which validates the alert rules (tests/deploy/test_deploy_observability.py)
+#   haproxy     the load balancer in front of gateway replicas (tests/support/haproxy.py)
 # Not root, or no apt-get: say what is missing and carry on; the tests that need a package skip with a reason.
 set -euo pipefail
 
 # package -> the command it provides
-declare -A PACKAGES=([chromium]=chromium [prometheus]=promtool)
+declare -A PACKAGES=([chromium]=chromium [prometheus]=promtool [haproxy]=haproxy)
 
 missing=()
 for package in "${!PACKAGES[@]}"; do

@@ -270,23 +270,25 @@ def index(
         ),
     ] = 0,
     upload: Annotated[
-        bool,
+        bool | None,
         typer.Option(
             help=(
-                "Read the files here and send them (as ZIP archive jobs) instead of letting the indexer read the "
-                "folder: for an indexer on another machine. No prune, no datasource."
+                "Read the folder here and send only its new and changed files (a manifest of SHA-256 hashes goes "
+                "first), instead of letting the indexer read it: for an indexer on another machine. Default: "
+                "only when the indexer may not read the folder. Prune and `ragmesh sync` work as for a folder."
             )
         ),
-    ] = False,
+    ] = None,
     wait: Annotated[bool, typer.Option(help="Follow the job with a progress bar until it finishes.")] = True,
     indexer: Annotated[str, typer.Option(envvar="RAGMESH_INDEXER_ADDR", help="Indexer address.")] = default_addr(
         "indexer"
     ),
 ) -> None:
     """Index a folder as a job on the indexer, which reads it (it must lie under RAGMESH_INDEXER_ROOTS; `ragmesh
-    up` allows the folder it was started in): .gitignore/.ragmeshignore and default skips apply, secrets are
-    never read, source code is stored verbatim with line ranges, unchanged files are skipped by content hash.
-    The job survives restarts; the folder is remembered for `ragmesh sync`. Exits 1 if any file failed."""
+    up` allows the folder it was started in), or, when it may not, from here: only new and changed files are
+    sent. .gitignore/.ragmeshignore and default skips apply, secrets are never read, source code is stored
+    verbatim with line ranges, unchanged files are skipped by content hash. The job survives restarts; the folder
+    is remembered for `ragmesh sync`. Exits 1 if any file failed."""
     from . import jobs_cli
 
     if not path.exists():
@@ -349,7 +351,9 @@ def sync(
     ),
 ) -> None:
     """Re-run every datasource (indexed folder, URL list) that is due: unchanged files are skipped by content
-    hash, changed ones replaced, and with the folder's --prune deleted ones removed. Exits 1 if any failed."""
+    hash, changed ones replaced, and with the folder's --prune deleted ones removed. A folder sent from a client
+    (`ragmesh index` of a folder the indexer cannot read) is sent again from here when it is on this host, else
+    its host is named. Exits 1 if any failed."""
     from . import jobs_cli
 
     raise typer.Exit(

@@ -1,5 +1,6 @@
 """`ragmesh index`, `ragmesh jobs` and `ragmesh sync`: bulk ingestion jobs on the indexer, followed with live
-progress bars and summed up in a table. Everything is printed without console markup (see console.py)."""
+progress bars and summed up in a table. A folder the indexer cannot read is sent from here (manifests.py).
+Everything is printed without console markup (see console.py)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,18 @@ from pathlib import Path
 
 from ragmesh.indexer.v1 import indexer_service_pb2 as pb
 from ragmesh_common.clients import ServiceClient
-from ragmesh_common.walk import Walk, WalkedFile, size_groups, walk, zip_files
+from ragmesh_common.errors import RagmeshError
+from ragmesh_common.reasons import Reason
+from ragmesh_common.walk import Walk, WalkedFile, walk
 from rich.table import Table
 
+from . import manifests
 from .console import err, out, print_table
 from .conversions import STATE_NAMES
 from .indexer_jobs import FINAL, describe, follow, indexer_client
 
-# Uploads (`ragmesh index --upload`) go as ZIP archives of at most this many bytes each.
-UPLOAD_ARCHIVE_BYTES = 32 * 1024 * 1024
+# What the indexer answers for a folder it may not read: the folder is then sent from here.
+UNREADABLE_THERE = (Reason.PATH_OUTSIDE_ROOTS, Reason.FOLDER_NOT_FOUND, Reason.LOCAL_PATHS_DISABLED)
 
 
 def _size(n: float) -> str:
@@ -81,36 +85,34 @@ def exit_code(jobs: Sequence[pb.Job]) -> int:
 
 
 async def index(
-    path: Path, collection: str, target: str, *, prune: bool, fresh_for: int, upload: bool, watch: bool
+    path: Path, collection: str, target: str, *, prune: bool, fresh_for: int, upload: bool | None, watch: bool
 ) -> int:
-    """A folder job on the indexer (or, with `upload`, this machine's files sent as archive jobs)."""
+    """A folder job on the indexer; with `upload` (or when the indexer may not read the folder and `upload` is
+    not False) the folder is walked here and only its new and changed files are sent (manifests.py)."""
     client = indexer_client(target)
     try:
         if upload:
-            jobs = await _upload(client, path, collection)
+            jobs = await manifests.upload(client, path, collection, prune=prune, fresh_for=fresh_for)
         else:
             request = pb.CreateJobRequest(
                 collection=collection, folder=str(path), prune=prune, fresh_for_seconds=fresh_for
             )
-            jobs = [(await client.call("CreateJob", request)).job]
+            try:
+                jobs = [(await client.call("CreateJob", request)).job]
+            except RagmeshError as exc:
+                if upload is False or exc.reason not in UNREADABLE_THERE:
+                    raise
+                err.print(
+                    f"the indexer cannot read {path} ({exc.reason}); sending it from here: only new and changed "
+                    "files are uploaded",
+                    soft_wrap=True,
+                )
+                jobs = await manifests.upload(client, path, collection, prune=prune, fresh_for=fresh_for)
         finished = await follow(client, jobs, watch=watch)
     finally:
         await client.close()
     summary(finished)
     return exit_code(finished) if watch else 0
-
-
-async def _upload(client: ServiceClient, path: Path, collection: str) -> list[pb.Job]:
-    walked = await asyncio.to_thread(walk, path, max_bytes=UPLOAD_ARCHIVE_BYTES)
-    for skipped in walked.skipped:
-        if not skipped.quiet:
-            err.print(f"- skipped {skipped.rel}: {skipped.reason}", style="yellow")
-    jobs = []
-    for files in size_groups(walked.files, UPLOAD_ARCHIVE_BYTES):
-        data = await asyncio.to_thread(zip_files, files)
-        request = pb.CreateJobRequest(collection=collection, archive=pb.Archive(data=data, filename=path.name))
-        jobs.append((await client.call("CreateJob", request)).job)
-    return jobs
 
 
 async def jobs_list(target: str, limit: int) -> int:
@@ -144,8 +146,9 @@ async def sync(
     try:
         if expired or prune_expired:
             return await _expired(client, collection, prune=prune_expired)
+        jobs = await _sync_here(client, collection, everything=everything)
         request = pb.SyncDatasourcesRequest(collection=collection, all=everything)
-        jobs = list((await client.call("SyncDatasources", request)).jobs)
+        jobs += (await client.call("SyncDatasources", request)).jobs
         if not jobs:
             err.print("nothing to sync: no datasource is due (--all re-runs every one)")
             return 0
@@ -154,6 +157,28 @@ async def sync(
         await client.close()
     summary(finished)
     return exit_code(finished) if watch else 0
+
+
+async def _sync_here(client: ServiceClient, collection: str, *, everything: bool) -> list[pb.Job]:
+    """The manifest datasources (folders of a client's machine) that are due: those whose folder is here are sent
+    again; the others are named, with where to sync them (the indexer syncs the rest)."""
+    listed = await client.call("ListDatasources", pb.ListDatasourcesRequest(collection=collection))
+    jobs: list[pb.Job] = []
+    for ds in listed.datasources:
+        if ds.kind != "manifest" or not (everything or ds.due):
+            continue
+        folder = Path(ds.folder)
+        if ds.host != manifests.host() or not await asyncio.to_thread(folder.exists):
+            err.print(
+                f"{ds.collection}: {ds.host}:{ds.folder} is a folder of {ds.host}; run `ragmesh sync` (or `ragmesh "
+                f"index {ds.folder}`) on {ds.host} to sync it",
+                style="yellow",
+                soft_wrap=True,
+            )
+            continue
+        err.print(f"{ds.collection}: sending {ds.folder} from here", soft_wrap=True)
+        jobs += await manifests.upload(client, folder, ds.collection, prune=ds.prune, fresh_for=ds.fresh_for_seconds)
+    return jobs
 
 
 async def _expired(client: ServiceClient, collection: str, *, prune: bool) -> int:

@@ -77,22 +77,6 @@ async def test_index_then_resync_then_jobs(mesh, roots):
     assert expired.exit_code == 0 and "expired in cli-jobs" in expired.stdout
 
 
-async def test_index_upload_sends_the_files_as_an_archive_job(mesh, tmp_path):
-    (tmp_path / "lib").mkdir()
-    (tmp_path / "lib" / "util.go").write_text("package lib\n\nfunc Util() int { return 1 }\n")
-    (tmp_path / "id_rsa").write_text("-----BEGIN KEY-----\n")
-    result = await invoke(["index", str(tmp_path), "-c", "cli-upload", "--upload", "--indexer", mesh.addrs["indexer"]])
-    assert result.exit_code == 0, result.output
-    assert row(result.stdout)[1:6] == ["cli-upload", "done", "1", "1", "0"]
-    assert "skipped id_rsa: SECRET" in result.stderr
-    assert mesh.store.document_chunk_ids("cli-upload", "lib/util.go")
-
-
 async def test_jobs_show_and_cancel_unknown_job_fail_with_the_reason(mesh):
     result = await invoke(["jobs", "--indexer", mesh.addrs["indexer"], "show", "nope"])
     assert result.exit_code == 1 and "JOB_NOT_FOUND" in result.stderr
-
-
-async def test_index_outside_the_roots_is_refused(mesh, tmp_path):
-    result = await invoke(["index", str(tmp_path), "--indexer", mesh.addrs["indexer"]])
-    assert result.exit_code == 1 and "PATH_OUTSIDE_ROOTS" in result.stderr

@@ -91,7 +91,7 @@ def create_app(settings: GatewaySettings, clients: MeshClients | None = None) ->
             allow_origins=list(settings.cors_origins),
             allow_methods=["*"],
             allow_headers=["Authorization", "Content-Type", REQUEST_ID_HEADER, *MCP_HEADERS],
-            expose_headers=[REQUEST_ID_HEADER, "Mcp-Session-Id"],
+            expose_headers=[REQUEST_ID_HEADER],
         )
     # Outermost: the server span is current in every handler and error body (trace_id).
     telemetry.instrument_fastapi(app)

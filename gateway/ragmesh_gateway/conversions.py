@@ -200,8 +200,9 @@ def datasource(d: idx_pb.Datasource) -> Datasource:
     return Datasource(
         datasource_id=d.datasource_id,
         collection=d.collection,
-        kind=cast("Literal['folder', 'urls']", d.kind),  # checked by the model, as any field
+        kind=cast("Literal['folder', 'manifest', 'urls']", d.kind),  # checked by the model, as any field
         folder=d.folder,
+        host=d.host,
         urls=list(d.urls),
         prune=d.prune,
         fresh_for_seconds=d.fresh_for_seconds,

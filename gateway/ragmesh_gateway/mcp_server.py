@@ -22,6 +22,9 @@ A failed tool call is an MCP tool error (`isError: true`) whose structured conte
 `{"error": <the REST error object>}` -- the same `code` and `reason` a REST client gets -- and whose text
 starts with the reason. Arguments that do not match a tool's schema fail the same way with
 INVALID_ARGUMENT REQUEST_INVALID and field violations. The session survives every error.
+
+Over HTTP the server is stateless (no Mcp-Session-Id): any gateway replica serves any request, so clients of both
+SDK generations work behind a load balancer without affinity.
 """
 
 import asyncio
@@ -967,9 +970,14 @@ def http_endpoint(
         servers = {"read" if settings.mcp_read_only else "admin": servers}
     apps: dict[Scope, ASGIApp] = {}
     for scope, server in servers.items():
-        # Builds the session manager; on a loopback host it also turns on DNS-rebinding protection.
+        # Builds the session manager; on a loopback host it also turns on DNS-rebinding protection. Stateless:
+        # no Mcp-Session-Id is issued, each request is served whole by whichever replica gets it, so a 1.x-SDK
+        # client works behind any load balancer (docs/decisions/mcp-behind-a-load-balancer.md).
         server.streamable_http_app(
-            streamable_http_path="/mcp", host=settings.http_host, max_request_body_size=settings.max_upload_bytes
+            streamable_http_path="/mcp",
+            host=settings.http_host,
+            max_request_body_size=settings.max_upload_bytes,
+            stateless_http=True,
         )
         apps[scope] = StreamableHTTPASGIApp(server.session_manager)
     limiter = rate_limiter or RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)

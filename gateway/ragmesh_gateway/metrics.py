@@ -8,6 +8,7 @@ import time
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from ragmesh_common.telemetry import LATENCY_BUCKETS
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 router = APIRouter(tags=["health"])
@@ -67,8 +68,17 @@ class HttpMetricsMiddleware:
             await self.app(scope, receive, send_status)
         finally:
             in_flight.dec()
-            route = getattr(scope.get("route"), "path", None) or "unmatched"
-            self.metrics.latency.labels(method, route, str(status)).observe(time.perf_counter() - started)
+            self.metrics.latency.labels(method, route_of(scope), str(status)).observe(time.perf_counter() - started)
+
+
+def route_of(scope: Scope) -> str:
+    """The route template a request matched: FastAPI's routes leave themselves in the scope; a plain Starlette
+    route, such as /mcp (an ASGI app), is looked up among the app's routes; "unmatched" when none matches."""
+    route = scope.get("route")
+    if route is None:
+        routes = getattr(scope.get("app"), "routes", ())
+        route = next((r for r in routes if isinstance(r, Route) and r.matches(scope)[0] is Match.FULL), None)
+    return getattr(route, "path", None) or "unmatched"
 
 
 @router.get("/metrics", include_in_schema=False)

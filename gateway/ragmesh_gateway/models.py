@@ -561,12 +561,14 @@ class JobsResponse(BaseModel):
 
 
 class Datasource(BaseModel):
-    """A folder or URL list synced into a collection."""
+    """A folder or URL list synced into a collection: a folder on the indexer's machine ("folder"), on a client's
+    ("manifest": `ragmesh sync` on that host re-sends it), or a URL list ("urls")."""
 
     datasource_id: str
     collection: str
-    kind: Literal["folder", "urls"]
+    kind: Literal["folder", "manifest", "urls"]
     folder: str = ""
+    host: str = Field("", description="For a manifest: the machine that has the folder.")
     urls: list[str] = Field(default_factory=list)
     prune: bool = False
     fresh_for_seconds: int = 0

@@ -190,3 +190,29 @@ async def test_mcp_ingest_folder_reports_progress_and_get_job_reads_it(gateway_u
         assert missing.is_error and missing.structured_content["error"]["reason"] == "JOB_NOT_FOUND"
     assert progress and progress[-1][:2] == (5, 5) and all(message for *_, message in progress)
     assert [done for done, _, _ in progress] == sorted(done for done, _, _ in progress)
+
+
+async def test_a_clients_folder_is_listed_with_its_host_and_left_to_it_by_sync(mesh, api):
+    import hashlib
+
+    from ragmesh.indexer.v1 import indexer_service_pb2 as pb
+
+    data = b"# Far\n\nA folder on a laptop.\n"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("far.md", data)
+    entry = pb.ManifestEntry(path="far.md", sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+    upload = pb.ManifestUpload(
+        manifest=pb.Manifest(host="laptop", folder="/home/me/far", entries=[entry]),
+        archive=pb.Archive(data=buffer.getvalue(), filename="far"),
+    )
+    created = await mesh.stub("indexer").CreateJob(pb.CreateJobRequest(collection="gw-far", manifest_upload=upload))
+    assert (await finished(api, created.job.job_id))["indexed"] == 1
+
+    response = await api.get("/api/v1/datasources", params={"collection": "gw-far"})
+    assert response.status_code == 200, response.text
+    assert [(d["kind"], d["host"], d["folder"]) for d in response.json()["datasources"]] == [
+        ("manifest", "laptop", "/home/me/far")
+    ]
+    synced = await api.post("/api/v1/datasources/sync", json={"collection": "gw-far", "all": True})
+    assert synced.status_code == 202 and synced.json()["jobs"] == []

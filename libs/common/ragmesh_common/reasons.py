@@ -265,6 +265,22 @@ class Reason(StrEnum):
         _C.PERMISSION_DENIED,
         "A local path was given to a server that reads no local files (its roots setting is empty).",
     )
+    MANIFEST_HASH_INVALID = (
+        "MANIFEST_HASH_INVALID",
+        _C.INVALID_ARGUMENT,
+        "A manifest entry's sha256 is not 64 lowercase hex digits.",
+    )
+    MANIFEST_MISMATCH = (
+        "MANIFEST_MISMATCH",
+        _C.INVALID_ARGUMENT,
+        "A manifest upload's archive holds a file that is not in the manifest, or not with the manifest's SHA-256.",
+    )
+    MANIFEST_PATH_INVALID = (
+        "MANIFEST_PATH_INVALID",
+        _C.INVALID_ARGUMENT,
+        "A manifest names no folder, or an entry's path is empty, absolute, has '.' or '..' parts, or repeats one.",
+    )
+    MANIFEST_TOO_LARGE = "MANIFEST_TOO_LARGE", _C.INVALID_ARGUMENT, "A manifest lists more files than the limit."
     MESH_TOKEN_INVALID = (
         "MESH_TOKEN_INVALID",
         _C.UNAUTHENTICATED,

@@ -374,3 +374,31 @@ async def test_a_batch_too_big_for_the_page_cache_is_refused_whole_and_the_graph
         assert error.reason == "ENTITY_NOT_FOUND"
         reply = await graph.upsert([entity("Deployment/shop/api", rels=[("USES", "ServiceAccount/shop/runner")])])
         assert reply.entities == 1
+
+
+async def test_the_ontology_a_write_keeps_equals_a_recount_of_the_graph(start_graph, tmp_path):
+    """A write changes the ontology's counts by what its batch adds and replaces; a restarted service counts the
+    whole graph again. After new, replaced and re-pointed entities both agree."""
+    async with start_graph(tmp_path) as graph:
+        await graph.upsert(cluster())
+        await graph.upsert(cluster())  # the same again: nothing new
+        await graph.upsert(
+            [
+                # Re-pointed: USES a new ConfigMap instead of the ServiceAccount and the old ConfigMap.
+                entity(
+                    "Deployment/shop/web", rels=[("USES", "ConfigMap/shop/other"), ("HAS", "Container/shop/web/app")]
+                ),
+                entity("ConfigMap/shop/other"),
+                entity("Deployment/shop/api", rels=[("USES", "ServiceAccount/shop/runner")]),
+                entity(
+                    "Service/shop/api", rels=[("SELECTS", "Deployment/shop/api"), ("SELECTS", "Deployment/shop/web")]
+                ),
+            ]
+        )
+        kept = await graph.info()
+    counts = {t.name: t.count for t in kept.entity_types}
+    assert (counts["Deployment"], counts["ConfigMap"], counts["Service"]) == (2, 2, 2)
+    uses = {(r.from_type, r.to_type): r.count for r in kept.relations if r.type == "USES"}
+    assert uses == {("Deployment", "ConfigMap"): 1, ("Deployment", "ServiceAccount"): 1}
+    async with start_graph(tmp_path) as graph:
+        assert await graph.info() == kept

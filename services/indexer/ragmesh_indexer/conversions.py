@@ -17,11 +17,13 @@ from ragmesh.search.v1 import search_service_pb2 as search_pb
 from ragmesh_common import validation
 from ragmesh_common.errors import RagmeshError
 from ragmesh_common.reasons import Reason
+from ragmesh_common.walk import SkippedFile
 from ragmesh_store import SearchDefaults
 
 from .entity_files import EntityFile
 from .entity_ingest import IngestReport
-from .jobs import JobSource, rates
+from .jobs import JobSource, ManifestSource, rates
+from .manifests import ManifestEntry, ManifestIn, Plan
 from .model import DatasourceRecord, DocumentIn, FileIn, IngestOutcome, JobRecord
 from .reindex import ReindexOptions
 
@@ -83,7 +85,36 @@ def job_source(request: pb.CreateJobRequest) -> JobSource:
         return JobSource(archive=request.archive.data, archive_name=request.archive.filename)
     if which == "folder":
         return JobSource(folder=request.folder)
+    if which == "manifest_upload":
+        upload = request.manifest_upload
+        return JobSource(
+            manifest=ManifestSource(
+                manifest=manifest(upload.manifest),
+                archive=upload.archive.data,
+                archive_name=upload.archive.filename,
+                skipped=[SkippedFile(s.path, s.reason) for s in upload.skipped_files],
+                partial=upload.partial,
+            )
+        )
     return JobSource()
+
+
+def manifest(message: pb.Manifest) -> ManifestIn:
+    """A manifest as sent (Jobs validates it)."""
+    return ManifestIn(
+        host=message.host,
+        folder=message.folder,
+        entries=[ManifestEntry(e.path, e.sha256, e.size) for e in message.entries],
+    )
+
+
+def planned_upload(datasource_id: str, plan: Plan) -> pb.PlanUploadResponse:
+    return pb.PlanUploadResponse(
+        datasource_id=datasource_id,
+        upload_paths=plan.upload,
+        delete_paths=plan.delete,
+        unchanged=len(plan.unchanged),
+    )
 
 
 def reindex_options(request: pb.ReindexCollectionRequest) -> ReindexOptions:
@@ -182,6 +213,7 @@ def datasource(ds: DatasourceRecord) -> pb.Datasource:
         collection=ds["collection"],
         kind=ds["kind"],
         folder=ds.get("folder", ""),
+        host=ds.get("host", ""),
         urls=ds.get("urls", []),
         prune=ds.get("prune", False),
         fresh_for_seconds=ds.get("fresh_for_seconds", 0),

@@ -7,9 +7,12 @@ A failed document never fails the job: its error is recorded and the others go o
 a result the worker that recorded the last one finishes the job: for a folder job with `prune`, documents of
 its datasource whose files are gone are deleted; then the job is `done`.
 
-A folder or URL list is also a *datasource* of its collection: remembered with its options, so `sync`
-re-runs it, and with `fresh_for_seconds` its documents carry `fresh_until` (expired ones can be listed and
-pruned).
+A folder on a client's machine comes as a manifest (see manifests.py): `plan_upload` says which files the client
+must send, and the job over them (kind "manifest") counts the others unchanged and prunes like a folder job.
+
+A folder, a client's folder or a URL list is also a *datasource* of its collection: remembered with its options,
+so `sync` re-runs it (a client's folder is re-sent by that client), and with `fresh_for_seconds` its documents
+carry `fresh_until` (expired ones can be listed and pruned).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from ragmesh_common.telemetry import Attr
 from ragmesh_common.walk import SkippedFile, classify_bytes, walk
 from ragmesh_store.aio import store_call
 
+from .manifests import Manifest, ManifestIn, Plan, plan, validate
 from .model import (
     BatchRecord,
     DatasourceRecord,
@@ -83,14 +87,27 @@ def _parse_time(value: str) -> datetime | None:
 
 
 @dataclass(frozen=True)
+class ManifestSource:
+    """A folder on the client's machine: its manifest, an archive of the files to ingest, what the client skipped,
+    and whether the manifest is only a part of the folder."""
+
+    manifest: ManifestIn
+    archive: bytes
+    archive_name: str = ""
+    skipped: Sequence[SkippedFile] = ()
+    partial: bool = False
+
+
+@dataclass(frozen=True)
 class JobSource:
-    """What a new job ingests: exactly one of the four."""
+    """What a new job ingests: exactly one of the five."""
 
     urls: Sequence[str] = ()
     documents: Sequence[DocumentIn] = ()
     archive: bytes | None = None
     archive_name: str = ""
     folder: str = ""
+    manifest: ManifestSource | None = None
 
 
 # --- documents on the queue -----------------------------------------------------------------------------------
@@ -331,13 +348,10 @@ class Jobs:
                 "prune": prune,
                 "fresh_for_seconds": fresh_for_seconds,
             }
+        elif source.manifest is not None:
+            items, datasource = await self._manifest_job(job, source.manifest, fresh_for_seconds, fresh_until)
         elif source.archive is not None:
-            files, skipped = await asyncio.to_thread(
-                unpack_archive,
-                source.archive,
-                max_unpacked_bytes=self.max_archive_bytes,
-                max_file_bytes=self.indexer.max_document_bytes,
-            )
+            files, skipped = await self._unpack(source.archive)
             for rel, data in files:
                 document = DocumentIn(
                     collection=collection, file=FileIn(data, PurePosixPath(rel).name, "", rel), fresh_until=fresh_until
@@ -368,7 +382,7 @@ class Jobs:
             )
         job["total"] = len(items)
         # What this run saw, so a pruning job knows which of its datasource's documents are gone.
-        job["doc_ids"] = [_item_doc_id(i) for i in items] if prune and job["datasource_id"] else []
+        job["doc_ids"] = [_item_doc_id(i) for i in items] if job["prune"] and job["datasource_id"] else []
         job["skipped_files"] = job["skipped_files"][:MAX_SKIPPED_KEPT]
         job["skipped"] = len(job["skipped_files"])
         batches = [
@@ -391,6 +405,114 @@ class Jobs:
         if not items:
             await self._finish(job_id)
         return await self.get(job_id)
+
+    # --- folders on a client's machine (manifests.py) ------------------------------------------------------------
+    async def _manifest_state(self, collection: str, manifest: Manifest) -> tuple[str, dict[str, str], set[str], Any]:
+        """The datasource's id, the hashes it stores, the doc ids it has in the store, and its record (or None)."""
+        ds = datasource_id(collection, "manifest", manifest.spec)
+        record = next((d for d in await self.store.list_datasources() if d["datasource_id"] == ds), None)
+        try:
+            rows = await store_call(self.indexer.store.list_documents, collection, {"datasource": ds}, [])
+        except RagmeshError as exc:
+            if exc.reason != Reason.COLLECTION_NOT_FOUND:
+                raise
+            rows = []
+        stored = dict(record.get("files", {})) if record else {}
+        return ds, stored, {row["doc_id"] for row in rows}, record
+
+    async def plan_upload(self, collection: str, given: ManifestIn, *, prune: bool) -> tuple[str, Plan]:
+        """Which files of the client's folder to upload, which are unchanged, and which stored ones are gone."""
+        collection = validation.collection_name(collection)
+        manifest = validate(given)
+        ds, stored, present, _ = await self._manifest_state(collection, manifest)
+        return ds, plan(manifest, stored, present, prune=prune)
+
+    async def _unpack(self, data: bytes) -> tuple[list[tuple[str, bytes]], list[SkippedFile]]:
+        return await asyncio.to_thread(
+            unpack_archive,
+            data,
+            max_unpacked_bytes=self.max_archive_bytes,
+            max_file_bytes=self.indexer.max_document_bytes,
+        )
+
+    async def _manifest_job(
+        self, job: JobRecord, source: ManifestSource, fresh_for_seconds: int, fresh_until: str
+    ) -> tuple[list[ItemRecord], DatasourceRecord]:
+        """A manifest job's items: the uploaded files (each checked against the manifest), then the manifest's
+        other files, kept as unchanged when the datasource stores them with their hash, else failing."""
+        collection, manifest = job["collection"], validate(source.manifest, field="manifest_upload.manifest")
+        files, skipped = await self._unpack(source.archive)
+        for rel, data in files:
+            entry = manifest.files.get(rel)
+            if entry is None or hashlib.sha256(data).hexdigest() != entry.sha256:
+                raise invalid_argument(
+                    Reason.MANIFEST_MISMATCH,
+                    f"{rel} is not in the manifest" if entry is None else f"{rel} does not match its manifest sha256",
+                    field="manifest_upload.archive",
+                    path=rel,
+                )
+        ds, stored, present, record = await self._manifest_state(collection, manifest)
+        unchanged = set(plan(manifest, stored, present, prune=False).unchanged)
+        uploaded = {rel for rel, _ in files}
+        refused = {s.rel for s in skipped}
+        items: list[ItemRecord] = []
+        for rel, data in files:
+            document = DocumentIn(
+                collection=collection,
+                file=FileIn(data, PurePosixPath(rel).name, "", rel),
+                datasource=ds,
+                fresh_until=fresh_until,
+            )
+            items.append(_item(document, rel, len(data)))
+        if not source.partial:
+            for rel, entry in manifest.files.items():
+                if rel in uploaded or rel in refused:
+                    continue
+                document = DocumentIn(collection=collection, file=FileIn(b"", PurePosixPath(rel).name, "", rel))
+                item = _item(document, rel, entry.size)
+                item["kept"] = "unchanged" if rel in unchanged else "missing"
+                items.append(item)
+        job.update(
+            {
+                "kind": "manifest",
+                "source": manifest.source,
+                "datasource_id": ds,
+                "prune": job.get("prune", False) and not source.partial,
+                "skipped_files": [[s.rel, s.reason] for s in [*source.skipped, *skipped]],
+                "manifest": {rel: e.sha256 for rel, e in manifest.files.items() if rel not in refused},
+                "partial": source.partial,
+            }
+        )
+        datasource: DatasourceRecord = {
+            "datasource_id": ds,
+            "collection": collection,
+            "kind": "manifest",
+            "folder": manifest.folder,
+            "host": manifest.host,
+            "urls": [],
+            "prune": job["prune"] if not source.partial else bool(record and record.get("prune")),
+            "fresh_for_seconds": fresh_for_seconds,
+            "files": stored,
+        }
+        return items, datasource
+
+    async def _remember_files(self, job: JobRecord) -> None:
+        """A finished manifest job: its datasource stores the hashes of the files it stands for, but not of those
+        that failed (uploaded again next time)."""
+        ds_id = job.get("datasource_id", "")
+        record = next((d for d in await self.store.list_datasources() if d["datasource_id"] == ds_id), None)
+        if record is None:
+            return
+        details = await self.store.get(job["job_id"], details=True)
+        failed = {e["document"] for e in details.get("errors", [])} if details else set()
+        ok = {rel: sha for rel, sha in job.get("manifest", {}).items() if rel not in failed}
+        files = {} if not job.get("partial") and job.get("prune") else dict(record.get("files", {}))
+        for rel in failed:
+            files.pop(rel, None)
+        files.update(ok)
+        record["files"] = files
+        record.pop("due", None)
+        await self.store.save_datasource(record)
 
     async def reindex(self, collection: str, options: ReindexOptions) -> JobRecord:
         """Queue a re-index of the collection (see reindex.py): its documents are copied into the new version by
@@ -463,6 +585,9 @@ class Jobs:
         jobs = []
         for ds in await self.datasources(collection):
             if not (everything or ds["due"]):
+                continue
+            if ds["kind"] == "manifest":
+                log.info("datasource %s not synced here: its folder is on %s", ds["datasource_id"], ds.get("host"))
                 continue
             source = JobSource(folder=ds["folder"]) if ds["kind"] == "folder" else JobSource(urls=ds["urls"])
             try:
@@ -555,7 +680,18 @@ class Jobs:
         items = batch["items"]
         documents: list[DocumentIn | None] = []
         failures: dict[int, BaseException] = {}
+        kept: dict[int, str] = {}
         for i, item in enumerate(items):
+            if item.get("kept") == "unchanged":
+                documents.append(None)
+                kept[i] = "unchanged"
+                continue
+            if item.get("kept") == "missing":
+                documents.append(None)
+                failures[i] = not_found(
+                    Reason.FILE_NOT_FOUND, f"{item['label']} was not uploaded (and is not stored)", path=item["label"]
+                )
+                continue
             try:
                 documents.append(
                     await asyncio.to_thread(_document, item, job["collection"], root, self.indexer.max_document_bytes)
@@ -571,9 +707,12 @@ class Jobs:
         outcomes = iter(await self.indexer.ingest_batch(ready) if ready else [])
         results = []
         for i, (item, document) in enumerate(zip(items, documents, strict=True)):
-            outcome: IngestOutcome | BaseException = failures[i] if document is None else next(outcomes)
             index = batch["start"] + i
             size = int(item.get("size") or (len(document.file.data) if document and document.file else 0))
+            if i in kept:
+                results.append(ItemResult(index, kept[i], size))
+                continue
+            outcome: IngestOutcome | BaseException = failures[i] if document is None else next(outcomes)
             if isinstance(outcome, IngestOutcome):
                 results.append(ItemResult(index, outcome.status, size))
             else:
@@ -656,6 +795,8 @@ class Jobs:
                     with contextlib.suppress(RagmeshError):  # deleted meanwhile
                         await self.indexer.delete_document(job["collection"], row["doc_id"])
                         deleted += 1
+        if job.get("kind") == "manifest":
+            await self._remember_files(job)
         await self.store.update(job_id, state="done", finished_at=now(), deleted=deleted)
         log.info("job %s done (%d deleted)", job_id, deleted)
 

@@ -137,12 +137,14 @@ class JobRecord(TypedDict):
     collection: str
     state: str  # queued, running, done, failed, cancelled, rejected
     created_at: NotRequired[str]
-    kind: NotRequired[str]  # folder, urls, archive, documents, reindex
+    kind: NotRequired[str]  # folder, urls, archive, documents, manifest, reindex
     source: NotRequired[str]  # for people: the folder, "3 URLs", the archive's name, ...
     folder: NotRequired[str]  # a folder job's root ("" otherwise)
     prune: NotRequired[bool]
     datasource_id: NotRequired[str]
     doc_ids: NotRequired[list[str]]  # a pruning job: the doc ids this run saw
+    manifest: NotRequired[dict[str, str]]  # a manifest job: path -> SHA-256 of the files it stands for
+    partial: NotRequired[bool]  # a manifest job over a part of its folder (hashes added, not replaced)
     skipped_files: NotRequired[list[list[str]]]  # [path, reason] pairs (JSON has no tuples)
     skipped: NotRequired[int]
     total: NotRequired[int]
@@ -181,6 +183,8 @@ class ItemRecord(TypedDict):
     fresh_until: NotRequired[str]
     metadata: NotRequired[dict[str, validation.Scalar]]
     file: NotRequired[FileRecord]
+    # A manifest job's file that was not uploaded: "unchanged" (stored with its hash) or "missing" (it fails).
+    kept: NotRequired[str]
 
 
 class BatchRecord(TypedDict):
@@ -196,8 +200,10 @@ class DatasourceRecord(TypedDict):
 
     datasource_id: str
     collection: str
-    kind: str  # folder or urls
+    kind: str  # folder, manifest (a folder on a client's machine) or urls
     folder: NotRequired[str]
+    host: NotRequired[str]  # a manifest's: the machine that has the folder
+    files: NotRequired[dict[str, str]]  # a manifest's: path -> SHA-256 of the files its jobs ingested
     urls: NotRequired[list[str]]
     prune: NotRequired[bool]
     fresh_for_seconds: NotRequired[int]

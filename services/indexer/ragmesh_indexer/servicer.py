@@ -119,6 +119,12 @@ class IndexerServicer(pb_grpc.IndexerServiceServicer):
         datasources = await self._jobs().datasources(request.collection)
         return pb.ListDatasourcesResponse(datasources=[conversions.datasource(d) for d in datasources])
 
+    async def PlanUpload(self, request: pb.PlanUploadRequest, context: object) -> pb.PlanUploadResponse:
+        ds, plan = await self._jobs().plan_upload(
+            request.collection, conversions.manifest(request.manifest), prune=request.prune
+        )
+        return conversions.planned_upload(ds, plan)
+
     async def SyncDatasources(self, request: pb.SyncDatasourcesRequest, context: object) -> pb.SyncDatasourcesResponse:
         jobs = await self._jobs().sync(request.collection, everything=request.all)
         return pb.SyncDatasourcesResponse(jobs=[conversions.job_message(j, details=False) for j in jobs])

@@ -19,6 +19,7 @@ from ragmesh.search.v1 import search_service_pb2 as search_pb
 from ragmesh_common.errors import RagmeshError
 from ragmesh_indexer import conversions
 from ragmesh_indexer.entity_ingest import IngestReport
+from ragmesh_indexer.manifests import Plan
 from ragmesh_indexer.model import DatasourceRecord, IngestOutcome, JobRecord, ReindexRecord
 from ragmesh_store import SearchDefaults
 
@@ -36,11 +37,15 @@ NOT_READ = {
 RECORD_ONLY = {
     "folder": "where a folder job's workers read its files (the job's `source` shows it)",
     "doc_ids": "what a pruning run saw, read when the job ends",
+    "manifest": "a manifest job's file hashes, saved on its datasource when the job ends",
+    "partial": "whether a manifest job adds its hashes to its datasource's or replaces them",
 }
+DATASOURCE_ONLY = {"files": "a manifest datasource's file hashes, compared by PlanUpload, never sent"}
 
 REQUESTS: dict[type[Message], Callable[[Any], Any]] = {
     pb.DocumentInput: conversions.document,
     pb.CreateJobRequest: conversions.job_source,
+    pb.Manifest: conversions.manifest,
     pb.ReindexCollectionRequest: conversions.reindex_options,
     pb.CreateCollectionRequest: conversions.search_defaults,
     pb.EntityInput: conversions.entity_input,
@@ -87,6 +92,8 @@ JOB: JobRecord = {
     "prune": True,
     "datasource_id": "ds-1",
     "doc_ids": ["a"],
+    "manifest": {"a.md": "0" * 64},
+    "partial": False,
     "skipped_files": [["secrets.env", "SECRET"]],
     "skipped": 1,
     "total": 10,
@@ -117,6 +124,8 @@ DATASOURCE: DatasourceRecord = {
     "collection": "kb",
     "kind": "folder",
     "folder": "/data/docs",
+    "host": "laptop",
+    "files": {"a.md": "0" * 64},
     "urls": ["https://example.com/"],
     "prune": True,
     "fresh_for_seconds": 60,
@@ -145,7 +154,7 @@ def test_a_job_record_reaches_its_message() -> None:
 
 def test_a_datasource_record_reaches_its_message() -> None:
     assert unset(conversions.datasource(DATASOURCE)) == set()
-    assert unread_keys(DATASOURCE, conversions.datasource) == set()
+    assert unread_keys(DATASOURCE, conversions.datasource) == DATASOURCE_ONLY.keys()
 
 
 def test_results_set_every_field_of_their_messages() -> None:
@@ -165,6 +174,9 @@ def test_results_set_every_field_of_their_messages() -> None:
         omitted=["Order/1#note"],
     )
     assert unset(conversions.ingested_entities(report)) == set()
+    assert (
+        unset(conversions.planned_upload("ds-1", Plan(upload=["a.md"], delete=["b.md"], unchanged=["c.md"]))) == set()
+    )
 
 
 def test_a_record_with_only_the_required_keys_still_converts() -> None:

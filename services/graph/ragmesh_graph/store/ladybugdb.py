@@ -21,6 +21,7 @@ import shutil
 import threading
 import uuid
 import warnings
+from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -233,6 +234,31 @@ class _Graph:
             closable.close()
 
 
+def _counted(
+    graph: _Graph, added: Mapping[str, int], relations_delta: Mapping[tuple[str, str, str], int]
+) -> tuple[list[EntityType], list[TypeRelation]]:
+    """The ontology's types and relation triples after a write: the counts it had, changed by the write's deltas
+    (entities added per type; relations per (from type, relation, to type), replaced ones negative)."""
+    schema = graph.schema
+    counts = Counter({t.name: t.count for t in graph.info.entity_types})
+    counts.update(added)
+    types = [
+        EntityType(name, counts[name], schema.properties(name), schema.primary_keys.get(name, []))
+        for name in sorted(schema.columns)
+        if counts[name] > 0
+    ]
+    triples: Counter[tuple[str, str, str]] = Counter()
+    for r in graph.info.relations:
+        triples[(r.from_type, r.type, r.to_type)] = r.count
+    triples.update(relations_delta)
+    relations = [
+        TypeRelation(source, relation_type, target, count)
+        for (source, relation_type, target), count in sorted(triples.items(), key=lambda i: (i[0][1], i[0][0], i[0][2]))
+        if count > 0
+    ]
+    return types, relations
+
+
 def _by(items: Iterable[T], key: Callable[[T], K]) -> dict[K, list[T]]:
     """`items` grouped by `key`, in the order keys are first seen."""
     groups: dict[K, list[T]] = {}
@@ -354,10 +380,22 @@ class LadybugGraphStore:
                 # One statement per entity type and per (relation, from type, to type), over all their rows. Each
                 # value is CAST to its column's type: the engine types a parameter by its values, and a column
                 # that is NULL in every row would otherwise be taken for a STRING.
+                # The ontology's counts change by what the batch adds and replaces, counted here on the batch's
+                # own ids (index lookups), so a batch costs the same in a graph of any size.
+                added: Counter[str] = Counter()
+                relations_delta: Counter[tuple[str, str, str]] = Counter()
                 for entity_type, rows_of_type in _by(plan.rows, lambda r: r[0].type).items():
                     table = quoted(entity_type)
                     ids = [entity.id for entity, _ in rows_of_type]
+                    added[entity_type] += len(ids)
+                    if entity_type not in plan.new_types:
+                        found = f"UNWIND $ids AS i MATCH (n:{table} {{{ID}: i}}) RETURN count(n)"
+                        added[entity_type] -= _rows(conn, found, {"ids": ids})[0][0]
                     if self._has_relations(graph, plan):
+                        outgoing = f"UNWIND $ids AS i MATCH (a:{table} {{{ID}: i}})-[r]->(b)"
+                        replaced = _rows(conn, f"{outgoing} RETURN label(r), label(b), count(r)", {"ids": ids})
+                        for relation_type, target, count in replaced:
+                            relations_delta[(entity_type, relation_type, target)] -= count
                         conn.execute(f"UNWIND $ids AS i MATCH (a:{table} {{{ID}: i}})-[r]->() DELETE r", {"ids": ids})
                     kinds = {name: kind for name, kind in plan.columns[entity_type].values() if name != ID}
                     names = list(kinds)
@@ -368,6 +406,7 @@ class LadybugGraphStore:
                     plan.relations, lambda r: (r[1].type, r[0].type, r[1].target_type)
                 ).items():
                     a, b = quoted(source), quoted(target)
+                    relations_delta[(source, relation_type, target)] += len(relations)
                     conn.execute(
                         f"UNWIND $rels AS r MATCH (a:{a} {{{ID}: r.a}}), (b:{b} {{{ID}: r.b}}) "
                         f"CREATE (a)-[:{quoted(relation_type)} {{{quoted(INDEX)}: CAST(r.i AS INT64)}}]->(b)",
@@ -375,7 +414,7 @@ class LadybugGraphStore:
                     )
             self._commit_schema(graph, plan, entities)
             graph.generation += 1
-            graph.info = self._refresh_ontology(collection, graph)
+            graph.info = self._write_ontology(collection, graph, *_counted(graph, added, relations_delta))
         return UpsertResult(len(plan.rows), len(plan.relations), plan.dangling)
 
     @contextmanager
@@ -563,6 +602,13 @@ class LadybugGraphStore:
                 )[0][0]
                 if count:
                     relations.append(TypeRelation(source, relation_type, target, count))
+        return self._write_ontology(collection, graph, types, relations)
+
+    @staticmethod
+    def _write_ontology(
+        collection: str, graph: _Graph, types: list[EntityType], relations: list[TypeRelation]
+    ) -> GraphInfo:
+        """Rewrite the ontology database with these counts (a few rows: one per type and per type triple)."""
         onto = graph.ontology_writer
         with _transaction(onto):
             onto.execute("MATCH (t:EntityType) DETACH DELETE t")

@@ -140,12 +140,13 @@ class Archive(_message.Message):
     def __init__(self, data: _Optional[bytes] = ..., filename: _Optional[str] = ...) -> None: ...
 
 class CreateJobRequest(_message.Message):
-    __slots__ = ("collection", "urls", "documents", "archive", "folder", "prune", "fresh_for_seconds")
+    __slots__ = ("collection", "urls", "documents", "archive", "folder", "manifest_upload", "prune", "fresh_for_seconds")
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     URLS_FIELD_NUMBER: _ClassVar[int]
     DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
     ARCHIVE_FIELD_NUMBER: _ClassVar[int]
     FOLDER_FIELD_NUMBER: _ClassVar[int]
+    MANIFEST_UPLOAD_FIELD_NUMBER: _ClassVar[int]
     PRUNE_FIELD_NUMBER: _ClassVar[int]
     FRESH_FOR_SECONDS_FIELD_NUMBER: _ClassVar[int]
     collection: str
@@ -153,9 +154,64 @@ class CreateJobRequest(_message.Message):
     documents: DocumentList
     archive: Archive
     folder: str
+    manifest_upload: ManifestUpload
     prune: bool
     fresh_for_seconds: int
-    def __init__(self, collection: _Optional[str] = ..., urls: _Optional[_Union[UrlList, _Mapping]] = ..., documents: _Optional[_Union[DocumentList, _Mapping]] = ..., archive: _Optional[_Union[Archive, _Mapping]] = ..., folder: _Optional[str] = ..., prune: _Optional[bool] = ..., fresh_for_seconds: _Optional[int] = ...) -> None: ...
+    def __init__(self, collection: _Optional[str] = ..., urls: _Optional[_Union[UrlList, _Mapping]] = ..., documents: _Optional[_Union[DocumentList, _Mapping]] = ..., archive: _Optional[_Union[Archive, _Mapping]] = ..., folder: _Optional[str] = ..., manifest_upload: _Optional[_Union[ManifestUpload, _Mapping]] = ..., prune: _Optional[bool] = ..., fresh_for_seconds: _Optional[int] = ...) -> None: ...
+
+class ManifestEntry(_message.Message):
+    __slots__ = ("path", "sha256", "size")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    sha256: str
+    size: int
+    def __init__(self, path: _Optional[str] = ..., sha256: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
+
+class Manifest(_message.Message):
+    __slots__ = ("host", "folder", "entries")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    FOLDER_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    folder: str
+    entries: _containers.RepeatedCompositeFieldContainer[ManifestEntry]
+    def __init__(self, host: _Optional[str] = ..., folder: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[ManifestEntry, _Mapping]]] = ...) -> None: ...
+
+class PlanUploadRequest(_message.Message):
+    __slots__ = ("collection", "manifest", "prune")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    MANIFEST_FIELD_NUMBER: _ClassVar[int]
+    PRUNE_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    manifest: Manifest
+    prune: bool
+    def __init__(self, collection: _Optional[str] = ..., manifest: _Optional[_Union[Manifest, _Mapping]] = ..., prune: _Optional[bool] = ...) -> None: ...
+
+class PlanUploadResponse(_message.Message):
+    __slots__ = ("datasource_id", "upload_paths", "delete_paths", "unchanged")
+    DATASOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    UPLOAD_PATHS_FIELD_NUMBER: _ClassVar[int]
+    DELETE_PATHS_FIELD_NUMBER: _ClassVar[int]
+    UNCHANGED_FIELD_NUMBER: _ClassVar[int]
+    datasource_id: str
+    upload_paths: _containers.RepeatedScalarFieldContainer[str]
+    delete_paths: _containers.RepeatedScalarFieldContainer[str]
+    unchanged: int
+    def __init__(self, datasource_id: _Optional[str] = ..., upload_paths: _Optional[_Iterable[str]] = ..., delete_paths: _Optional[_Iterable[str]] = ..., unchanged: _Optional[int] = ...) -> None: ...
+
+class ManifestUpload(_message.Message):
+    __slots__ = ("manifest", "archive", "skipped_files", "partial")
+    MANIFEST_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVE_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FILES_FIELD_NUMBER: _ClassVar[int]
+    PARTIAL_FIELD_NUMBER: _ClassVar[int]
+    manifest: Manifest
+    archive: Archive
+    skipped_files: _containers.RepeatedCompositeFieldContainer[SkippedFile]
+    partial: bool
+    def __init__(self, manifest: _Optional[_Union[Manifest, _Mapping]] = ..., archive: _Optional[_Union[Archive, _Mapping]] = ..., skipped_files: _Optional[_Iterable[_Union[SkippedFile, _Mapping]]] = ..., partial: _Optional[bool] = ...) -> None: ...
 
 class CreateJobResponse(_message.Message):
     __slots__ = ("job",)
@@ -328,7 +384,7 @@ class SkippedFile(_message.Message):
     def __init__(self, path: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Datasource(_message.Message):
-    __slots__ = ("datasource_id", "collection", "kind", "folder", "urls", "prune", "fresh_for_seconds", "fresh_until", "last_job_id", "last_synced_at", "due")
+    __slots__ = ("datasource_id", "collection", "kind", "folder", "urls", "prune", "fresh_for_seconds", "fresh_until", "last_job_id", "last_synced_at", "due", "host")
     DATASOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -340,6 +396,7 @@ class Datasource(_message.Message):
     LAST_JOB_ID_FIELD_NUMBER: _ClassVar[int]
     LAST_SYNCED_AT_FIELD_NUMBER: _ClassVar[int]
     DUE_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
     datasource_id: str
     collection: str
     kind: str
@@ -351,7 +408,8 @@ class Datasource(_message.Message):
     last_job_id: str
     last_synced_at: str
     due: bool
-    def __init__(self, datasource_id: _Optional[str] = ..., collection: _Optional[str] = ..., kind: _Optional[str] = ..., folder: _Optional[str] = ..., urls: _Optional[_Iterable[str]] = ..., prune: _Optional[bool] = ..., fresh_for_seconds: _Optional[int] = ..., fresh_until: _Optional[str] = ..., last_job_id: _Optional[str] = ..., last_synced_at: _Optional[str] = ..., due: _Optional[bool] = ...) -> None: ...
+    host: str
+    def __init__(self, datasource_id: _Optional[str] = ..., collection: _Optional[str] = ..., kind: _Optional[str] = ..., folder: _Optional[str] = ..., urls: _Optional[_Iterable[str]] = ..., prune: _Optional[bool] = ..., fresh_for_seconds: _Optional[int] = ..., fresh_until: _Optional[str] = ..., last_job_id: _Optional[str] = ..., last_synced_at: _Optional[str] = ..., due: _Optional[bool] = ..., host: _Optional[str] = ...) -> None: ...
 
 class ListDatasourcesRequest(_message.Message):
     __slots__ = ("collection",)

@@ -92,6 +92,11 @@ class IndexerServiceStub:
                 request_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ListDatasourcesRequest.SerializeToString,
                 response_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ListDatasourcesResponse.FromString,
                 _registered_method=True)
+        self.PlanUpload = channel.unary_unary(
+                '/ragmesh.indexer.v1.IndexerService/PlanUpload',
+                request_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.PlanUploadRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.PlanUploadResponse.FromString,
+                _registered_method=True)
         self.SyncDatasources = channel.unary_unary(
                 '/ragmesh.indexer.v1.IndexerService/SyncDatasources',
                 request_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.SyncDatasourcesRequest.SerializeToString,
@@ -213,8 +218,20 @@ class IndexerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PlanUpload(self, request, context):
+        """PlanUpload compares a manifest of a folder on the client's machine (each file's path, SHA-256 and size) with
+        what its datasource last stored, and answers which files the client must upload (new or changed, or not in
+        the store) and which stored documents are gone from the folder (deleted by a pruning job). It changes
+        nothing; the client then uploads those files with CreateJob (source manifest_upload).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def SyncDatasources(self, request, context):
-        """SyncDatasources queues a job for every datasource that is due (or every one, when asked).
+        """SyncDatasources queues a job for every datasource that is due (or every one, when asked). A manifest
+        datasource (a folder on a client's machine) is not synced here: the client that has the folder syncs it
+        (`ragmesh sync` there).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -324,6 +341,11 @@ def add_IndexerServiceServicer_to_server(servicer, server):
                     servicer.ListDatasources,
                     request_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ListDatasourcesRequest.FromString,
                     response_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ListDatasourcesResponse.SerializeToString,
+            ),
+            'PlanUpload': grpc.unary_unary_rpc_method_handler(
+                    servicer.PlanUpload,
+                    request_deserializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.PlanUploadRequest.FromString,
+                    response_serializer=ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.PlanUploadResponse.SerializeToString,
             ),
             'SyncDatasources': grpc.unary_unary_rpc_method_handler(
                     servicer.SyncDatasources,
@@ -639,6 +661,33 @@ class IndexerService:
             '/ragmesh.indexer.v1.IndexerService/ListDatasources',
             ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ListDatasourcesRequest.SerializeToString,
             ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.ListDatasourcesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PlanUpload(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.indexer.v1.IndexerService/PlanUpload',
+            ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.PlanUploadRequest.SerializeToString,
+            ragmesh_dot_indexer_dot_v1_dot_indexer__service__pb2.PlanUploadResponse.FromString,
             options,
             channel_credentials,
             insecure,
