@@ -28,7 +28,7 @@ from .context import REQUEST_ID_HEADER
 from .errors import install_error_handlers
 from .mcp_server import MCP_HEADERS, build_mcp, mcp_scopes
 from .mcp_server import http_endpoint as mcp_http_endpoint
-from .metrics import HttpMetrics, HttpMetricsMiddleware
+from .metrics import HttpMetrics, HttpMetricsMiddleware, RateLimitMetrics
 from .middleware import BodyLimitMiddleware, RequestContextMiddleware
 from .routes import api_routers, health, web
 
@@ -36,7 +36,14 @@ from .routes import api_routers, health, web
 def create_app(settings: GatewaySettings, clients: MeshClients | None = None) -> FastAPI:
     """Build the REST app (and the MCP endpoint at /mcp). Without `clients`, the lifespan creates the gRPC
     clients at start-up and closes them at shutdown; given `clients`, the caller owns (and closes) them."""
-    rate_limiter = RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
+    telemetry = setup_telemetry("gateway")
+    rate_limiter = RateLimiter(
+        settings.rate_limit_per_second,
+        settings.rate_limit_burst,
+        redis_url=settings.redis_url.get_secret_value() if settings.redis_url else "",
+        redis_prefix=settings.redis_prefix,
+        errors=telemetry.metrics(RateLimitMetrics).store_errors,
+    )
     # One MCP server per scope the keys carry: a session sees only the tools its key's scope allows.
     servers = {scope: build_mcp(settings, lambda: app.state.clients, scope=scope) for scope in mcp_scopes(settings)}
     mcp_endpoint = mcp_http_endpoint(servers, settings, rate_limiter)
@@ -60,7 +67,7 @@ def create_app(settings: GatewaySettings, clients: MeshClients | None = None) ->
     )
     app.state.settings = settings
     app.state.rate_limiter = rate_limiter
-    app.state.telemetry = telemetry = setup_telemetry("gateway")
+    app.state.telemetry = telemetry
     if clients is not None:
         app.state.clients = clients
     install_error_handlers(app)

@@ -9,7 +9,7 @@ declares.
   (write + delete collections). A bare KEY (the format before scopes existed) is `admin`.
 - COLLECTIONS is `|`-separated collection names the key may touch, or `*` (every collection, the default).
   `GET /api/v1/collections` lists only those.
-- RATE is this key's limit in requests per second (token bucket; burst RAGMESH_RATE_LIMIT_BURST), overriding
+- RATE is this key's limit in requests per second (burst RAGMESH_RATE_LIMIT_BURST; see `RateLimiter`), overriding
   RAGMESH_RATE_LIMIT_PER_SECOND; 0 means unlimited.
 
 A malformed entry stops start-up with a message naming its position (never the key). Keys are compared in
@@ -21,22 +21,31 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import math
-import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 import grpc
 from fastapi import APIRouter, Depends, Request
 from fastapi.routing import APIRoute
+from limits import RateLimitItem, RateLimitItemPerSecond
+from limits.aio.storage import MemoryStorage, RedisStorage, Storage
+from limits.aio.strategies import MovingWindowRateLimiter
+from limits.errors import StorageError
+from prometheus_client import Counter
 from pydantic import BaseModel, ConfigDict, SecretStr
 from ragmesh_common import validation
 from ragmesh_common.errors import RagmeshError
 from ragmesh_common.reasons import Reason
 
 from .errors import DOMAIN
+
+log = logging.getLogger(__name__)
+
+# How long one rate-limit call to Redis may take before the request is let through without it.
+REDIS_TIMEOUT_SECONDS = 0.5
 
 Scope = Literal["read", "write", "admin"]
 SCOPES: tuple[Scope, ...] = ("read", "write", "admin")
@@ -181,43 +190,76 @@ def check_api_key(authorization: str | None, keys: Sequence[ApiKey]) -> Principa
 
 # --- rate limits --------------------------------------------------------------------------------------------
 class RateLimiter:
-    """Token buckets, one per client (a key, or an address without keys): `rate` requests/s on average and
-    bursts of `burst`. Thread-safe; idle full buckets are dropped once there are more than `max_clients`."""
+    """One budget per client (a key, or an address without keys), kept by the `limits` library: in Redis when
+    `redis_url` is set, so every gateway replica charges and reads the same budget, else in this process's memory.
+
+    The strategy is limits' moving window: at most `burst` requests in any `burst / rate` seconds (the window
+    rounded up to whole seconds, as Redis expiries are). That is the token bucket's promise where it matters: a
+    client may send `burst` requests at once, and its long-run average is `rate` (or a little less when the window
+    was rounded). It is exact, where the fixed window lets twice the burst through across a window's edge and the
+    sliding window counter estimates; and its state, the times of the last `burst` requests, is what Retry-After
+    is computed from (the oldest of them plus the window), so every replica answers the same instant.
+
+    When Redis cannot be reached the request is let through (fail open): the limit protects capacity, it does
+    not decide who may call (keys and scopes still do), and a Redis outage should not take the API down with it.
+    Each such request is logged and counted (`ragmesh_gateway_rate_limit_store_errors_total`)."""
 
     def __init__(
-        self, rate: float, burst: int, *, max_clients: int = 10_000, clock: Callable[[], float] = time.monotonic
+        self,
+        rate: float,
+        burst: int,
+        *,
+        redis_url: str = "",
+        redis_prefix: str = "ragmesh:gateway:",
+        errors: Counter | None = None,
     ) -> None:
         self.rate = rate
         self.burst = burst
-        self._max_clients = max_clients
-        self._clock = clock
-        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # client -> (tokens, updated)
-        self._lock = threading.Lock()
+        self._errors = errors
+        storage: Storage
+        if redis_url:
+            # redis-py's asyncio client (already a dependency of the mesh), not limits' default coredis. Short
+            # socket timeouts: a Redis that hangs costs a request at most this long before it fails open.
+            storage = RedisStorage(
+                f"async+{redis_url}",
+                implementation="redispy",
+                key_prefix=f"{redis_prefix}ratelimit",
+                wrap_exceptions=True,
+                socket_timeout=REDIS_TIMEOUT_SECONDS,
+                socket_connect_timeout=REDIS_TIMEOUT_SECONDS,
+            )
+        else:
+            storage = MemoryStorage()
+        self._limiter = MovingWindowRateLimiter(storage)
 
-    def acquire(self, client: str, rate: float | None = None) -> float:
-        """Take one token for `client`; returns 0 when allowed, else the seconds until a token is free.
+    def limit(self, rate: float) -> RateLimitItem:
+        """The moving window for `rate` requests/s: `burst` requests (default twice the rate, at least 1) per
+        `burst / rate` seconds, rounded up to whole seconds."""
+        burst = self.burst or max(1, math.ceil(2 * rate))
+        return RateLimitItemPerSecond(burst, max(1, math.ceil(burst / rate)))
+
+    async def acquire(self, client: str, rate: float | None = None) -> float:
+        """Charge one request to `client`; returns 0 when allowed, else the seconds until the window has room.
         `rate` overrides the default rate for this client (0: unlimited)."""
         rate = self.rate if rate is None else rate
         if rate <= 0:
             return 0.0
-        burst = float(self.burst or max(1, math.ceil(2 * rate)))
-        now = self._clock()
-        with self._lock:
-            tokens, updated = self._buckets.pop(client, (burst, now))
-            tokens = min(burst, tokens + (now - updated) * rate)
-            wait = 0.0
-            if tokens >= 1:
-                tokens -= 1
-            else:
-                wait = (1 - tokens) / rate
-            self._buckets[client] = (tokens, now)
-            while len(self._buckets) > self._max_clients:
-                self._buckets.popitem(last=False)
-        return wait
+        item = self.limit(rate)
+        try:
+            if await self._limiter.hit(item, client):
+                return 0.0
+            stats = await self._limiter.get_window_stats(item, client)
+        except StorageError as exc:
+            if self._errors is not None:
+                self._errors.inc()
+            log.warning("rate limit store unreachable; request let through", extra={"error": str(exc.storage_error)})
+            return 0.0
+        # The window may have freed a slot between the two calls: then a retry right away succeeds.
+        return max(0.001, stats.reset_time - time.time())
 
-    def check(self, principal: Principal) -> None:
+    async def check(self, principal: Principal) -> None:
         """RESOURCE_EXHAUSTED RATE_LIMITED (429 with Retry-After) when the principal is over its limit."""
-        wait = self.acquire(principal.client, principal.rate_limit)
+        wait = await self.acquire(principal.client, principal.rate_limit)
         if wait > 0:
             raise RagmeshError(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -255,7 +297,7 @@ async def touched_collections(request: Request) -> list[str]:
     return [name or validation.DEFAULT_COLLECTION for name in names] or [validation.DEFAULT_COLLECTION]
 
 
-def request_principal(request: Request) -> Principal:
+async def request_principal(request: Request) -> Principal:
     """Authenticate a request and charge it to its client's rate limit (once per request)."""
     principal = getattr(request.state, "principal", None)
     if principal is None:
@@ -263,7 +305,7 @@ def request_principal(request: Request) -> Principal:
         principal = authenticate(
             request.headers.get("authorization"), state.settings.api_keys, request.client.host if request.client else ""
         )
-        state.rate_limiter.check(principal)
+        await state.rate_limiter.check(principal)
         request.state.principal = principal
     return principal
 
@@ -276,7 +318,7 @@ def require_scope(scope: Scope, *, collections: bool = True) -> Any:
     declares none."""
 
     async def scoped(request: Request) -> Principal:
-        principal = request_principal(request)
+        principal = await request_principal(request)
         principal.require(scope)
         if collections and principal.collections is not None:
             principal.require_collections(await touched_collections(request))

@@ -5,6 +5,7 @@ Environment variables:
   RAGMESH_API_KEYS                          comma-separated KEY[:SCOPE[:COLLECTIONS[:RATE]]]; empty: no auth
   RAGMESH_RATE_LIMIT_PER_SECOND             requests/s per key (per client address without keys); 0: off
   RAGMESH_RATE_LIMIT_BURST                  requests a client may send at once (default 2 x the rate)
+  RAGMESH_REDIS_URL / RAGMESH_REDIS_PREFIX  Redis for the rate limits every replica shares; empty: memory
   RAGMESH_ALLOW_UNAUTHENTICATED             without keys, allow binding a non-loopback address
   RAGMESH_<SERVICE>_ADDR                    where the gRPC services are (host:port)
   RAGMESH_GATEWAY_TIMEOUT_SECONDS           deadline of one backend call
@@ -24,7 +25,7 @@ import ipaddress
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from ragmesh_common.config import default_addr
 from ragmesh_common.paths import existing_folders, split_commas
@@ -66,6 +67,19 @@ class GatewaySettings(BaseSettings):
         0,
         ge=0,
         description="Requests a client may make at once above the rate; 0: twice the rate (at least 1).",
+    )
+    redis_url: SecretStr | None = Field(
+        None,
+        description=(
+            "Redis (redis://host:6379/0) holding the rate limits, so every gateway replica charges one budget per "
+            "key; unset: each gateway keeps them in memory. An unreachable Redis lets requests through (logged, "
+            "counted in ragmesh_gateway_rate_limit_store_errors_total)."
+        ),
+    )
+    redis_prefix: str = Field(
+        "ragmesh:gateway:",
+        pattern=r"^[A-Za-z0-9_:.-]{0,64}$",
+        description="Prefix of the gateway's Redis keys, so deployments can share a Redis.",
     )
     allow_unauthenticated: bool = Field(
         False,

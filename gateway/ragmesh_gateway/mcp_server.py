@@ -952,7 +952,7 @@ class ApiKeyGuard:
         try:
             client = scope.get("client") or ("", 0)
             principal = authenticate(Headers(scope=scope).get("authorization"), self.settings.api_keys, client[0])
-            self.rate_limiter.check(principal)
+            await self.rate_limiter.check(principal)
         except RagmeshError as exc:
             await error_response(exc)(scope, receive, send)
             return

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from fastapi import APIRouter, Request, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from ragmesh_common.telemetry import LATENCY_BUCKETS
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -27,6 +27,17 @@ class HttpMetrics:
         )
         self.in_flight = Gauge(
             "ragmesh_http_server_in_flight_requests", "HTTP requests being answered now.", ["method"], registry=registry
+        )
+
+
+class RateLimitMetrics:
+    """The shared rate limits' store (Redis): requests let through because it could not be reached."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.store_errors = Counter(
+            "ragmesh_gateway_rate_limit_store_errors",
+            "Requests let through without a rate-limit check because the store (Redis) failed.",
+            registry=registry,
         )
 
 

@@ -274,6 +274,14 @@ async def test_ingest_file_form_errors(gateway):
     ):
         error = assert_error(await gateway.post("/api/v1/ingest/file", files=files, data={field: value}), 400, reason)
         assert error["details"]["field_violations"][0]["field"] == field
+    # A field sent more than once (found by schemathesis: three titles, the last one taken).
+    repeated = await gateway.post("/api/v1/ingest/file", files=files, data={"title": ["one", "two"]})
+    error = assert_error(repeated, 400, "REQUEST_INVALID")
+    assert error["details"]["field_violations"][0]["field"] == "title"
+    archive = await gateway.post(
+        "/api/v1/jobs/archive", files={"file": ("a.zip", b"PK", "application/zip")}, data={"collection": ["a", "b"]}
+    )
+    assert assert_error(archive, 400, "REQUEST_INVALID")["details"]["field_violations"][0]["field"] == "collection"
 
 
 async def test_convert_needs_a_file_or_a_url(gateway):

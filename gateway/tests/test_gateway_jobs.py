@@ -94,7 +94,10 @@ async def test_folder_job_over_rest(api, roots):
     synced = (await api.post("/api/v1/datasources/sync", json={"collection": "gw-jobs"})).json()["jobs"]
     assert (await finished(api, synced[0]["job_id"]))["unchanged"] == 2
     assert (await api.get("/api/v1/collections/gw-jobs/expired")).json() == {"documents": []}
-    assert (await api.delete("/api/v1/collections/gw-jobs/expired")).json() == {"deleted": []}
+    assert (await api.post("/api/v1/collections/gw-jobs/expired/prune")).json() == {"deleted": []}
+    # DELETE of .../expired (the first API) left the path answering: pruning is a POST now.
+    gone = await api.delete("/api/v1/collections/gw-jobs/expired")
+    assert gone.status_code == 405 and gone.headers["allow"] == "GET"
 
 
 async def test_text_and_archive_jobs_and_cancel(api):
@@ -125,8 +128,13 @@ async def test_text_and_archive_jobs_and_cancel(api):
 
     many = [{"text": f"document {i} " * 50} for i in range(40)]
     job_id = (await api.post("/api/v1/jobs", json={"collection": "gw-cancel", "documents": many})).json()["job_id"]
-    cancelled = (await api.delete(f"/api/v1/jobs/{job_id}")).json()
-    assert cancelled["state"] == "cancelled"
+    cancelled = await api.post(f"/api/v1/jobs/{job_id}/cancel")
+    assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
+    kept = await api.get(f"/api/v1/jobs/{job_id}")  # a cancelled job stays readable
+    assert kept.status_code == 200 and kept.json()["state"] == "cancelled"
+    # DELETE (the first API) cancelled yet left the job answering: cancelling is a POST now.
+    gone = await api.delete(f"/api/v1/jobs/{job_id}")
+    assert gone.status_code == 405 and gone.headers["allow"] == "GET"
 
 
 @pytest.mark.parametrize(

@@ -133,15 +133,19 @@ def test_a_route_without_a_declared_scope_stops_the_app_from_being_built(monkeyp
     create_app(GatewaySettings(http_port=0))
 
 
-def test_the_token_bucket_allows_a_burst_then_the_rate():
-    now = [0.0]
-    limiter = RateLimiter(2.0, 3, clock=lambda: now[0])
-    assert [limiter.acquire("a") for _ in range(3)] == [0.0, 0.0, 0.0]
-    assert limiter.acquire("a") == pytest.approx(0.5)
-    assert limiter.acquire("b") == 0.0  # buckets are per client
-    now[0] += 0.5
-    assert limiter.acquire("a") == 0.0
-    assert limiter.acquire("a", rate=0) == 0.0  # a key with rate 0 is unlimited
+def test_the_window_holds_the_burst_over_burst_per_rate_seconds():
+    assert (RateLimiter(1.0, 0).limit(1.0).amount, RateLimiter(1.0, 0).limit(1.0).get_expiry()) == (2, 2)
+    assert (RateLimiter(2.0, 3).limit(2.0).amount, RateLimiter(2.0, 3).limit(2.0).get_expiry()) == (3, 2)
+    assert (RateLimiter(0.1, 0).limit(0.1).amount, RateLimiter(0.1, 0).limit(0.1).get_expiry()) == (1, 10)
+
+
+async def test_the_memory_limiter_allows_the_burst_then_says_when_to_retry():
+    limiter = RateLimiter(0.1, 3)  # 3 requests per 30 s
+    assert [await limiter.acquire("a") for _ in range(3)] == [0.0, 0.0, 0.0]
+    wait = await limiter.acquire("a")
+    assert 29 < wait <= 30
+    assert await limiter.acquire("b") == 0.0  # budgets are per client
+    assert await limiter.acquire("a", rate=0) == 0.0  # a key with rate 0 is unlimited
 
 
 # --- REST -----------------------------------------------------------------------------------------------------
@@ -252,13 +256,13 @@ async def test_a_key_limited_to_collections_sees_and_touches_only_their_jobs(url
         listed = {job["collection"] for job in (await client.get("/api/v1/jobs")).json()["jobs"]}
         assert listed == {"notes"}
         _error(await client.get(f"/api/v1/jobs/{other_job}"), 403, "COLLECTION_FORBIDDEN")
-        _error(await client.delete(f"/api/v1/jobs/{other_job}"), 403, "COLLECTION_FORBIDDEN")
+        _error(await client.post(f"/api/v1/jobs/{other_job}/cancel"), 403, "COLLECTION_FORBIDDEN")
         assert (await client.get(f"/api/v1/jobs/{mine.json()['job_id']}")).status_code == 200
         _error(await client.post("/api/v1/datasources/sync", json={}), 403, "COLLECTION_REQUIRED")
         _error(await client.get("/api/v1/datasources", params={"collection": "docs"}), 403, "COLLECTION_FORBIDDEN")
     async with rest(url, READ) as client:
         _error(await client.post("/api/v1/jobs", json={"documents": [{"text": "x"}]}), 403, "SCOPE_INSUFFICIENT")
-        _error(await client.delete(f"/api/v1/jobs/{other_job}"), 403, "SCOPE_INSUFFICIENT")
+        _error(await client.post(f"/api/v1/jobs/{other_job}/cancel"), 403, "SCOPE_INSUFFICIENT")
     async with mcp(url, NOTES) as client:
         refused = await client.call_tool("get_job", {"job_id": other_job})
         assert refused.is_error and refused.structured_content["error"]["reason"] == "COLLECTION_FORBIDDEN"

@@ -192,7 +192,7 @@ async def test_e2e_a_second_reindex_while_one_runs_is_a_conflict(idle_url):
         job_id = first.json()["job_id"]
         error = assert_error(await api.post("/api/v1/collections/busy/reindex"), 409, "REINDEX_IN_PROGRESS")
         assert error["details"]["job_id"] == job_id
-        cancelled = await api.delete(f"/api/v1/jobs/{job_id}")
+        cancelled = await api.post(f"/api/v1/jobs/{job_id}/cancel")
         assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
 
 

@@ -10,7 +10,7 @@ from ragmesh_common.errors import RagmeshError, invalid_argument
 from ragmesh_common.reasons import Reason
 
 from ..auth import require_scope
-from ..deps import Clients
+from ..deps import Clients, one_value_per_field
 from ..errors import NOT_ALLOWED_RESPONSES, UPLOAD_ERROR_RESPONSES, ErrorObject, error_object
 from ..models import (
     CollectionName,
@@ -81,7 +81,7 @@ def _file_form() -> dict[str, Any]:
 @router.post(
     "/ingest/file",
     response_model=IngestFileResponse,
-    dependencies=[require_scope("write")],
+    dependencies=[require_scope("write"), one_value_per_field("file", "collection", "doc_id", "title", "metadata")],
     openapi_extra={"requestBody": _file_form()},
 )
 async def ingest_file(

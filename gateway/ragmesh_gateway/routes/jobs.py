@@ -18,7 +18,7 @@ from ragmesh_common.reasons import Reason
 from starlette.convertors import Convertor, register_url_convertor
 
 from ..auth import Principal, require_scope
-from ..deps import Clients
+from ..deps import Clients, one_value_per_field
 from ..errors import DOMAIN, NOT_ALLOWED_RESPONSES, UPLOAD_ERROR_RESPONSES
 from ..models import (
     JOB_ID_PATTERN,
@@ -86,7 +86,7 @@ _ARCHIVE_FORM = multipart_body(
     "/jobs/archive",
     response_model=JobAccepted,
     status_code=status.HTTP_202_ACCEPTED,
-    dependencies=[require_scope("write")],
+    dependencies=[require_scope("write"), one_value_per_field("file", "collection")],
     openapi_extra={"requestBody": _ARCHIVE_FORM},
 )
 async def create_archive_job(
@@ -124,13 +124,14 @@ async def get_job(
     return job
 
 
-@router.delete("/jobs/{job_id:job_id}", response_model=Job)
+@router.post("/jobs/{job_id:job_id}/cancel", response_model=Job)
 async def cancel_job(
     job_id: JobId,
     clients: Clients,
     principal: Annotated[Principal, require_scope("write", collections=False)],
 ) -> Job:
-    """Cancel a job: documents not started yet are not ingested. Cancelling a finished job changes nothing."""
+    """Cancel a job: documents not started yet are not ingested, and the job stays readable with GET (state
+    `cancelled`, its counts and errors). Cancelling a finished job changes nothing."""
     principal.require_collections([(await clients.get_job(job_id)).collection])
     return await clients.cancel_job(job_id)
 
@@ -177,9 +178,9 @@ async def expired_documents(name: CollectionName, clients: Clients) -> ExpiredDo
     return ExpiredDocumentsResponse(documents=await clients.expired_documents(name))
 
 
-@router.delete(
-    "/collections/{name}/expired", response_model=PruneExpiredResponse, dependencies=[require_scope("write")]
+@router.post(
+    "/collections/{name}/expired/prune", response_model=PruneExpiredResponse, dependencies=[require_scope("write")]
 )
 async def prune_expired(name: CollectionName, clients: Clients) -> PruneExpiredResponse:
-    """Delete the documents of a collection whose fresh_until has passed."""
+    """Delete the documents of a collection whose fresh_until has passed (GET .../expired then lists none)."""
     return PruneExpiredResponse(deleted=await clients.prune_expired(name))
