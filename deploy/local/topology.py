@@ -210,6 +210,7 @@ class Topology:
             RAGMESH_REDIS_URL=self.redis_url,
             RAGMESH_INDEXER_REDIS_PREFIX=self.redis_prefix,
             RAGMESH_ANSWER_REDIS_PREFIX=self.redis_prefix,
+            RAGMESH_REDIS_PREFIX=self.redis_prefix,  # the gateways' shared rate limits
             RAGMESH_INDEXER_ROOTS=str(self.roots),
             HF_HUB_OFFLINE="1",
         )
@@ -315,7 +316,7 @@ class Topology:
         for replica in self.replicas.values():
             where = ", ".join(f"{s} :{p}" for s, p in replica.ports.items())
             lines.append(f"  {replica.name:<15} {where:<32} metrics {replica.metrics_url}  log {replica.log_path}")
-        lines.append(f"  Redis {self.redis_url} (jobs and sessions under {self.redis_prefix})")
+        lines.append(f"  Redis {self.redis_url} (jobs, sessions and rate limits under {self.redis_prefix})")
         return "\n".join(lines)
 
 
