@@ -408,15 +408,22 @@ async def test_a_hit_in_a_source_file_says_where_it_lies(mesh, gateway_url):
 
 
 async def test_mcp_requests_are_labelled_with_their_route_in_the_request_metrics(mesh):
+    count = "ragmesh_http_server_request_duration_seconds_count"
+
+    def counts(scraped: str) -> dict[str, float]:
+        """Requests counted so far, by their labels (the registry is the process's: other tests count too)."""
+        lines = [line.removeprefix(count) for line in scraped.splitlines() if line.startswith(count + "{")]
+        return {labels: float(value) for labels, value in (line.rsplit(" ", 1) for line in lines)}
+
     async with run_gateway(settings_for(mesh)) as url, httpx.AsyncClient(base_url=url) as raw:
+        before = counts((await raw.get("/metrics")).text)
         async with http_client(url) as client:
             ok(await client.call_tool("list_collections", {}))
         assert (await raw.get("/no-such-page")).status_code == 404
-        scraped = (await raw.get("/metrics")).text
-    count = "ragmesh_http_server_request_duration_seconds_count"
-    counts = [line for line in scraped.splitlines() if line.startswith(count)]
-    assert any('method="POST",route="/mcp",status_code="200"' in line for line in counts), counts
+        after = counts((await raw.get("/metrics")).text)
+    added = {labels: n - before.get(labels, 0.0) for labels, n in after.items() if n != before.get(labels, 0.0)}
+    assert added.get('{method="POST",route="/mcp",status_code="200"}', 0) >= 2, added  # initialize, the call
     # Only the request no route matches is left unlabelled.
-    assert [line for line in counts if 'route="unmatched"' in line] == [
-        f'{count}{{method="GET",route="unmatched",status_code="404"}} 1.0'
-    ]
+    assert {labels: n for labels, n in added.items() if 'route="unmatched"' in labels} == {
+        '{method="GET",route="unmatched",status_code="404"}': 1.0
+    }
