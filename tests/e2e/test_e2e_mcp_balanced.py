@@ -19,9 +19,9 @@ from typing import Any
 import httpx
 import pytest
 
+from deploy.local.haproxy import HAProxy, haproxy_binary
 from tests.e2e.mesh_process import Proc, free_port
 from tests.support.gateway import mcp_http_client, tool_ok
-from tests.support.haproxy import HAProxy, run_haproxy
 from tests.support.mcp_v1 import V1Client
 
 TEXT = (
@@ -61,6 +61,8 @@ async def wait_ready(url: str, proc: Proc, timeout: float = 120) -> None:
 async def balanced_gateways(mesh: Any, workdir: Path, **settings: str) -> AsyncIterator[Balanced]:
     """Two `ragmesh serve gateway` processes on `mesh` (with `settings`, RAGMESH_* variables) and HAProxy in
     front; all stopped on exit."""
+    if haproxy_binary() is None:
+        pytest.skip("haproxy is not installed (scripts/system-deps.sh installs Debian's package)")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGMESH_", "OTEL_"))}
     env.update({f"RAGMESH_{name.upper()}_ADDR": addr for name, addr in mesh.addrs.items()})
     env.update(RAGMESH_HTTP_HOST="127.0.0.1", RAGMESH_LOG_LEVEL="INFO", HF_HUB_OFFLINE="1", **settings)
@@ -73,10 +75,33 @@ async def balanced_gateways(mesh: Any, workdir: Path, **settings: str) -> AsyncI
             replicas.append(proc.start())
         urls = [f"http://127.0.0.1:{p.env['RAGMESH_HTTP_PORT']}" for p in replicas]
         await asyncio.gather(*(wait_ready(url, proc) for url, proc in zip(urls, replicas, strict=True)))
-        with run_haproxy([url.removeprefix("http://") for url in urls], workdir / "haproxy") as lb:
+        # The balancer `make up-ha` runs (deploy/local/haproxy.py), so the test sees what users get.
+        servers = {f"gw{i}": int(proc.env["RAGMESH_HTTP_PORT"]) for i, proc in enumerate(replicas)}
+        lb = HAProxy(workdir / "haproxy", free_port(), servers)
+        await asyncio.to_thread(lb.start)
+        try:
+            await wait_balanced(lb)
             yield Balanced(replicas, urls, lb)
+        finally:
+            await asyncio.to_thread(lb.stop)
     finally:
         await asyncio.gather(*(asyncio.to_thread(proc.stop) for proc in replicas if proc.popen is not None))
+
+
+async def wait_balanced(lb: HAProxy, timeout: float = 30) -> None:
+    """Wait until /ready answers 200 through the balancer (it listens, and counts a replica up)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    async with httpx.AsyncClient(timeout=2) as http:
+        while loop.time() < deadline:
+            assert lb.popen is not None
+            if lb.popen.poll() is not None:
+                raise AssertionError(f"haproxy exited with {lb.popen.returncode}:\n{lb.log_path.read_text()[-4000:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if (await http.get(f"{lb.url}/ready")).status_code == 200:
+                    return
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"haproxy at {lb.url} not ready after {timeout}s:\n{lb.log_path.read_text()[-4000:]}")
 
 
 async def mcp_requests(url: str) -> dict[str, float]:
